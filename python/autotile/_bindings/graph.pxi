@@ -1,0 +1,162 @@
+# Bindings of csrc/graph: the core graph IR.
+
+cdef extern from "graph/graph.h" namespace "autotile":
+    ctypedef int32_t TensorId
+    ctypedef int32_t NodeId
+
+    cdef enum class NodeRole "autotile::NodeRole":
+        kForward "autotile::NodeRole::kForward"
+        kBackward "autotile::NodeRole::kBackward"
+        kUpdate "autotile::NodeRole::kUpdate"
+
+    cdef cppclass CTensor "autotile::Tensor":
+        string name
+        vector[int64_t] shape
+        NodeId producer
+        vector[NodeId] consumers
+        TensorId gradient
+        TensorId gradient_of
+        cbool is_param
+        int64_t num_elements()
+        int64_t bytes()
+
+    cdef cppclass CNode "autotile::Node":
+        string name
+        string op
+        vector[TensorId] inputs
+        vector[TensorId] outputs
+        cmap[string, string] attrs
+        string tdl
+        NodeRole role
+        NodeId forward_node
+
+    cdef cppclass CGraph "autotile::Graph":
+        TensorId add_tensor(const string&, const vector[int64_t]&, DType, cbool) except +
+        NodeId add_node(const string&, const string&, const vector[TensorId]&, const vector[TensorId]&,
+                        const string&, NodeRole) except +
+        void set_attr(NodeId, const string&, const string&) except +
+        void set_backward_of(NodeId, NodeId) except +
+        void set_gradient(TensorId, TensorId) except +
+        void set_role(NodeId, NodeRole) except +
+        int32_t num_tensors()
+        int32_t num_nodes()
+        const CTensor& tensor(TensorId) except +
+        const CNode& node(NodeId) except +
+        TensorId tensor_id(const string&) except +
+        NodeId find_node(const string&)
+        vector[NodeId] topo_order() except +
+        void validate() except +
+
+cdef extern from "graph/dtype.h" namespace "autotile":
+    cdef enum class DType "autotile::DType":
+        pass
+    DType dtype_from_name(const string&) except +
+    const char* dtype_name(DType)
+
+
+_ROLES = {"forward": NodeRole.kForward, "backward": NodeRole.kBackward, "update": NodeRole.kUpdate}
+_ROLE_NAMES = {int(NodeRole.kForward): "forward", int(NodeRole.kBackward): "backward", int(NodeRole.kUpdate): "update"}
+
+
+cdef class Graph:
+    """The core graph IR (csrc/graph/graph.h). Dense integer ids for tensors and nodes.
+
+    Python builds it with add_tensor/add_node; every call is validated in C++ and bad
+    arguments raise autotile.Error naming the tensor or node at fault."""
+    cdef CGraph* g
+
+    def __cinit__(self):
+        self.g = new CGraph()
+
+    def __dealloc__(self):
+        del self.g
+
+    def add_tensor(self, name, shape, dtype="float32", is_param=False):
+        try:
+            return self.g.add_tensor(_s(name), [int(d) for d in shape], dtype_from_name(_s(dtype)), bool(is_param))
+        except RuntimeError as e:
+            _raise_core(e)
+
+    def add_node(self, name, op, inputs, outputs, tdl="", role="forward"):
+        if role not in _ROLES:
+            raise _AutotileError(f"add_node: node '{name}' has unknown role '{role}' (forward, backward, update)")
+        try:
+            return self.g.add_node(_s(name), _s(op), [int(t) for t in inputs], [int(t) for t in outputs],
+                                   _s(tdl or ""), _ROLES[role])
+        except (RuntimeError, OverflowError, TypeError) as e:
+            _raise_core(e)
+
+    def set_attr(self, int node, key, value):
+        try:
+            self.g.set_attr(node, _s(key), _s(value))
+        except RuntimeError as e:
+            _raise_core(e)
+
+    def set_backward_of(self, int node, int forward_node):
+        try:
+            self.g.set_backward_of(node, forward_node)
+        except RuntimeError as e:
+            _raise_core(e)
+
+    def set_gradient(self, int tensor, int grad):
+        try:
+            self.g.set_gradient(tensor, grad)
+        except RuntimeError as e:
+            _raise_core(e)
+
+    def set_role(self, int node, role):
+        if role not in _ROLES:
+            raise _AutotileError(f"set_role: unknown role '{role}'")
+        try:
+            self.g.set_role(node, _ROLES[role])
+        except RuntimeError as e:
+            _raise_core(e)
+
+    @property
+    def num_tensors(self):
+        return self.g.num_tensors()
+
+    @property
+    def num_nodes(self):
+        return self.g.num_nodes()
+
+    def tensor(self, int tid):
+        """A dict describing tensor `tid`."""
+        try:
+            t = self.g.tensor(tid)
+        except RuntimeError as e:
+            _raise_core(e)
+        return {"name": _u(t.name), "shape": tuple(t.shape), "producer": t.producer,
+                "consumers": list(t.consumers), "gradient": t.gradient, "gradient_of": t.gradient_of,
+                "is_param": t.is_param, "bytes": t.bytes()}
+
+    def node(self, int nid):
+        """A dict describing node `nid`."""
+        try:
+            n = self.g.node(nid)
+        except RuntimeError as e:
+            _raise_core(e)
+        return {"name": _u(n.name), "op": _u(n.op), "inputs": list(n.inputs), "outputs": list(n.outputs),
+                "attrs": {_u(k): _u(v) for k, v in n.attrs}, "tdl": _u(n.tdl),
+                "role": _ROLE_NAMES[int(n.role)], "forward_node": n.forward_node}
+
+    def tensor_id(self, name):
+        try:
+            return self.g.tensor_id(_s(name))
+        except RuntimeError as e:
+            _raise_core(e)
+
+    def find_node(self, name):
+        return self.g.find_node(_s(name))
+
+    def topo_order(self):
+        try:
+            return list(self.g.topo_order())
+        except RuntimeError as e:
+            _raise_core(e)
+
+    def validate(self):
+        try:
+            self.g.validate()
+        except RuntimeError as e:
+            _raise_core(e)

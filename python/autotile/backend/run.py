@@ -1,0 +1,73 @@
+"""``autotile.backend.run``: one inference or training step of a model."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from ..errors import Error
+from ..model_input import as_symbol
+from ..symbol.infer import infer_entry_shapes
+from .reference import execute
+
+
+@dataclass
+class Result:
+    """What a step returns: outputs in list_outputs() order, gradients and updated params by
+    name (training only), the plan used (multi-device only) and stats (time per phase...)."""
+
+    outputs: List[np.ndarray]
+    grads: Dict[str, np.ndarray] = field(default_factory=dict)
+    params: Dict[str, np.ndarray] = field(default_factory=dict)
+    aux: Dict[str, np.ndarray] = field(default_factory=dict)
+    plan: object = None
+    stats: dict = field(default_factory=dict)
+
+
+def _check_inputs(sym, values: Dict[str, np.ndarray]):
+    names = set(sym.list_inputs())
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise Error(f"inputs {unknown} are not inputs of the model (inputs: {sorted(names)[:30]})")
+    missing = [n for n in sym.list_inputs() if n not in values]
+    if missing:
+        raise Error(f"missing inputs {missing}: pass them in inputs= or params=")
+    shapes = {k: tuple(np.shape(v)) for k, v in values.items()}
+    infer_entry_shapes(sym, shapes)  # raises Error naming the node on a mismatch
+
+
+def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
+        params: Optional[Dict[str, np.ndarray]] = None, aux: Optional[Dict[str, np.ndarray]] = None,
+        train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
+        batch: Optional[int] = None, seed: int = 0, **kwargs) -> Result:
+    """Run one step of `model` (Symbol, model path or zoo name).
+
+    inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
+    own ``sym.params``); aux: auxiliary states (BatchNorm statistics). With ``train=True`` the
+    step runs forward, backward and the optimizer update and returns gradients and updated
+    params. ``devices`` > 1 runs the partitioned execution graph."""
+    sym = as_symbol(model, batch=batch)
+    if not isinstance(devices, int) or devices < 1:
+        raise Error(f"devices must be a positive integer, got {devices!r}")
+    params = dict(sym.params if params is None else params)
+    values = {**{k: np.asarray(v) for k, v in params.items()}, **{k: np.asarray(v) for k, v in (aux or {}).items()},
+              **{k: np.asarray(v) for k, v in (inputs or {}).items()}}
+    values = {k: v for k, v in values.items() if k in set(sym.list_inputs())}
+    if devices > 1:
+        from .multi_device import run_multi_device  # noqa: F401  (issue 4)
+
+        return run_multi_device(sym, devices, values, train=train, optimizer=optimizer,
+                                optimizer_args=optimizer_args, seed=seed, **kwargs)
+    if kwargs:
+        raise Error(f"unexpected arguments for a single-device run: {sorted(kwargs)}")
+    _check_inputs(sym, values)
+    rng = np.random.default_rng(seed)
+    t0 = time.perf_counter()
+    if not train:
+        outputs, new_aux, _ = execute(sym, values, is_train=False, rng=rng)
+        return Result(outputs=outputs, aux=new_aux, stats={"forward_seconds": time.perf_counter() - t0})
+    from ..autodiff import training_step
+
+    return training_step(sym, values, list(params), optimizer=optimizer, optimizer_args=optimizer_args, rng=rng)

@@ -1,0 +1,61 @@
+"""Activation (relu, sigmoid, tanh, softrelu, softsign) and its backward op."""
+from __future__ import annotations
+
+import numpy as np
+
+from .registry import OpDef, Param, register
+from .tdl_helpers import elementwise
+
+_KINDS = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
+
+
+def _act(kind, x):
+    if kind == "relu":
+        return np.maximum(x, 0)
+    if kind == "sigmoid":
+        return 1.0 / (1.0 + np.exp(-x))
+    if kind == "tanh":
+        return np.tanh(x)
+    if kind == "softrelu":
+        return np.logaddexp(0, x)
+    return x / (1.0 + np.abs(x))
+
+
+def _act_grad(kind, x, y, dy):
+    """Gradient from the input x and output y (whichever is cheaper for the kind)."""
+    if kind == "relu":
+        return dy * (y > 0)
+    if kind == "sigmoid":
+        return dy * y * (1 - y)
+    if kind == "tanh":
+        return dy * (1 - y * y)
+    if kind == "softrelu":
+        return dy * (1.0 / (1.0 + np.exp(-x)))
+    return dy / np.square(1.0 + np.abs(x))
+
+
+def _same_shape(attrs, s):
+    return [s[0]], [s[0]]
+
+
+register(OpDef(
+    name="Activation",
+    params={"act_type": Param("str", required=True, choices=_KINDS)},
+    infer_shape=_same_shape,
+    forward=lambda attrs, ins, ctx: [_act(attrs["act_type"], ins[0]).astype(ins[0].dtype, copy=False)],
+    gradient=lambda ctx: [ctx.op("_backward_Activation", ctx.out_grads[0], ctx.inputs[0], ctx.outputs[0],
+                                 act_type=ctx.attrs["act_type"])],
+    tdl=lambda attrs, i, o: elementwise(i, o[0], attrs["act_type"], ["data"]),
+    elementwise=True,
+    doc="Element-wise activation function.",
+))
+
+register(OpDef(
+    name="_backward_Activation",
+    params={"act_type": Param("str", required=True, choices=_KINDS)},
+    arguments=lambda attrs: ["dy", "data", "output"],
+    infer_shape=lambda attrs, s: ([s[0], s[0], s[0]], [s[0]]),
+    forward=lambda attrs, ins, ctx: [_act_grad(attrs["act_type"], ins[1], ins[2], ins[0]).astype(ins[0].dtype, copy=False)],
+    tdl=lambda attrs, i, o: elementwise(i, o[0], "dact", ["dy", "data", "output"]),
+    elementwise=True,
+))

@@ -1,0 +1,186 @@
+"""FullyConnected and its backward ops (MXNet semantics: out = data . weight^T + bias)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Error
+from .registry import OpDef, Param, register
+
+
+def _args(attrs):
+    return ["data", "weight"] if attrs["no_bias"] else ["data", "weight", "bias"]
+
+
+def _flat_k(attrs, data_shape):
+    if attrs["flatten"]:
+        return int(np.prod(data_shape[1:])) if len(data_shape) > 1 else 1
+    return data_shape[-1]
+
+
+def _out_shape(attrs, data_shape):
+    if attrs["flatten"]:
+        return (data_shape[0], attrs["num_hidden"])
+    return tuple(data_shape[:-1]) + (attrs["num_hidden"],)
+
+
+def _infer_shape(attrs, in_shapes):
+    data = in_shapes[0]
+    if data is None:
+        raise Error("FullyConnected needs the shape of its data input")
+    k = _flat_k(attrs, data)
+    want = [tuple(data), (attrs["num_hidden"], k)] + ([] if attrs["no_bias"] else [(attrs["num_hidden"],)])
+    return want, [_out_shape(attrs, data)]
+
+
+def _as2d(attrs, x):
+    k = _flat_k(attrs, x.shape)
+    return x.reshape(-1, k)
+
+
+def _forward(attrs, inputs, ctx):
+    x, w = inputs[0], inputs[1]
+    y = _as2d(attrs, x) @ w.T
+    if not attrs["no_bias"]:
+        y = y + inputs[2]
+    return [y.reshape(_out_shape(attrs, x.shape)).astype(x.dtype, copy=False)]
+
+
+def _data_vars(attrs, data_shape):
+    """Index variables of data and the matching affine index into weight's second dim."""
+    if attrs["flatten"]:
+        rest = list(data_shape[1:])
+        vs = [f"k{d}" for d in range(len(rest))] or []
+        strides = [int(np.prod(rest[d + 1:])) for d in range(len(rest))]
+        wk = " + ".join(f"{s}*{v}" if s != 1 else v for s, v in zip(strides, vs)) or "0"
+        return ["n"], vs, wk
+    lead = [f"n{d}" for d in range(len(data_shape) - 1)]
+    return lead, ["k"], "k"
+
+
+def _tdl(attrs, in_shapes, out_shapes):
+    lead, red, wk = _data_vars(attrs, in_shapes[0])
+    data_idx = lead + red
+    inputs = _args(attrs)
+    body = f"sum({', '.join(red)}) {{ data[{', '.join(data_idx)}] * weight[o, {wk}] }}" if red else "data[n] * weight[o, 0]"
+    bias = " + bias[o]" if not attrs["no_bias"] else ""
+    return f"{', '.join(inputs)} -> out: out[{', '.join(lead + ['o'])}] = {body}{bias}"
+
+
+def _gradient(ctx):
+    dy = ctx.out_grads[0]
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    common = dict(num_hidden=ctx.attrs["num_hidden"], flatten=ctx.attrs["flatten"])
+    dx = ctx.op("_backward_FullyConnected_data", dy, w, x, **common)
+    dw = ctx.op("_backward_FullyConnected_weight", dy, x, **common)
+    grads = [dx, dw]
+    if not ctx.attrs["no_bias"]:
+        grads.append(ctx.op("_backward_FullyConnected_bias", dy, **common))
+    return grads
+
+
+_PARAMS = {
+    "num_hidden": Param("int", required=True),
+    "no_bias": Param("bool", False),
+    "flatten": Param("bool", True),
+}
+
+register(OpDef(
+    name="FullyConnected",
+    params=_PARAMS,
+    arguments=_args,
+    infer_shape=_infer_shape,
+    forward=_forward,
+    gradient=_gradient,
+    tdl=_tdl,
+    doc="out = flatten(data) . weight^T + bias",
+))
+
+_BWD_PARAMS = {"num_hidden": Param("int", required=True), "flatten": Param("bool", True)}
+
+
+# d data = dy . W, reshaped like data (the third input only supplies data's shape).
+def _bwd_data_shape(attrs, in_shapes):
+    dy, w, x = in_shapes
+    return [dy, w, x], [x]
+
+
+def _bwd_data_forward(attrs, inputs, ctx):
+    dy, w, x = inputs
+    dy2 = dy.reshape(-1, attrs["num_hidden"])
+    return [(dy2 @ w).reshape(x.shape).astype(dy.dtype, copy=False)]
+
+
+def _bwd_data_tdl(attrs, in_shapes, out_shapes):
+    lead, red, wk = _data_vars(attrs, in_shapes[2])
+    return (f"dy, weight, data -> dx: dx[{', '.join(lead + red)}] = "
+            f"sum(o) {{ dy[{', '.join(lead + ['o'])}] * weight[o, {wk}] }}")
+
+
+register(OpDef(
+    name="_backward_FullyConnected_data",
+    params=_BWD_PARAMS,
+    arguments=lambda a: ["dy", "weight", "data"],
+    infer_shape=_bwd_data_shape,
+    forward=_bwd_data_forward,
+    tdl=_bwd_data_tdl,
+))
+
+
+def _bwd_weight_shape(attrs, in_shapes):
+    dy, x = in_shapes
+    return [dy, x], [(attrs["num_hidden"], _flat_k(attrs, x))]
+
+
+def _bwd_weight_forward(attrs, inputs, ctx):
+    dy, x = inputs
+    return [(dy.reshape(-1, attrs["num_hidden"]).T @ _as2d(attrs, x)).astype(dy.dtype, copy=False)]
+
+
+def _bwd_weight_tdl(attrs, in_shapes, out_shapes):
+    lead, _, _ = _data_vars(attrs, in_shapes[1])
+    return (f"dy, data -> dw: dw[o, kk] = sum({', '.join(lead)}) "
+            f"{{ dy[{', '.join(lead + ['o'])}] * data[{', '.join(lead)}, {_unflatten(attrs, in_shapes[1])}] }}")
+
+
+def _unflatten(attrs, data_shape):
+    """Index expressions of data's non-batch dims in terms of the flattened index kk.
+    Only the leading non-batch dim is affine in kk (kk / stride); the others use % and are
+    written as ':' (whole dim), which keeps the analysis exact for splits of kk that align
+    with the leading dim (the only ones the planner can use)."""
+    if not attrs["flatten"]:
+        return "kk"
+    rest = list(data_shape[1:])
+    if len(rest) <= 1:
+        return "kk"
+    stride = int(np.prod(rest[1:]))
+    return ", ".join([f"kk / {stride}"] + [":"] * (len(rest) - 1))
+
+
+register(OpDef(
+    name="_backward_FullyConnected_weight",
+    params=_BWD_PARAMS,
+    arguments=lambda a: ["dy", "data"],
+    infer_shape=_bwd_weight_shape,
+    forward=_bwd_weight_forward,
+    tdl=_bwd_weight_tdl,
+))
+
+
+def _bwd_bias_forward(attrs, inputs, ctx):
+    dy = inputs[0]
+    return [dy.reshape(-1, attrs["num_hidden"]).sum(axis=0).astype(dy.dtype, copy=False)]
+
+
+def _bwd_bias_tdl(attrs, in_shapes, out_shapes):
+    lead = [f"n{d}" for d in range(len(in_shapes[0]) - 1)]
+    return f"dy -> db: db[o] = sum({', '.join(lead)}) {{ dy[{', '.join(lead + ['o'])}] }}"
+
+
+register(OpDef(
+    name="_backward_FullyConnected_bias",
+    params=_BWD_PARAMS,
+    arguments=lambda a: ["dy"],
+    infer_shape=lambda attrs, s: ([s[0]], [(attrs["num_hidden"],)]),
+    forward=_bwd_bias_forward,
+    tdl=_bwd_bias_tdl,
+))
