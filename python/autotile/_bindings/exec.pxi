@@ -1,0 +1,1 @@
+# Bindings of csrc/exec (filled in as that part of the core lands).

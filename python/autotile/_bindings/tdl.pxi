@@ -1,0 +1,1 @@
+# Bindings of csrc/tdl (filled in as that part of the core lands).
