@@ -41,13 +41,16 @@ def _check_inputs(sym, values: Dict[str, np.ndarray]):
 def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         params: Optional[Dict[str, np.ndarray]] = None, aux: Optional[Dict[str, np.ndarray]] = None,
         train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
-        batch: Optional[int] = None, seed: int = 0, **kwargs) -> Result:
+        batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", **kwargs) -> Result:
     """Run one step of `model` (Symbol, model path or zoo name).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
     own ``sym.params``); aux: auxiliary states (BatchNorm statistics). With ``train=True`` the
     step runs forward, backward and the optimizer update and returns gradients and updated
-    params. ``devices`` > 1 runs the partitioned execution graph."""
+    params. ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy)."""
+    if ctx != "cpu":
+        raise Error(f"ctx='{ctx}' is not available in this build: the runtime runs on ctx='cpu' "
+                    "(the GPU and MPI runtimes are separate features)")
     sym = as_symbol(model, batch=batch)
     if not isinstance(devices, int) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
@@ -56,7 +59,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
               **{k: np.asarray(v) for k, v in (inputs or {}).items()}}
     values = {k: v for k, v in values.items() if k in set(sym.list_inputs())}
     if devices > 1:
-        from .multi_device import run_multi_device  # noqa: F401  (issue 4)
+        try:
+            from .multi_device import run_multi_device
+        except ImportError:
+            raise Error("devices > 1 needs the multi-device runtime (autotile.backend.multi_device), "
+                        "which this build does not have yet; use devices=1") from None
 
         return run_multi_device(sym, devices, values, train=train, optimizer=optimizer,
                                 optimizer_args=optimizer_args, seed=seed, **kwargs)

@@ -1,0 +1,226 @@
+"""The ``autotile`` command line: plan, run and bench models.
+
+    autotile plan MODEL --devices 8 --batch 256 [--algorithm tofu] [--json F] [--draw F.png]
+    autotile run  MODEL --devices 8 --batch 32 [--ctx cpu] [--steps N]
+    autotile info MODEL [--batch B]
+
+Results go to stdout, progress and errors to stderr; exit status 0 on success, 1 on a
+model/plan error (message on stderr), 2 on bad usage (argparse).
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import threading
+import time
+from typing import List, Optional
+
+from .errors import Error
+
+
+class Progress:
+    """Shows '<label> ... Ns' on stderr when a step takes more than a second (TTY only)."""
+
+    def __init__(self, label: str, enabled: Optional[bool] = None):
+        self.label = label
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self._done = threading.Event()
+        self._thread = None
+
+    def __enter__(self):
+        if self.enabled:
+            self._start = time.perf_counter()
+            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread.start()
+        return self
+
+    def _tick(self):
+        spinner = "|/-\\"
+        i = 0
+        if self._done.wait(1.0):
+            return
+        while not self._done.wait(0.2):
+            elapsed = time.perf_counter() - self._start
+            sys.stderr.write(f"\r{spinner[i % 4]} {self.label} {elapsed:.1f}s")
+            sys.stderr.flush()
+            i += 1
+
+    def __exit__(self, *exc):
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join()
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+        return False
+
+
+def _fmt_bytes(n: float) -> str:
+    from .planner.plan import _fmt_bytes as fmt
+
+    return fmt(n)
+
+
+def model_summary(sym, batch: Optional[int]) -> str:
+    """Nodes, inputs and parameter sizes of a model."""
+    import numpy as np
+
+    from .symbol.infer import infer_entry_shapes
+
+    known = infer_entry_shapes(sym, {})
+    nodes = sym.topo_nodes()
+    ops = [n for n in nodes if not n.is_variable]
+    variables = {n.name: known.get((id(n), 0)) for n in nodes if n.is_variable}
+    data = [n for n in variables if n == "data" or n.endswith("label") or n.startswith("data")]
+    params = {n: s for n, s in variables.items() if n not in data and s is not None}
+    count = sum(int(np.prod(s)) for s in params.values())
+    kinds = {}
+    for n in ops:
+        kinds[n.op] = kinds.get(n.op, 0) + 1
+    lines = [f"model: {sym.name or 'symbol'}   ops: {len(ops)}   parameters: {count:,} "
+             f"({_fmt_bytes(4 * count)} as float32)",
+             "inputs: " + ", ".join(f"{n}{tuple(variables[n]) if variables[n] else ''}" for n in data),
+             "ops: " + ", ".join(f"{k} x{v}" for k, v in sorted(kinds.items(), key=lambda kv: -kv[1]))]
+    return "\n".join(lines)
+
+
+def cmd_info(args) -> int:
+    from .model_input import as_symbol
+
+    sym = as_symbol(args.model, batch=args.batch)
+    print(model_summary(sym, args.batch))
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from . import planner
+    from .model_input import as_symbol
+
+    sym = as_symbol(args.model, batch=args.batch)
+    print(model_summary(sym, args.batch))
+    print()
+    bandwidths = [float(b) for b in args.bandwidths.split(",")] if args.bandwidths else None
+    with Progress(f"planning ({args.algorithm})"):
+        result = planner.plan(sym, devices=args.devices, batch=args.batch, algorithm=args.algorithm,
+                              bandwidths=bandwidths, replicate_fallback=args.replicate_fallback)
+    result.model = args.model
+    print(result.summary())
+    if args.compare:
+        print()
+        print(compare_table(sym, args, result))
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(result.to_json())
+        print(f"\nplan written to {args.json}", file=sys.stderr)
+    if args.draw:
+        result.draw(args.draw)
+        print(f"picture written to {args.draw}", file=sys.stderr)
+    return 0
+
+
+def compare_table(sym, args, best) -> str:
+    """One row per algorithm: communication, ratio to the chosen plan, search time."""
+    from . import planner
+
+    rows = []
+    for algo in planner.ALGORITHMS:
+        if algo == best.algorithm:
+            rows.append((algo, best.comm_bytes, best.search_seconds, ""))
+            continue
+        try:
+            with Progress(f"planning ({algo})"):
+                p = planner.plan(sym, devices=args.devices, batch=args.batch, algorithm=algo,
+                                 replicate_fallback=args.replicate_fallback)
+            rows.append((algo, p.comm_bytes, p.search_seconds, ""))
+        except Error as e:
+            rows.append((algo, None, None, str(e).split("\n")[0][:70]))
+    lines = [f"{'algorithm':<11} {'comm/step':>12} {'vs ' + best.algorithm:>9} {'search':>10}"]
+    for algo, comm, secs, note in rows:
+        if comm is None:
+            lines.append(f"{algo:<11} {'-':>12} {'-':>9} {'-':>10}  {note}")
+        else:
+            ratio = comm / best.comm_bytes if best.comm_bytes > 0 else float("inf") if comm > 0 else 1.0
+            lines.append(f"{algo:<11} {_fmt_bytes(comm):>12} {ratio:>8.2f}x {secs * 1000:>8.1f}ms")
+    return "\n".join(lines)
+
+
+def cmd_run(args) -> int:
+    import numpy as np
+
+    from . import backend
+    from .model_input import as_symbol
+    from .symbol.infer import infer_entry_shapes
+
+    sym = as_symbol(args.model, batch=args.batch)
+    known = infer_entry_shapes(sym, {})
+    rng = np.random.default_rng(args.seed)
+    values = {}
+    for n in sym.topo_nodes():
+        if not n.is_variable:
+            continue
+        shape = known.get((id(n), 0))
+        if shape is None:
+            raise Error(f"cannot run: the shape of input '{n.name}' is unknown")
+        if n.name.endswith("label"):
+            classes = 10
+            values[n.name] = rng.integers(0, classes, size=shape).astype(np.float32)
+        else:
+            values[n.name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+    params = {k: v for k, v in values.items() if not (k == "data" or k.endswith("label"))}
+    inputs = {k: v for k, v in values.items() if k not in params}
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        res = backend.run(sym, devices=args.devices, inputs=inputs, params=params, train=True, ctx=args.ctx)
+        params.update(res.params)
+        loss = float(np.mean(res.outputs[0]))
+        print(f"step {step + 1}/{args.steps}: output mean {loss:.6f}  time {time.perf_counter() - t0:.3f}s")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="autotile", description="Automatic tensor partitioning for DL training.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def model_args(sp):
+        sp.add_argument("model", help="zoo name (mlp, alexnet, vgg16, wresnet-152-10, rnn-10-8k), .onnx or -symbol.json")
+        sp.add_argument("--batch", type=int, default=None, help="batch size")
+
+    sp = sub.add_parser("info", help="print a model summary")
+    model_args(sp)
+    sp.set_defaults(fn=cmd_info)
+
+    sp = sub.add_parser("plan", help="find the partition plan of a model's training step")
+    model_args(sp)
+    sp.add_argument("--devices", type=int, default=8)
+    sp.add_argument("--algorithm", default="tofu")
+    sp.add_argument("--bandwidths", default=None, help="per-cut bandwidths, slowest first, e.g. 12.5e9,300e9")
+    sp.add_argument("--no-compare", dest="compare", action="store_false", help="skip the table of baselines")
+    sp.add_argument("--json", default=None, help="write the plan as JSON to this file")
+    sp.add_argument("--draw", default=None, help="write a picture of the tiles to this PNG")
+    sp.add_argument("--replicate-fallback", action="store_true", help="run ops without TDL replicated")
+    sp.set_defaults(fn=cmd_plan)
+
+    sp = sub.add_parser("run", help="run training steps and print loss and timing")
+    model_args(sp)
+    sp.add_argument("--devices", type=int, default=1)
+    sp.add_argument("--steps", type=int, default=1)
+    sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
+    sp.add_argument("--seed", type=int, default=0)
+    sp.set_defaults(fn=cmd_run)
+    return p
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.fn(args)
+    except Error as e:
+        print(f"autotile: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

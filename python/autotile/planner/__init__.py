@@ -1,0 +1,84 @@
+"""``autotile.plan``: find how to tile every tensor of a model's training graph."""
+from __future__ import annotations
+
+import time
+from typing import Dict, Optional, Sequence
+
+from ..errors import Error
+from ..model_input import as_symbol
+from .plan import Plan
+
+#: Every algorithm name the planner accepts (the C++ core implements them; see csrc/search).
+ALGORITHMS = ("tofu", "soybean", "data", "model", "owt", "hypar", "spartan", "allrow", "equalchop", "icml18",
+              "bruteforce")
+
+
+def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], data_names: Sequence[str]):
+    """Shapes of the data inputs: as given, else their declared shapes with the batch dim set."""
+    from ..symbol.infer import _declared_shape
+
+    by_name = {n.name: n for n in sym.topo_nodes() if n.is_variable}
+    result = {}
+    for name in data_names:
+        declared = _declared_shape(by_name[name]) if name in by_name else None
+        if shapes and name in shapes:
+            shape = tuple(int(d) for d in shapes[name])
+            if batch is not None and shape and shape[0] != batch:
+                raise Error(f"batch={batch} contradicts the shape {shape} given for input '{name}'")
+        elif declared is not None:
+            shape = declared if batch is None else (batch,) + tuple(declared[1:])
+        else:
+            raise Error(f"the shape of input '{name}' is unknown: pass shapes={{'{name}': (...)}}")
+        result[name] = shape
+    for name in (shapes or {}):
+        if name not in result:
+            if name not in by_name:
+                raise Error(f"shapes names '{name}', which is not an input of the model")
+            result[name] = tuple(shapes[name])
+    return result
+
+
+def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: Optional[int] = None,
+         algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None, optimizer: str = "sgd",
+         replicate_fallback: bool = False) -> Plan:
+    """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices.
+
+    `shapes` gives input shapes by name; otherwise `batch` sets the batch dim of every data
+    input's declared shape. `bandwidths` (one per cut, bytes/s, slowest link first) weights
+    each cut's cost for hierarchical machines. Returns a :class:`Plan`."""
+    from .. import _core
+    from ..autodiff import training_graph
+    from .lower import lower
+
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
+        raise Error(f"devices must be a positive integer, got {devices!r}")
+    if algorithm not in ALGORITHMS:
+        raise Error(f"unknown algorithm '{algorithm}' (choose from {', '.join(ALGORITHMS)})")
+    if batch is not None and (not isinstance(batch, int) or batch < 1):
+        raise Error(f"batch must be a positive integer, got {batch!r}")
+    sym = as_symbol(model, batch=batch)
+    t0 = time.perf_counter()
+    tg = training_graph(sym, optimizer=optimizer)
+    in_shapes = data_shapes(sym, shapes, batch, tg.data_names)
+    lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes, tg.gradient_of,
+                    replicate_fallback=replicate_fallback)
+    lower_seconds = time.perf_counter() - t0
+    raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
+                           replicate_fallback)
+    names = lowered.tensor_names
+    result = Plan(
+        algorithm=algorithm, devices=devices, factors=list(raw["factors"]), cut_costs=list(raw["cut_costs"]),
+        comm_bytes=float(raw["total_bytes"]), search_seconds=float(raw["search_seconds"]),
+        tensor_tilings={names[i]: list(t) for i, t in enumerate(raw["tensor_tilings"])},
+        node_strategies={lowered.node_names[i]: list(s) for i, s in enumerate(raw["node_strategies"])},
+        tensor_shapes=dict(zip(names, lowered.tensor_shapes)), tensor_dtypes=dict(zip(names, lowered.tensor_dtypes)),
+        node_ops=dict(zip(lowered.node_names, lowered.node_ops)), param_names=list(tg.param_names),
+        weighted_cost=raw.get("weighted_cost"), bandwidths=list(bandwidths) if bandwidths else None,
+        model=model if isinstance(model, str) else (sym.name or ""),
+        batch=batch if batch is not None else (next(iter(in_shapes.values()))[0] if in_shapes else None),
+        num_groups=int(raw.get("num_groups", 0)), num_levels=int(raw.get("num_levels", 0)))
+    result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
+    return result
+
+
+__all__ = ["ALGORITHMS", "Plan", "plan"]

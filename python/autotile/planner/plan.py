@@ -1,0 +1,117 @@
+"""The Plan: the result of a partition search, readable by people and programs."""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import Error
+
+
+def _fmt_bytes(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n:.0f} B"
+        n /= 1000.0
+    return f"{n:.1f} TB"
+
+
+@dataclass
+class Plan:
+    """A tiling for every tensor and a strategy for every op, per cut, and what it costs.
+
+    - ``comm_bytes``: total bytes moved between devices in one training step (sum of cut_costs).
+    - ``cut_costs``: bytes moved at each cut (δ_i, all groups of that step together).
+    - ``tiling(name)``: e.g. ``"split(0) split(1) replicate"``, one basic tiling per cut.
+    - ``strategy(node)``: the TDL variable split at each cut, e.g. ``"n o"``.
+    """
+
+    algorithm: str
+    devices: int
+    factors: List[int]
+    cut_costs: List[float]
+    comm_bytes: float
+    search_seconds: float
+    tensor_tilings: Dict[str, List[str]]
+    node_strategies: Dict[str, List[str]]
+    tensor_shapes: Dict[str, Tuple[int, ...]] = field(default_factory=dict)
+    tensor_dtypes: Dict[str, str] = field(default_factory=dict)
+    node_ops: Dict[str, str] = field(default_factory=dict)
+    param_names: List[str] = field(default_factory=list)
+    weighted_cost: Optional[float] = None
+    bandwidths: Optional[List[float]] = None
+    model: str = ""
+    batch: Optional[int] = None
+    num_groups: int = 0
+    num_levels: int = 0
+
+    # ------------------------------------------------------------------ queries
+    def tiling(self, name: str) -> str:
+        """The tiling of tensor `name` per cut, space separated."""
+        if name not in self.tensor_tilings:
+            raise Error(f"plan has no tensor named '{name}'")
+        return " ".join(self.tensor_tilings[name])
+
+    def strategy(self, node: str) -> str:
+        """The partitioned TDL variable of node `node` per cut, space separated."""
+        if node not in self.node_strategies:
+            raise Error(f"plan has no node named '{node}'")
+        return " ".join(self.node_strategies[node])
+
+    def tile_shape(self, name: str) -> Tuple[int, ...]:
+        """Shape of the tile one device holds of tensor `name`."""
+        shape = list(self.tensor_shapes[name])
+        for cut, t in zip(self.factors, self.tensor_tilings[name]):
+            if t.startswith("split("):
+                d = int(t[6:-1])
+                shape[d] //= cut
+        return tuple(shape)
+
+    # ------------------------------------------------------------------ reports
+    def summary(self, max_rows: int = 40) -> str:
+        """A table a person can read: cut costs, then the parameters' tilings."""
+        lines = [f"plan: {self.model or 'model'}  algorithm={self.algorithm}  devices={self.devices} "
+                 f"(cuts {' x '.join(map(str, self.factors)) or '-'})" + (f"  batch={self.batch}" if self.batch else ""),
+                 f"communication per step: {_fmt_bytes(self.comm_bytes)}   search: {self.search_seconds * 1000:.1f} ms"
+                 + (f"   coarsened groups: {self.num_groups}, levels: {self.num_levels}" if self.num_groups else "")]
+        for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
+            lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}")
+        names = [n for n in self.param_names if n in self.tensor_tilings]
+        if names:
+            lines.append("")
+            width = max(len(n) for n in names[:max_rows])
+            lines.append(f"  {'parameter'.ljust(width)}  {'shape':<22} tiling per cut")
+            for n in names[:max_rows]:
+                lines.append(f"  {n.ljust(width)}  {str(self.tensor_shapes.get(n, '')):<22} {self.tiling(n)}")
+            if len(names) > max_rows:
+                lines.append(f"  ... {len(names) - max_rows} more")
+        return "\n".join(lines)
+
+    def __str__(self):
+        return self.summary()
+
+    def to_json(self) -> str:
+        doc = asdict(self)
+        doc["tensor_shapes"] = {k: list(v) for k, v in self.tensor_shapes.items()}
+        doc["format"] = "autotile-plan-1"
+        return json.dumps(doc, indent=1)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Plan":
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise Error(f"plan JSON is not valid JSON: {e}") from None
+        if not isinstance(doc, dict) or doc.pop("format", None) != "autotile-plan-1":
+            raise Error("not an autotile plan (missing format 'autotile-plan-1')")
+        doc["tensor_shapes"] = {k: tuple(v) for k, v in doc.get("tensor_shapes", {}).items()}
+        try:
+            return cls(**doc)
+        except TypeError as e:
+            raise Error(f"plan JSON has unexpected fields: {e}") from None
+
+    def draw(self, path: str, tensors: Optional[List[str]] = None, max_tensors: int = 12) -> str:
+        """Picture of the tile each device owns for weights and activations (Tofu Fig. 11)."""
+        from .draw import draw_plan
+
+        return draw_plan(self, path, tensors, max_tensors)
