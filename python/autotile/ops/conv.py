@@ -1,0 +1,389 @@
+"""Convolution (MXNet 1.x semantics, NCW / NCHW / NCDHW) and its backward ops.
+
+out[n, co, o...] = sum(ci, k...) data[n, g*Cin_g + ci, s*o + d*k - p] * weight[co, ci, k...] + bias[co]
+with g = co / Cout_g the group of output channel co.
+
+Kernels: im2col as a strided view (ops/im2col.py) contracted with the weights by one
+tensordot (BLAS GEMM) per group and batch chunk; backward data scatters the columns back
+(col2im), backward weight contracts dy with the same columns.
+
+Backward ops (each a registered op with kernel and TDL):
+- ``_backward_Convolution_data(dy, weight)`` -> dx; attribute ``data_spatial`` gives the
+  spatial size of data (a strided conv may drop trailing rows, so dy does not determine it).
+- ``_backward_Convolution_weight(dy, data)`` -> dweight.
+- ``_backward_Convolution_bias(dy)`` -> dbias.
+
+TDL and the strategies it allows:
+- num_group == 1: exact (n, co, spatial dims as output splits; ci and the kernel dims as
+  reductions). Spatial splits read halos; out-of-range indices are the zero padding.
+- num_group > 1 with one input channel per group (depthwise, channel multiplier M):
+  the data channel is written ``co / M``, which is exact, so n, co and spatial splits read
+  exactly the data they need.
+- other grouped convolutions: the data channel index is ``:`` (all channels), a superset.
+  Splits of n and spatial dims are exact; a co split (or a ci reduction split) reads all
+  data channels, and its sub-operator is only a plain Convolution when the co slab is
+  aligned with whole groups (num_group and num_filter scaled down accordingly).
+- backward data: dy is indexed ``(i + p - d*k) / s`` (floor division). Where s does not
+  divide i + p - d*k no dy element is read; the interval analysis over-approximates that
+  set, which is a superset of the true region (correct, at most s-1 rows of extra halo).
+"""
+from __future__ import annotations
+
+from typing import List, Sequence
+
+import numpy as np
+
+from ..errors import Error
+from . import im2col
+from .registry import OpDef, Param, register
+
+_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+_SPATIAL_VARS = {1: ["x"], 2: ["y", "x"], 3: ["z", "y", "x"]}
+
+_PARAMS = {
+    "kernel": Param("shape", required=True),
+    "stride": Param("shape", ()),
+    "dilate": Param("shape", ()),
+    "pad": Param("shape", ()),
+    "num_filter": Param("int", required=True),
+    "num_group": Param("int", 1),
+    "workspace": Param("int", 1024),
+    "no_bias": Param("bool", False),
+    "cudnn_tune": Param("optional_str", None, choices=(None, "off", "limited_workspace", "fastest")),
+    "cudnn_off": Param("bool", False),
+    "layout": Param("optional_str", None),
+}
+
+
+class Geometry:
+    """Validated shape parameters of one convolution."""
+
+    def __init__(self, attrs, data_shape: Sequence[int], spatial: Sequence[int] = None):
+        kernel = tuple(attrs["kernel"])
+        nd = len(kernel)
+        if nd not in _LAYOUTS:
+            raise Error(f"attribute 'kernel'={kernel} must have 1, 2 or 3 dims")
+        layout = attrs.get("layout")
+        if layout is not None and layout != _LAYOUTS[nd]:
+            raise Error(f"attribute 'layout'={layout!r} is not supported for a {nd}-D kernel "
+                        f"(only {_LAYOUTS[nd]}; channels-last layouts are not implemented)")
+        self.nd = nd
+        self.kernel = kernel
+        self.stride = self._vec(attrs, "stride", 1)
+        self.dilate = self._vec(attrs, "dilate", 1)
+        self.pad = self._vec(attrs, "pad", 0)
+        if any(k <= 0 for k in kernel):
+            raise Error(f"attribute 'kernel'={kernel} must be positive")
+        if any(v <= 0 for v in self.stride + self.dilate):
+            raise Error(f"attributes 'stride'={self.stride} and 'dilate'={self.dilate} must be positive")
+        if any(v < 0 for v in self.pad):
+            raise Error(f"attribute 'pad'={self.pad} must be non-negative")
+        self.groups = attrs["num_group"]
+        self.cout = attrs["num_filter"]
+        if self.groups <= 0 or self.cout <= 0:
+            raise Error(f"attributes 'num_filter'={self.cout} and 'num_group'={self.groups} must be positive")
+        if self.cout % self.groups:
+            raise Error(f"attribute 'num_filter'={self.cout} is not divisible by 'num_group'={self.groups}")
+        if len(data_shape) != 2 + nd:
+            raise Error(f"data has shape {tuple(data_shape)} but a {nd}-D kernel {kernel} needs "
+                        f"{2 + nd}-D data ({_LAYOUTS[nd]})")
+        self.batch, self.cin = int(data_shape[0]), int(data_shape[1])
+        if self.cin % self.groups:
+            raise Error(f"data has {self.cin} channels, not divisible by attribute 'num_group'={self.groups}")
+        self.cin_g = self.cin // self.groups
+        self.cout_g = self.cout // self.groups
+        self.spatial = tuple(int(v) for v in (spatial if spatial is not None else data_shape[2:]))
+        for i in range(nd):
+            span = self.dilate[i] * (kernel[i] - 1) + 1
+            if span > self.spatial[i] + 2 * self.pad[i]:
+                raise Error(f"attribute 'kernel'={kernel} (dilated extent {span} in dim {i}) is larger than "
+                            f"the padded input ({self.spatial[i]} + 2*{self.pad[i]}) of data shape {tuple(data_shape)}")
+        self.out = tuple(im2col.out_size(self.spatial[i], kernel[i], self.stride[i], self.dilate[i], self.pad[i])
+                         for i in range(nd))
+
+    def _vec(self, attrs, name, default):
+        value = tuple(attrs.get(name) or ())
+        if not value:
+            return (default,) * self.nd
+        if len(value) != self.nd:
+            raise Error(f"attribute '{name}'={value} must have {self.nd} entries like 'kernel'={self.kernel}")
+        return value
+
+    @property
+    def weight_shape(self):
+        return (self.cout, self.cin_g) + self.kernel
+
+    @property
+    def out_shape(self):
+        return (self.batch, self.cout) + self.out
+
+
+def _kernel_geometry(attrs, data_shape, spatial=None) -> Geometry:
+    """Geometry for a kernel: a bad shape becomes ValueError so the executor names the node."""
+    try:
+        return Geometry(attrs, data_shape, spatial)
+    except Error as e:
+        raise ValueError(str(e)) from None
+
+
+def _args(attrs):
+    return ["data", "weight"] if attrs["no_bias"] else ["data", "weight", "bias"]
+
+
+def _infer_shape(attrs, in_shapes):
+    data = in_shapes[0]
+    if data is None:
+        raise Error("Convolution needs the shape of its data input")
+    geo = Geometry(attrs, data)
+    want = [tuple(data), geo.weight_shape] + ([] if attrs["no_bias"] else [(geo.cout,)])
+    return want, [geo.out_shape]
+
+
+# ----------------------------------------------------------------------------- kernels
+
+def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
+    """Grouped N-D convolution of x (N, C, *S) with w (Cout, Cin_g, *K), no bias."""
+    nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
+    xpad = im2col.pad_spatial(x, geo.pad)
+    out = np.empty((x.shape[0], geo.cout) + geo.out, dtype=np.result_type(x, w))
+    red = tuple(range(1, 2 + nd))  # (ci, k...) in both the weights and the window view
+    per_item = g_in * int(np.prod(geo.kernel)) * int(np.prod(geo.out))
+    for chunk in im2col.batch_chunks(x.shape[0], per_item):
+        cols = im2col.windows(xpad[chunk], geo.kernel, geo.stride, geo.dilate, geo.out)
+        for g in range(geo.groups):
+            wg = w[g * g_out:(g + 1) * g_out]
+            yg = np.tensordot(wg, cols[:, g * g_in:(g + 1) * g_in], axes=(red, red))  # (Cout_g, n, *O)
+            out[chunk, g * g_out:(g + 1) * g_out] = np.moveaxis(yg, 0, 1)
+    return out
+
+
+def conv_backward_data(dy: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
+    """d data of the convolution: columns w^T . dy scattered back onto the input (col2im)."""
+    nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
+    padded = tuple(s + 2 * p for s, p in zip(geo.spatial, geo.pad))
+    dxpad = np.zeros((dy.shape[0], geo.cin) + padded, dtype=np.result_type(dy, w))
+    for g in range(geo.groups):
+        wg = w[g * g_out:(g + 1) * g_out]
+        cols = np.tensordot(wg, dy[:, g * g_out:(g + 1) * g_out], axes=([0], [1]))  # (Cin_g, *K, N, *O)
+        cols = np.moveaxis(cols, 1 + nd, 0)  # (N, Cin_g, *K, *O)
+        im2col.col2im_add(dxpad[:, g * g_in:(g + 1) * g_in], cols, geo.kernel, geo.stride, geo.dilate)
+    return np.ascontiguousarray(im2col.crop_spatial(dxpad, geo.pad, geo.spatial))
+
+
+def conv_backward_weight(dy: np.ndarray, x: np.ndarray, geo: Geometry) -> np.ndarray:
+    """d weight of the convolution: dy contracted with the input windows over n and o."""
+    nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
+    xpad = im2col.pad_spatial(x, geo.pad)
+    dw = np.zeros(geo.weight_shape, dtype=np.result_type(dy, x))
+    dy_axes = (0,) + tuple(range(2, 2 + nd))
+    col_axes = (0,) + tuple(range(2 + nd, 2 + 2 * nd))
+    per_item = g_in * int(np.prod(geo.kernel)) * int(np.prod(geo.out))
+    for chunk in im2col.batch_chunks(x.shape[0], per_item):
+        cols = im2col.windows(xpad[chunk], geo.kernel, geo.stride, geo.dilate, geo.out)
+        for g in range(geo.groups):
+            dw[g * g_out:(g + 1) * g_out] += np.tensordot(
+                dy[chunk, g * g_out:(g + 1) * g_out], cols[:, g * g_in:(g + 1) * g_in], axes=(dy_axes, col_axes))
+    return dw
+
+
+def _forward(attrs, inputs, ctx):
+    x, w = inputs[0], inputs[1]
+    geo = _kernel_geometry(attrs, x.shape)
+    y = conv_forward(x, w, geo)
+    if not attrs["no_bias"]:
+        y += inputs[2].reshape((1, -1) + (1,) * geo.nd)
+    return [y.astype(x.dtype, copy=False)]
+
+
+# ----------------------------------------------------------------------------- gradient
+
+_GEOMETRY_ATTRS = ("kernel", "stride", "dilate", "pad", "num_filter", "num_group", "layout")
+
+
+def _gradient(ctx):
+    dy = ctx.out_grads[0]
+    x, w = ctx.inputs[0], ctx.inputs[1]
+    common = {k: ctx.attrs[k] for k in _GEOMETRY_ATTRS if ctx.attrs.get(k) not in (None, ())}
+    if not ctx.in_shapes or ctx.in_shapes[0] is None:  # a strided conv may drop input rows
+        raise Error(f"node '{ctx.name}' (op Convolution): the gradient needs the shape of data (ctx.in_shapes)")
+    spatial = tuple(ctx.in_shapes[0][2:])
+    grads = [ctx.op("_backward_Convolution_data", dy, w, data_spatial=spatial, **common),
+             ctx.op("_backward_Convolution_weight", dy, x, **common)]
+    if not ctx.attrs["no_bias"]:
+        grads.append(ctx.op("_backward_Convolution_bias", dy, **common))
+    return grads
+
+
+# ----------------------------------------------------------------------------- TDL
+
+def _affine(terms, const=0) -> str:
+    """'2*y + ky - 1' from [(2, 'y'), (1, 'ky')] and -1; coefficients 0 are dropped."""
+    parts = []
+    for coef, var in terms:
+        if coef == 0:
+            continue
+        mag = abs(coef)
+        text = var if mag == 1 else f"{mag}*{var}"
+        parts.append(("- " if coef < 0 else "+ ") + text)
+    if const:
+        parts.append(("- " if const < 0 else "+ ") + str(abs(const)))
+    if not parts:
+        return "0"
+    first = parts[0]
+    text = (first[2:] if first.startswith("+ ") else "-" + first[2:]) + "".join(" " + p for p in parts[1:])
+    return text
+
+
+def _names(nd):
+    out = _SPATIAL_VARS[nd]
+    return out, ["k" + v for v in out]
+
+
+def _window_index(geo: Geometry, out_vars, k_vars) -> List[str]:
+    """Input index of each spatial dim: s*o + d*k - p."""
+    return [_affine([(geo.stride[i], out_vars[i]), (geo.dilate[i], k_vars[i])], -geo.pad[i]) for i in range(geo.nd)]
+
+
+def _data_channel(geo: Geometry) -> str:
+    """data's channel index in terms of co and ci (see the module docstring)."""
+    if geo.groups == 1:
+        return "ci"
+    if geo.cin_g == 1:
+        return "co" if geo.cout_g == 1 else f"co / {geo.cout_g}"
+    return ":"
+
+
+def _tdl(attrs, in_shapes, out_shapes):
+    geo = Geometry(attrs, in_shapes[0])
+    ov, kv = _names(geo.nd)
+    data_idx = ["n", _data_channel(geo)] + _window_index(geo, ov, kv)
+    bias = "" if attrs["no_bias"] else " + bias[co]"
+    return (f"{', '.join(_args(attrs))} -> out: out[{', '.join(['n', 'co'] + ov)}] = "
+            f"sum({', '.join(['ci'] + kv)}) {{ data[{', '.join(data_idx)}] * "
+            f"weight[{', '.join(['co', 'ci'] + kv)}] }}{bias}")
+
+
+register(OpDef(
+    name="Convolution",
+    params=_PARAMS,
+    arguments=_args,
+    infer_shape=_infer_shape,
+    forward=_forward,
+    gradient=_gradient,
+    tdl=_tdl,
+    doc="N-D convolution (NCW/NCHW/NCDHW) with stride, dilation, zero padding and groups.",
+))
+
+
+# ----------------------------------------------------------------------------- backward ops
+
+_BWD_PARAMS = {k: _PARAMS[k] for k in ("kernel", "stride", "dilate", "pad", "num_filter", "num_group", "layout")}
+
+
+def _data_shape_from(attrs, dy_shape, w_shape):
+    """Shape of data given dy, weight and the data_spatial attribute."""
+    if dy_shape is None or w_shape is None:
+        raise Error("_backward_Convolution_data needs the shapes of dy and weight")
+    spatial = tuple(attrs["data_spatial"])
+    return (dy_shape[0], w_shape[1] * attrs["num_group"]) + spatial
+
+
+def _check_dy(geo: Geometry, dy_shape):
+    if dy_shape is not None and tuple(dy_shape) != geo.out_shape:
+        raise Error(f"dy has shape {tuple(dy_shape)} but the convolution output has shape {geo.out_shape}")
+
+
+def _bwd_data_shape(attrs, in_shapes):
+    dy, w = in_shapes
+    geo = Geometry(attrs, _data_shape_from(attrs, dy, w))
+    _check_dy(geo, dy)
+    return [geo.out_shape, geo.weight_shape], [(geo.batch, geo.cin) + geo.spatial]
+
+
+def _bwd_data_forward(attrs, inputs, ctx):
+    dy, w = inputs
+    geo = _kernel_geometry(attrs, _data_shape_from(attrs, dy.shape, w.shape))
+    return [conv_backward_data(dy, w, geo).astype(dy.dtype, copy=False)]
+
+
+def _bwd_data_tdl(attrs, in_shapes, out_shapes):
+    geo = Geometry(attrs, out_shapes[0])
+    iv = ["i" + v for v in _SPATIAL_VARS[geo.nd]]
+    _, kv = _names(geo.nd)
+    dy_idx = []
+    for i in range(geo.nd):
+        num = _affine([(1, iv[i]), (-geo.dilate[i], kv[i])], geo.pad[i])
+        dy_idx.append(num if geo.stride[i] == 1 else f"({num}) / {geo.stride[i]}")
+    w_ci = "ci" if geo.groups == 1 else ":"
+    return (f"dy, weight -> dx: dx[{', '.join(['n', 'ci'] + iv)}] = sum({', '.join(['co'] + kv)}) "
+            f"{{ dy[{', '.join(['n', 'co'] + dy_idx)}] * weight[{', '.join(['co', w_ci] + kv)}] }}")
+
+
+register(OpDef(
+    name="_backward_Convolution_data",
+    params=dict(_BWD_PARAMS, data_spatial=Param("shape", required=True)),
+    arguments=lambda attrs: ["dy", "weight"],
+    infer_shape=_bwd_data_shape,
+    forward=_bwd_data_forward,
+    tdl=_bwd_data_tdl,
+    doc="Gradient of Convolution with respect to data (col2im of weight^T . dy).",
+))
+
+
+def _bwd_weight_shape(attrs, in_shapes):
+    dy, x = in_shapes
+    if x is None:
+        raise Error("_backward_Convolution_weight needs the shape of data")
+    geo = Geometry(attrs, x)
+    _check_dy(geo, dy)
+    return [geo.out_shape, tuple(x)], [geo.weight_shape]
+
+
+def _bwd_weight_forward(attrs, inputs, ctx):
+    dy, x = inputs
+    geo = _kernel_geometry(attrs, x.shape)
+    return [conv_backward_weight(dy, x, geo).astype(dy.dtype, copy=False)]
+
+
+def _bwd_weight_tdl(attrs, in_shapes, out_shapes):
+    geo = Geometry(attrs, in_shapes[1])
+    ov, kv = _names(geo.nd)
+    data_idx = ["n", _data_channel(geo)] + _window_index(geo, ov, kv)
+    return (f"dy, data -> dw: dw[{', '.join(['co', 'ci'] + kv)}] = sum({', '.join(['n'] + ov)}) "
+            f"{{ dy[{', '.join(['n', 'co'] + ov)}] * data[{', '.join(data_idx)}] }}")
+
+
+register(OpDef(
+    name="_backward_Convolution_weight",
+    params=_BWD_PARAMS,
+    arguments=lambda attrs: ["dy", "data"],
+    infer_shape=_bwd_weight_shape,
+    forward=_bwd_weight_forward,
+    tdl=_bwd_weight_tdl,
+    doc="Gradient of Convolution with respect to weight (dy contracted with im2col(data)).",
+))
+
+
+def _bwd_bias_shape(attrs, in_shapes):
+    dy = in_shapes[0]
+    if dy is None:
+        raise Error("_backward_Convolution_bias needs the shape of dy")
+    if len(dy) < 3 or dy[1] != attrs["num_filter"]:
+        raise Error(f"dy has shape {tuple(dy)}, expected (N, num_filter={attrs['num_filter']}, ...)")
+    return [tuple(dy)], [(attrs["num_filter"],)]
+
+
+def _bwd_bias_tdl(attrs, in_shapes, out_shapes):
+    ov = _SPATIAL_VARS[len(in_shapes[0]) - 2]
+    return f"dy -> db: db[co] = sum({', '.join(['n'] + ov)}) {{ dy[{', '.join(['n', 'co'] + ov)}] }}"
+
+
+register(OpDef(
+    name="_backward_Convolution_bias",
+    params=_BWD_PARAMS,
+    arguments=lambda attrs: ["dy"],
+    infer_shape=_bwd_bias_shape,
+    forward=lambda attrs, ins, ctx: [ins[0].sum(axis=(0,) + tuple(range(2, ins[0].ndim))).astype(ins[0].dtype, copy=False)],
+    tdl=_bwd_bias_tdl,
+    doc="Gradient of Convolution with respect to bias (dy summed over all but channels).",
+))
