@@ -392,7 +392,9 @@ def _eval(node, env, arrays, fns):
         return -_eval(node.arg, env, arrays, fns)
     if isinstance(node, Bin):
         a, b = _eval(node.lhs, env, arrays, fns), _eval(node.rhs, env, arrays, fns)
-        return {"+": a + b, "-": a - b, "*": a * b, "/": a / b, "%": a % b}[node.op]
+        # only the operator at hand is computed: a / 0 must not fail a '*' node
+        return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
+                "%": lambda: a % b}[node.op]()
     if isinstance(node, Call):
         if node.fn not in fns:
             raise NotEvaluable(f"opaque function {node.fn}")

@@ -166,3 +166,21 @@ def test_vgg16_forward_batch2_takes_seconds():
     elapsed = time.perf_counter() - start
     assert y.shape == (2, 512, 7, 7)
     assert elapsed < 30, f"VGG-16 conv stack forward took {elapsed:.1f} s"
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_tdl_describes_the_kernel(case):
+    from tdl_interp import check_op_tdl
+
+    shape, nf, kernel, stride, pad, dilate, groups = case
+    rng = np.random.default_rng(4)
+    vals = _inputs(rng, shape, nf, kernel, groups)
+    attrs = _attrs(nf, kernel, stride, pad, dilate, groups)
+    exact = groups == 1 or shape[1] == groups  # ':' (grouped with Cin_g > 1) is a superset
+    check_op_tdl("Convolution", list(vals.values()), attrs, exact=exact, samples=15)
+    geo_out = naive_conv(vals["data"], vals["weight"], None, stride, pad, dilate, groups).shape
+    dy = rng.standard_normal(geo_out)
+    common = dict(kernel=kernel, stride=stride, pad=pad, dilate=dilate, num_filter=nf, num_group=groups)
+    check_op_tdl("_backward_Convolution_data", [dy, vals["weight"]], dict(common, data_spatial=shape[2:]), samples=15)
+    check_op_tdl("_backward_Convolution_weight", [dy, vals["data"]], common, exact=exact, samples=15)
+    check_op_tdl("_backward_Convolution_bias", [dy], common, exact=True, samples=15)
