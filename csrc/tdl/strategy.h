@@ -25,6 +25,10 @@ enum class Reducer : uint8_t { kSum = 0, kMax, kMin, kProd };
 struct InputNeed {
   /// Every worker reads the whole tensor (the split variable does not index this input).
   bool replicate = true;
+  /// False when the op does not read this input at all (it is only in the TDL header, e.g. an
+  /// input that supplies a shape). `replicate` stays true then, so a consumer that ignores
+  /// this flag is conservative; one that honours it needs no region of the input.
+  bool read = true;
   /// The dimension the split variable indexes (valid when !replicate). All other dims are
   /// read in full.
   int dim = -1;
