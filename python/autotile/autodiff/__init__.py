@@ -1,0 +1,15 @@
+"""``autotile.autodiff``: the training graph (forward + backward + update) and a
+single-device training step.
+
+    tg = at.autodiff.training_graph(sym, optimizer="momentum")
+    tg.symbol            # outputs: forward outputs, param gradients, new params, new states
+    tg.backward_of       # backward node -> forward node (op groups, Tofu Sec 5.1)
+    tg.gradient_of       # gradient entry -> forward entry (tensor groups)
+    res = at.autodiff.training_step(sym, values, param_names)
+"""
+from .graph import TrainingGraph, default_data_names, training_graph
+from .optimizers import OPTIMIZERS, optimizer_spec
+from .step import feed_values, training_step
+
+__all__ = ["OPTIMIZERS", "TrainingGraph", "default_data_names", "feed_values", "optimizer_spec",
+           "training_graph", "training_step"]
