@@ -5,6 +5,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..errors import Error
 from ..ops import registry
+from .json_io import dtype_name
 from .symbol import Node, Symbol
 
 Shape = Tuple[int, ...]
@@ -111,7 +112,7 @@ def infer_entry_types(sym: Symbol, dtypes: Dict[str, str]) -> Dict[Tuple[int, in
             if n.name in dtypes:
                 known[(id(n), 0)] = str(np.dtype(dtypes[n.name]))
             elif "__dtype__" in n.attrs:
-                known[(id(n), 0)] = str(np.dtype(n.attrs["__dtype__"]))
+                known[(id(n), 0)] = dtype_name(n.attrs["__dtype__"])  # MXNet flag or NumPy name
     for node in nodes:
         if node.is_variable:
             continue

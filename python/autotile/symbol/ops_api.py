@@ -10,6 +10,7 @@ from typing import Optional
 
 from ..errors import Error
 from ..ops import registry
+from .json_io import apply_compose_var_attrs
 from .symbol import Node, Symbol, Variable, names
 
 
@@ -39,8 +40,8 @@ def create(op_name: str, *args, name: Optional[str] = None, attr: Optional[dict]
             s = sym_kwargs.pop(arg)
         elif positional and i < len(arg_names):
             s = positional.pop(0)
-        else:
-            s = Variable(f"{node_name}_{arg}")
+        else:  # as NNVM's compose: a created variable carries a copy of the node's attributes
+            s = Variable(f"{node_name}_{arg}", attr=raw)
         if len(s.entries) != 1:
             raise Error(f"node '{node_name}' (op {op_name}): input '{arg}' must be a single-output symbol, "
                         f"got {len(s.entries)} outputs")
@@ -52,6 +53,7 @@ def create(op_name: str, *args, name: Optional[str] = None, attr: Optional[dict]
     if sym_kwargs:
         raise Error(f"node '{node_name}' (op {op_name}): unknown inputs {sorted(sym_kwargs)} "
                     f"(arguments: {arg_names + aux_names})")
+    apply_compose_var_attrs(op_name, inputs)
     node = Node(op_name, node_name, raw, inputs)
     n_out = op.num_visible_outputs(attrs)
     return Symbol([(node, i) for i in range(n_out)], params)

@@ -248,10 +248,13 @@ def Variable(name: str, shape=None, dtype=None, lr_mult=None, wd_mult=None, init
     attrs = dict(attr or {})
     if shape is not None:
         attrs["__shape__"] = registry.format_value(tuple(shape))
-    if dtype is not None:
+    if dtype is not None:  # MXNet writes its dtype flag ("0" for float32)
         import numpy as np
 
-        attrs["__dtype__"] = str(np.dtype(dtype))
+        from ..ndarray import FLAG_OF_DTYPE
+
+        dt = np.dtype(dtype)
+        attrs["__dtype__"] = str(FLAG_OF_DTYPE[dt]) if dt in FLAG_OF_DTYPE else dt.name
     if lr_mult is not None:
         attrs["__lr_mult__"] = str(lr_mult)
     if wd_mult is not None:
