@@ -68,7 +68,7 @@ def _infer_shape(attrs, in_shapes):
 def _rrelu_mask(attrs, x, ctx):
     lo, hi = attrs["lower_bound"], attrs["upper_bound"]
     if ctx.is_train:
-        rng = ctx.rng if ctx.rng is not None else np.random.default_rng()
+        rng = ctx.rng if ctx.rng is not None else np.random.default_rng(0)  # deterministic fallback
         return rng.uniform(lo, hi, size=x.shape).astype(x.dtype)
     return np.full(x.shape, (lo + hi) / 2.0, dtype=x.dtype)
 
