@@ -1,4 +1,3 @@
-import os
 import time
 
 import numpy as np
@@ -7,8 +6,7 @@ import pytest
 import autotile as at
 from autotile.errors import Error
 from gradcheck import check_gradient, forward, single_op
-
-FIXTURES = os.path.join(os.path.dirname(__file__), "..", "fixtures", "ops")
+from mxfixtures import case_ids, cases, check_case
 
 
 def naive_conv(x, w, b, stride, pad, dilate, groups):
@@ -93,18 +91,10 @@ def test_float32_stays_float32():
     assert y.dtype == np.float32
 
 
-def test_mxnet_fixture_grouped_dilated():
-    fx = np.load(os.path.join(FIXTURES, "conv.npz"))
-    attrs = dict(num_filter=int(fx["num_filter"]), kernel=tuple(fx["kernel"]), stride=tuple(fx["stride"]),
-                 pad=tuple(fx["pad"]), dilate=tuple(fx["dilate"]), num_group=int(fx["num_group"]))
-    vals = {"data": fx["data"], "weight": fx["weight"], "bias": fx["bias"]}
-    sym = single_op("Convolution", list(vals), **attrs)
-    (y,) = forward(sym, vals)
-    np.testing.assert_allclose(y, fx["out"], rtol=1e-4, atol=1e-4)
-    from gradcheck import analytic_gradient
-    grads = analytic_gradient(sym, vals, [fx["dy"]])
-    for name, g in zip(["data", "weight", "bias"], grads):
-        np.testing.assert_allclose(g, fx["grad_" + name], rtol=1e-4, atol=1e-4, err_msg=name)
+@pytest.mark.parametrize("name", case_ids("conv.npz"))
+def test_matches_mxnet(name):
+    case, arrays = next((c, a) for c, a in cases("conv.npz") if c["name"] == name)
+    check_case(case, arrays)
 
 
 def test_tdl_text():

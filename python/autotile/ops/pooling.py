@@ -1,0 +1,270 @@
+"""Pooling (max / avg / sum, MXNet 1.x semantics, NCW / NCHW / NCDHW) and `_backward_Pooling`.
+
+MXNet rules matched here (src/operator/nn/pool.h):
+- pooling_convention 'valid' floors the number of windows, 'full' ceils it (windows may run
+  past the padded input; they are clipped).
+- max ignores padding; a window with no input element gives the lowest finite value.
+- avg divides by the window clipped to the padded input (count_include_pad, the default) or
+  to the input itself (count_include_pad=False).
+- global_pool uses the whole spatial extent as the kernel with stride 1 and no padding.
+- the gradient of max goes to the first maximum of each window in row-major order.
+
+`_backward_Pooling(dy[, data])` -> dx: max pooling needs data (to find each window's
+argmax); avg/sum need only dy. Its attribute ``data_spatial`` gives data's spatial size.
+
+TDL: the window variables have no tensor dim of their own, so by docs/tdl.md their range is
+the extent of the dim they index (a superset of the kernel window: spatial splits read
+more halo than needed; n and c splits are exact). The pooled value is wrapped in an opaque
+call so the window variables are not top-level reductions (a window cannot be split).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import Error
+from . import im2col
+from .registry import OpDef, Param, register
+
+_LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
+_SPATIAL_VARS = {1: ["x"], 2: ["y", "x"], 3: ["z", "y", "x"]}
+
+_PARAMS = {
+    "kernel": Param("shape", ()),
+    "pool_type": Param("str", "max", choices=("max", "avg", "sum", "lp")),
+    "global_pool": Param("bool", False),
+    "cudnn_off": Param("bool", False),
+    "pooling_convention": Param("str", "valid", choices=("valid", "full", "same")),
+    "stride": Param("shape", ()),
+    "pad": Param("shape", ()),
+    "p_value": Param("optional_int", None),
+    "count_include_pad": Param("optional_bool", None),
+    "layout": Param("optional_str", None),
+}
+
+
+class Geometry:
+    """Validated window parameters of one pooling op for a given data shape."""
+
+    def __init__(self, attrs, data_shape):
+        data_shape = tuple(int(d) for d in data_shape)
+        if attrs["pool_type"] == "lp":
+            raise Error("attribute 'pool_type'='lp' is not supported (max, avg, sum)")
+        if attrs["pooling_convention"] == "same":
+            raise Error("attribute 'pooling_convention'='same' is not supported (valid, full)")
+        nd = len(data_shape) - 2
+        if nd not in _LAYOUTS:
+            raise Error(f"data has shape {data_shape}; pooling needs 3-D, 4-D or 5-D data (NCW, NCHW, NCDHW)")
+        layout = attrs.get("layout")
+        if layout is not None and layout != _LAYOUTS[nd]:
+            raise Error(f"attribute 'layout'={layout!r} is not supported for {nd + 2}-D data (only {_LAYOUTS[nd]})")
+        self.nd = nd
+        self.spatial = data_shape[2:]
+        self.shape = data_shape
+        self.ceil = attrs["pooling_convention"] == "full"
+        if attrs["global_pool"]:
+            self.kernel, self.stride, self.pad = self.spatial, (1,) * nd, (0,) * nd
+        else:
+            kernel = tuple(attrs["kernel"])
+            if len(kernel) != nd:
+                raise Error(f"attribute 'kernel'={kernel} must have {nd} entries for data of shape {data_shape}")
+            self.kernel = kernel
+            self.stride = self._vec(attrs, "stride", 1)
+            self.pad = self._vec(attrs, "pad", 0)
+            if any(k <= 0 for k in kernel) or any(s <= 0 for s in self.stride) or any(p < 0 for p in self.pad):
+                raise Error(f"attributes 'kernel'={kernel}, 'stride'={self.stride} must be positive and "
+                            f"'pad'={self.pad} non-negative")
+            for i in range(nd):
+                if kernel[i] > self.spatial[i] + 2 * self.pad[i]:
+                    raise Error(f"attribute 'kernel'={kernel} is larger than the padded input "
+                                f"({self.spatial[i]} + 2*{self.pad[i]} in dim {i}) of data shape {data_shape}")
+        self.out = tuple(im2col.out_size(self.spatial[i], self.kernel[i], self.stride[i], 1, self.pad[i], self.ceil)
+                         for i in range(nd))
+        # 'full' windows may run past the padded input: pad the end so every window fits
+        self.extra = tuple(max(0, (self.out[i] - 1) * self.stride[i] + self.kernel[i] - self.spatial[i] - 2 * self.pad[i])
+                           for i in range(nd))
+
+    def _vec(self, attrs, name, default):
+        value = tuple(attrs.get(name) or ())
+        if not value:
+            return (default,) * self.nd
+        if len(value) != self.nd:
+            raise Error(f"attribute '{name}'={value} must have {self.nd} entries like 'kernel'")
+        return value
+
+    @property
+    def out_shape(self):
+        return self.shape[:2] + self.out
+
+    def counts(self, include_pad: bool) -> np.ndarray:
+        """Divisor of avg pooling per output position (shape `out`), MXNet's rule."""
+        total = np.ones((), dtype=np.int64)
+        for i in range(self.nd):
+            start = np.arange(self.out[i]) * self.stride[i] - self.pad[i]
+            end = np.minimum(start + self.kernel[i], self.spatial[i] + self.pad[i])
+            if not include_pad:
+                start, end = np.maximum(start, 0), np.minimum(end, self.spatial[i])
+            total = np.multiply.outer(total, np.maximum(end - start, 0))
+        return total
+
+
+def _kernel_geometry(attrs, data_shape) -> Geometry:
+    try:
+        return Geometry(attrs, data_shape)
+    except Error as e:  # ValueError: the executor adds the node name
+        raise ValueError(str(e)) from None
+
+
+def _infer_shape(attrs, in_shapes):
+    if in_shapes[0] is None:
+        raise Error("Pooling needs the shape of its data input")
+    geo = Geometry(attrs, in_shapes[0])
+    return [tuple(in_shapes[0])], [geo.out_shape]
+
+
+def _lowest(dtype):
+    return np.finfo(dtype).min if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
+
+
+def _windows(x, geo: Geometry, fill):
+    xpad = im2col.pad_spatial(x, geo.pad, geo.extra, value=fill)
+    return im2col.windows(xpad, geo.kernel, geo.stride, (1,) * geo.nd, geo.out)
+
+
+def _forward(attrs, inputs, ctx):
+    x = inputs[0]
+    geo = _kernel_geometry(attrs, x.shape)
+    k_axes = tuple(range(2, 2 + geo.nd))
+    if attrs["pool_type"] == "max":
+        y = _windows(x, geo, _lowest(x.dtype)).max(axis=k_axes)
+    else:
+        y = _windows(x, geo, 0).sum(axis=k_axes)
+        if attrs["pool_type"] == "avg":
+            include = attrs["count_include_pad"] is not False
+            y = y / np.maximum(geo.counts(include), 1)
+    return [np.ascontiguousarray(y, dtype=x.dtype)]
+
+
+# ----------------------------------------------------------------------------- backward
+
+def pool_backward(attrs, dy: np.ndarray, x, geo: Geometry) -> np.ndarray:
+    """dx of pooling: dy spread over each window (avg/sum) or routed to its first max."""
+    nd = geo.nd
+    padded = tuple(s + 2 * p + e for s, p, e in zip(geo.spatial, geo.pad, geo.extra))
+    dxpad = np.zeros(dy.shape[:2] + padded, dtype=dy.dtype)
+    k_shape = geo.kernel
+    if attrs["pool_type"] == "max":
+        win = _windows(x, geo, _lowest(x.dtype))  # (N, C, *K, *O)
+        n_k = int(np.prod(k_shape))
+        flat = win.reshape(win.shape[:2] + (n_k,) + geo.out)  # copies; the window order is row-major
+        first = flat.argmax(axis=2)  # argmax returns the first maximum
+        hot = np.arange(n_k).reshape((1, 1, n_k) + (1,) * nd) == first[:, :, None]
+        cols = (hot * dy[:, :, None]).reshape(win.shape)
+    else:
+        g = dy
+        if attrs["pool_type"] == "avg":
+            g = dy / np.maximum(geo.counts(attrs["count_include_pad"] is not False), 1)
+        cols = np.broadcast_to(g.reshape(g.shape[:2] + (1,) * nd + geo.out), dy.shape[:2] + k_shape + geo.out)
+    im2col.col2im_add(dxpad, cols, k_shape, geo.stride, (1,) * nd)
+    return np.ascontiguousarray(im2col.crop_spatial(dxpad, geo.pad, geo.spatial))
+
+
+def _gradient(ctx):
+    if not ctx.in_shapes or ctx.in_shapes[0] is None:
+        raise Error(f"node '{ctx.name}' (op Pooling): the gradient needs the shape of data (ctx.in_shapes)")
+    keep = {k: v for k, v in ctx.attrs.items() if k in _PARAMS and v not in (None, ())}
+    args = [ctx.out_grads[0]] + ([ctx.inputs[0]] if ctx.attrs["pool_type"] == "max" else [])
+    return [ctx.op("_backward_Pooling", *args, data_spatial=tuple(ctx.in_shapes[0][2:]), **keep)]
+
+
+def _bwd_args(attrs):
+    return ["dy", "data"] if attrs["pool_type"] == "max" else ["dy"]
+
+
+def _bwd_data_shape(attrs, dy_shape):
+    return tuple(dy_shape[:2]) + tuple(attrs["data_spatial"])
+
+
+def _bwd_infer_shape(attrs, in_shapes):
+    dy = in_shapes[0]
+    if dy is None:
+        raise Error("_backward_Pooling needs the shape of dy")
+    data = _bwd_data_shape(attrs, dy)
+    geo = Geometry(attrs, data)
+    if tuple(dy) != geo.out_shape:
+        raise Error(f"dy has shape {tuple(dy)} but pooling data of shape {data} gives {geo.out_shape}")
+    return [geo.out_shape] + [data] * (len(in_shapes) - 1), [data]
+
+
+def _bwd_forward(attrs, inputs, ctx):
+    dy = inputs[0]
+    geo = _kernel_geometry(attrs, _bwd_data_shape(attrs, dy.shape))
+    x = inputs[1] if len(inputs) > 1 else None
+    return [pool_backward(attrs, dy, x, geo)]
+
+
+# ----------------------------------------------------------------------------- TDL
+
+def _term(coef, var, const):
+    text = var if coef == 1 else f"{coef}*{var}"
+    if const > 0:
+        return f"{text} + {const}"
+    if const < 0:
+        return f"{text} - {-const}"
+    return text
+
+
+def _tdl(attrs, in_shapes, out_shapes):
+    geo = Geometry(attrs, in_shapes[0])
+    ov = _SPATIAL_VARS[geo.nd]
+    kv = ["k" + v for v in ov]
+    idx = [_term(geo.stride[i], ov[i], 0) + f" + {kv[i]}" + (f" - {geo.pad[i]}" if geo.pad[i] else "")
+           for i in range(geo.nd)]
+    reducer = "max" if attrs["pool_type"] == "max" else "sum"
+    fn = {"max": "maxpool", "avg": "avgpool", "sum": "sumpool"}[attrs["pool_type"]]
+    return (f"data -> out: out[{', '.join(['n', 'c'] + ov)}] = {fn}({reducer}({', '.join(kv)}) "
+            f"{{ data[{', '.join(['n', 'c'] + idx)}] }})")
+
+
+def _bwd_tdl(attrs, in_shapes, out_shapes):
+    data = out_shapes[0]
+    geo = Geometry(attrs, data)
+    iv = ["i" + v for v in _SPATIAL_VARS[geo.nd]]
+    uv = ["u" + v for v in _SPATIAL_VARS[geo.nd]]
+    dy_idx = []
+    for i in range(geo.nd):  # windows o containing i: s*o - p <= i <= s*o - p + k - 1, u = k-1-(i+p-s*o)
+        num = _term(1, iv[i], geo.pad[i] - geo.kernel[i] + 1) + f" + {uv[i]}"
+        dy_idx.append(num if geo.stride[i] == 1 else f"({num}) / {geo.stride[i]}")
+    spread = f"sum({', '.join(uv)}) {{ dy[{', '.join(['n', 'c'] + dy_idx)}] }}"
+    if attrs["pool_type"] != "max":
+        return f"dy -> dx: dx[{', '.join(['n', 'c'] + iv)}] = dpool({spread})"
+    av = ["a" + v for v in _SPATIAL_VARS[geo.nd]]
+    # the windows containing i cover data rows i-k+1 .. i+k-1; ':' where the dim is too short
+    # for the range rule (a ranges over the dim's extent) to reach i+k-1
+    d_idx = [f"{iv[i]} + {av[i]} - {geo.kernel[i] - 1}" if geo.kernel[i] > 1 else f"{iv[i]} + {av[i]}"
+             for i in range(geo.nd)]
+    if any(geo.spatial[i] < 2 * geo.kernel[i] - 1 for i in range(geo.nd)):
+        window = f"data[n, c, {', '.join([':'] * geo.nd)}]"
+    else:
+        window = f"max({', '.join(av)}) {{ data[{', '.join(['n', 'c'] + d_idx)}] }}"
+    return f"dy, data -> dx: dx[{', '.join(['n', 'c'] + iv)}] = dmaxpool({spread}, {window})"
+
+
+register(OpDef(
+    name="Pooling",
+    params=_PARAMS,
+    infer_shape=_infer_shape,
+    forward=_forward,
+    gradient=_gradient,
+    tdl=_tdl,
+    doc="Max / average / sum pooling over 1-3 spatial dims (MXNet conventions).",
+))
+
+register(OpDef(
+    name="_backward_Pooling",
+    params=dict(_PARAMS, data_spatial=Param("shape", required=True)),
+    arguments=_bwd_args,
+    infer_shape=_bwd_infer_shape,
+    forward=_bwd_forward,
+    tdl=_bwd_tdl,
+    doc="Gradient of Pooling: dy spread over windows (avg/sum) or routed to each window's first max.",
+))

@@ -1,0 +1,143 @@
+import math
+
+import numpy as np
+import pytest
+
+import autotile as at
+from autotile.errors import Error
+from gradcheck import check_gradient, forward, single_op
+from mxfixtures import case_ids, cases, check_case
+from tdl_interp import check_op_tdl
+
+
+def naive_pool(x, kernel, stride, pad, pool_type, full=False, include_pad=True):
+    """Loops over windows, written from MXNet's pool.h rules (clip to padded input, then to input)."""
+    nd = x.ndim - 2
+    sp = x.shape[2:]
+    rnd = math.ceil if full else math.floor
+    out = [1 + int(rnd((sp[i] + 2 * pad[i] - kernel[i]) / stride[i])) for i in range(nd)]
+    y = np.zeros(x.shape[:2] + tuple(out))
+    for n in range(x.shape[0]):
+        for c in range(x.shape[1]):
+            for o in np.ndindex(*out):
+                lo = [o[i] * stride[i] - pad[i] for i in range(nd)]
+                hi = [min(lo[i] + kernel[i], sp[i] + pad[i]) for i in range(nd)]
+                count = int(np.prod([hi[i] - lo[i] for i in range(nd)]))
+                lo = [max(v, 0) for v in lo]
+                hi = [min(hi[i], sp[i]) for i in range(nd)]
+                if not include_pad:
+                    count = int(np.prod([hi[i] - lo[i] for i in range(nd)]))
+                vals = [x[(n, c) + p] for p in np.ndindex(*[hi[i] - lo[i] for i in range(nd)])
+                        for p in [tuple(lo[i] + p[i] for i in range(nd))]]
+                if pool_type == "max":
+                    y[(n, c) + o] = max(vals)
+                elif pool_type == "sum":
+                    y[(n, c) + o] = sum(vals)
+                else:
+                    y[(n, c) + o] = sum(vals) / count
+    return y
+
+
+CASES = [  # (shape, kernel, stride, pad, pool_type, convention, count_include_pad)
+    ((2, 3, 7, 6), (3, 3), (2, 2), (1, 1), "max", "valid", None),
+    ((2, 3, 7, 6), (3, 3), (2, 2), (1, 1), "max", "full", None),
+    ((2, 2, 7, 7), (2, 3), (2, 2), (0, 1), "avg", "full", True),
+    ((2, 2, 7, 7), (3, 3), (2, 2), (1, 1), "avg", "full", False),
+    ((1, 2, 6, 5), (2, 2), (1, 2), (1, 1), "avg", "valid", False),
+    ((1, 2, 6, 5), (2, 2), (1, 2), (1, 0), "avg", "valid", True),
+    ((2, 2, 5, 7), (2, 3), (3, 2), (0, 1), "sum", "full", None),
+    ((2, 2, 5, 7), (2, 2), (2, 2), (0, 0), "sum", "valid", None),
+    ((2, 3, 9), (3,), (2,), (1,), "max", "full", None),
+    ((1, 2, 3, 4, 5), (2, 2, 3), (1, 2, 2), (0, 1, 1), "avg", "full", False),
+]
+
+
+def _attrs(kernel, stride, pad, pool_type, conv, include):
+    a = dict(kernel=kernel, stride=stride, pad=pad, pool_type=pool_type, pooling_convention=conv)
+    if include is not None:
+        a["count_include_pad"] = include
+    return a
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_forward_matches_naive_loops(case):
+    shape, kernel, stride, pad, pool_type, conv, include = case
+    x = np.random.default_rng(0).standard_normal(shape)
+    (y,) = forward(single_op("Pooling", ["data"], **_attrs(kernel, stride, pad, pool_type, conv, include)), {"data": x})
+    want = naive_pool(x, kernel, stride, pad, pool_type, conv == "full", include is not False)
+    np.testing.assert_allclose(y, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_gradient_matches_finite_differences(case):
+    shape, kernel, stride, pad, pool_type, conv, include = case
+    x = np.random.default_rng(1).permutation(np.prod(shape)).reshape(shape) * 0.01  # distinct: max is unique
+    check_gradient("Pooling", {"data": x}, _attrs(kernel, stride, pad, pool_type, conv, include))
+
+
+@pytest.mark.parametrize("pool_type", ["max", "avg", "sum"])
+def test_global_pool(pool_type):
+    x = np.random.default_rng(2).standard_normal((2, 3, 4, 5))
+    attrs = dict(kernel=(1, 1), pad=(1, 1), stride=(2, 2), pool_type=pool_type, global_pool=True)
+    (y,) = forward(single_op("Pooling", ["data"], **attrs), {"data": x})
+    want = {"max": x.max(axis=(2, 3)), "avg": x.mean(axis=(2, 3)), "sum": x.sum(axis=(2, 3))}[pool_type]
+    np.testing.assert_allclose(y, want[:, :, None, None], rtol=1e-12)
+    check_gradient("Pooling", {"data": x}, attrs)
+
+
+def test_max_gradient_goes_to_first_maximum():
+    x = np.zeros((1, 1, 3, 3))
+    x[0, 0, 1, 1] = x[0, 0, 2, 0] = 5.0
+    sym = single_op("Pooling", ["data"], kernel=(3, 3), pool_type="max")
+    from gradcheck import analytic_gradient
+
+    (dx,) = analytic_gradient(sym, {"data": x}, [np.ones((1, 1, 1, 1))])
+    want = np.zeros_like(x)
+    want[0, 0, 1, 1] = 1.0  # row-major window order: (1, 1) comes before (2, 0)
+    np.testing.assert_array_equal(dx, want)
+
+
+@pytest.mark.parametrize("name", case_ids("pooling.npz"))
+def test_matches_mxnet(name):
+    case, arrays = next((c, a) for c, a in cases("pooling.npz") if c["name"] == name)
+    check_case(case, arrays)
+
+
+@pytest.mark.parametrize("case", [CASES[1], CASES[3], CASES[6], CASES[8]])
+def test_tdl_covers_what_the_kernel_reads(case):
+    shape, kernel, stride, pad, pool_type, conv, include = case
+    rng = np.random.default_rng(3)
+    x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float64)
+    attrs = _attrs(kernel, stride, pad, pool_type, conv, include)
+    text = check_op_tdl("Pooling", [x], attrs, samples=12)
+    assert text.startswith("data -> out: out[n, c,")
+    (y,) = forward(single_op("Pooling", ["data"], **attrs), {"data": x})
+    dy = rng.standard_normal(y.shape)
+    bwd = dict(attrs, data_spatial=shape[2:])
+    check_op_tdl("_backward_Pooling", [dy, x] if pool_type == "max" else [dy], bwd, samples=12,
+                 perturb={"data": lambda r, s: r.permutation(np.prod(s)).reshape(s) * 1.5})
+
+
+def test_only_max_backward_reads_data():
+    assert at.ops.get("_backward_Pooling").arguments({"pool_type": "avg"}) == ["dy"]
+    assert at.ops.get("_backward_Pooling").arguments({"pool_type": "max"}) == ["dy", "data"]
+
+
+@pytest.mark.parametrize("attrs, shape, needle", [
+    (dict(kernel=(3, 3), layout="NHWC"), (1, 2, 5, 5), "layout"),
+    (dict(kernel=(6, 6), pad=(0, 0)), (1, 2, 5, 5), "kernel"),
+    (dict(kernel=(3,)), (1, 2, 5, 5), "kernel"),
+    (dict(kernel=(2, 2), stride=(1, 1, 1)), (1, 2, 5, 5), "stride"),
+    (dict(kernel=(2, 2), pool_type="lp"), (1, 2, 5, 5), "pool_type"),
+    (dict(kernel=(2, 2), pooling_convention="same"), (1, 2, 5, 5), "pooling_convention"),
+])
+def test_bad_attributes_name_node_and_attribute(attrs, shape, needle):
+    sym = at.sym.create("Pooling", at.sym.Variable("data"), name="pool_bad", **attrs)
+    with pytest.raises(Error, match=needle) as info:
+        sym.infer_shape(data=shape)
+    assert "pool_bad" in str(info.value)
+
+
+def test_unknown_pool_type_is_rejected_at_construction():
+    with pytest.raises(Error, match="pool_type"):
+        at.sym.create("Pooling", at.sym.Variable("data"), name="p", kernel=(2, 2), pool_type="median")
