@@ -1,0 +1,254 @@
+"""Constant folding for the ONNX importer.
+
+Exporters compute shapes and weights with small constant subgraphs (``Shape -> Gather ->
+Unsqueeze -> Concat -> Reshape``, ``ConstantOfShape`` weights, ``Unsqueeze`` of a BatchNorm
+scale). Whenever every input of such a node is known at import time, the importer runs the
+node here, in NumPy, instead of emitting an operator: the result is a constant that later
+becomes a shape attribute or a parameter.
+
+A dimension unknown at import time (a symbolic batch size with no ``batch_size`` given) is
+carried as a :class:`SymDim` inside a NumPy object array, so shape arithmetic that only moves
+dimensions around (Gather, Concat, Slice, Unsqueeze...) still folds; arithmetic on a SymDim
+raises :class:`NotFoldable` and the consumer reports the tensor at fault.
+"""
+from __future__ import annotations
+
+from typing import Callable, Dict, List, Optional
+
+import numpy as np
+
+
+class NotFoldable(Exception):
+    """The node cannot be evaluated at import time (the importer then converts it)."""
+
+
+class SymDim:
+    """A dimension whose value is unknown at import time, named by ONNX's dim_param."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name or "?"
+
+    def __eq__(self, other):
+        return isinstance(other, SymDim) and other.name == self.name
+
+    def __hash__(self):
+        return hash(("SymDim", self.name))
+
+    def __repr__(self):
+        return f"<{self.name}>"
+
+    def _no_math(self, *args):
+        raise NotFoldable(f"arithmetic on the unknown dimension '{self.name}'")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = _no_math
+    __truediv__ = __rtruediv__ = __floordiv__ = __rfloordiv__ = __neg__ = _no_math
+    __lt__ = __le__ = __gt__ = __ge__ = __int__ = __index__ = _no_math
+
+
+def has_symbolic(value) -> bool:
+    """Whether a folded value still holds an unknown dimension."""
+    return isinstance(value, np.ndarray) and value.dtype == object and any(isinstance(v, SymDim) for v in value.flat)
+
+
+def normalize(value: np.ndarray) -> np.ndarray:
+    """Object arrays that turned out to hold only integers become int64 arrays."""
+    if isinstance(value, np.ndarray) and value.dtype == object and not has_symbolic(value):
+        return value.astype(np.int64)
+    return value
+
+
+def shape_value(shape) -> np.ndarray:
+    """The 1-D int64 (or object, if some dims are SymDim) array ONNX's Shape op returns."""
+    if any(isinstance(d, SymDim) for d in shape):
+        return np.array(list(shape), dtype=object)
+    return np.array(shape, dtype=np.int64)
+
+
+# ----------------------------------------------------------------------------- folders
+# Each folder takes the node context (attributes, opset; see onnx_import.NodeContext) and the
+# constant input values (None for an absent optional input) and returns the output values.
+
+def _axes(ctx, values, index: int, since: int, name: str = "axes") -> Optional[List[int]]:
+    """Axes from the attribute (opset < since) or the input (opset >= since)."""
+    if ctx.opset >= since:
+        v = values[index] if len(values) > index else None
+        return None if v is None else [int(a) for a in np.asarray(v).ravel()]
+    a = ctx.attr(name)
+    return None if a is None else [int(x) for x in a]
+
+
+def _norm_axis(axis: int, rank: int, ctx) -> int:
+    if not -rank <= axis < rank:
+        raise ctx.error(f"axis {axis} is out of range for rank {rank}")
+    return axis % rank
+
+
+def _constant(ctx, values):
+    return [ctx.constant_attr_value()]
+
+
+def _constant_of_shape(ctx, values):
+    shape = normalize(np.asarray(values[0]))
+    if shape.dtype == object:
+        raise NotFoldable("its shape holds an unknown dimension")
+    fill = ctx.attr("value")
+    fill = np.zeros(1, np.float32) if fill is None else fill
+    return [np.full(tuple(int(d) for d in shape.ravel()), fill.ravel()[0], dtype=fill.dtype)]
+
+
+def _gather(ctx, values):
+    data, idx = values
+    axis = ctx.attr("axis", 0)
+    axis = _norm_axis(axis, data.ndim, ctx)
+    idx = np.asarray(idx).astype(np.int64)
+    idx = np.where(idx < 0, idx + data.shape[axis], idx)
+    return [normalize(np.take(data, idx, axis=axis))]
+
+
+def _concat(ctx, values):
+    parts = [np.asarray(v) for v in values if v is not None]
+    axis = _norm_axis(ctx.attr("axis", 0), parts[0].ndim, ctx)
+    if any(p.dtype == object for p in parts):
+        parts = [p.astype(object) for p in parts]
+    return [normalize(np.concatenate(parts, axis=axis))]
+
+
+def _unsqueeze(ctx, values):
+    data = np.asarray(values[0])
+    axes = _axes(ctx, values, 1, 13)
+    out_rank = data.ndim + len(axes)
+    out = data
+    for a in sorted(_norm_axis(a, out_rank, ctx) for a in axes):
+        out = np.expand_dims(out, a)
+    return [out]
+
+
+def _squeeze(ctx, values):
+    data = np.asarray(values[0])
+    axes = _axes(ctx, values, 1, 13)
+    if axes is None:
+        return [np.squeeze(data)]
+    return [np.squeeze(data, axis=tuple(_norm_axis(a, data.ndim, ctx) for a in axes))]
+
+
+def _reshape(ctx, values):
+    data = np.asarray(values[0])
+    if ctx.opset >= 5:
+        shape = normalize(np.asarray(values[1]))
+    else:
+        shape = np.asarray(ctx.attr("shape"))
+    if shape.dtype == object:
+        raise NotFoldable("the target shape holds an unknown dimension")
+    shape = [int(d) for d in shape.ravel()]
+    if not ctx.attr("allowzero", 0):
+        shape = [data.shape[i] if d == 0 else d for i, d in enumerate(shape)]
+    return [data.reshape(shape)]
+
+
+def _flatten(ctx, values):
+    data = np.asarray(values[0])
+    axis = ctx.attr("axis", 1)
+    axis = axis + data.ndim if axis < 0 else axis
+    lead = int(np.prod(data.shape[:axis], dtype=np.int64))
+    return [data.reshape(lead, int(np.prod(data.shape[axis:], dtype=np.int64)))]
+
+
+def _transpose(ctx, values):
+    perm = ctx.attr("perm")
+    return [np.transpose(values[0], perm)]
+
+
+def _slice(ctx, values):
+    data = np.asarray(values[0])
+    if ctx.opset >= 10:
+        starts, ends = values[1], values[2]
+        axes = values[3] if len(values) > 3 else None
+        steps = values[4] if len(values) > 4 else None
+        for v in (starts, ends, axes, steps):
+            if v is not None and np.asarray(v).dtype == object:
+                raise NotFoldable("its slice bounds hold an unknown dimension")
+    else:
+        starts, ends, axes, steps = ctx.attr("starts"), ctx.attr("ends"), ctx.attr("axes"), None
+    starts = [int(s) for s in np.asarray(starts).ravel()]
+    ends = [int(e) for e in np.asarray(ends).ravel()]
+    axes = list(range(len(starts))) if axes is None else [int(a) for a in np.asarray(axes).ravel()]
+    steps = [1] * len(starts) if steps is None else [int(s) for s in np.asarray(steps).ravel()]
+    index = [slice(None)] * data.ndim
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        index[_norm_axis(a, data.ndim, ctx)] = slice(*slice(s, e, st).indices(data.shape[_norm_axis(a, data.ndim, ctx)]))
+    return [normalize(data[tuple(index)])]
+
+
+def _cast(ctx, values):
+    from onnx import helper
+
+    dtype = helper.tensor_dtype_to_np_dtype(ctx.attr("to"))
+    value = np.asarray(values[0])
+    if value.dtype == object:  # symbolic shape values stay integers
+        if not np.issubdtype(dtype, np.integer):
+            raise NotFoldable("cannot cast an unknown dimension to a non-integer type")
+        return [value]
+    return [value.astype(dtype)]
+
+
+def _binary(fn: Callable) -> Callable:
+    def fold(ctx, values):
+        a, b = (np.asarray(v) for v in values)
+        return [normalize(np.asarray(fn(a, b)))]
+
+    return fold
+
+
+def _div(a, b):
+    if np.issubdtype(a.dtype, np.integer) and np.issubdtype(b.dtype, np.integer):
+        q = np.abs(a) // np.abs(b)  # ONNX integer division truncates toward zero
+        return (np.sign(a) * np.sign(b) * q).astype(np.result_type(a, b))
+    return a / b
+
+
+def _same_type(fn):
+    def wrapped(a, b):
+        out = fn(a, b)
+        if a.dtype != object and b.dtype != object and a.dtype == b.dtype:
+            out = np.asarray(out).astype(a.dtype)
+        return out
+
+    return wrapped
+
+
+def _identity(ctx, values):
+    return [values[0]]
+
+
+#: ONNX op type -> folder(ctx, values) -> outputs; used when every present input is constant.
+FOLDERS: Dict[str, Callable] = {
+    "Constant": _constant,
+    "ConstantOfShape": _constant_of_shape,
+    "Gather": _gather,
+    "Concat": _concat,
+    "Unsqueeze": _unsqueeze,
+    "Squeeze": _squeeze,
+    "Reshape": _reshape,
+    "Flatten": _flatten,
+    "Transpose": _transpose,
+    "Slice": _slice,
+    "Cast": _cast,
+    "Identity": _identity,
+    "Add": _binary(_same_type(np.add)),
+    "Sub": _binary(_same_type(np.subtract)),
+    "Mul": _binary(_same_type(np.multiply)),
+    "Div": _binary(_same_type(_div)),
+}
+
+
+def fold(ctx, values) -> Optional[list]:
+    """The node's outputs computed in NumPy, or None when it cannot be folded."""
+    folder = FOLDERS.get(ctx.op_type)
+    if folder is None:
+        return None
+    try:
+        return folder(ctx, values)
+    except NotFoldable:
+        return None

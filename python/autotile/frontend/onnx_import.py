@@ -1,0 +1,558 @@
+"""ONNX graph walk: turns an ``onnx.ModelProto`` into an autotile Symbol.
+
+The walk visits ONNX nodes in topological order. Each ONNX tensor maps to one of
+  - a constant (NumPy array): initializers, Constant nodes and every node whose inputs are all
+    constant (folded in NumPy, see onnx_fold); a constant consumed by an operator becomes a
+    parameter Variable whose value is carried in ``sym.params``;
+  - a single-output Symbol built by the per-op converters of onnx_ops;
+  - an :class:`Unavailable` marker for outputs autotile does not compute (Dropout's mask,
+    MaxPool's indices): consuming one raises Error.
+
+Static shapes come from ONNX shape inference, run once on the model with the batch size
+applied; dimensions it cannot fix stay symbolic (:class:`SymDim`).
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from ..errors import Error
+from ..symbol.ops_api import create
+from ..symbol.symbol import Group, Symbol, Variable
+from .onnx_fold import SymDim, fold, has_symbolic
+
+#: ONNX opsets the converters are written for (later opsets are accepted: the supported ops
+#: did not change their semantics after 21, only their type lists).
+MIN_OPSET = 7
+TESTED_MAX_OPSET = 21
+
+
+class Unavailable:
+    """An ONNX output autotile does not produce (e.g. Dropout's mask)."""
+
+    def __init__(self, reason: str):
+        self.reason = reason
+
+
+# ----------------------------------------------------------------------------- names
+
+class NameTable:
+    """Sanitised, unique autotile names for ONNX names (``/conv1/Conv`` -> ``conv1_Conv``)."""
+
+    def __init__(self):
+        self.used: set = set()
+
+    @staticmethod
+    def sanitize(name: str) -> str:
+        text = re.sub(r"[^0-9A-Za-z_]+", "_", name).strip("_")
+        if not text:
+            text = "t"
+        if text[0].isdigit():
+            text = "t" + text
+        return text
+
+    def unique(self, name: str) -> str:
+        base = self.sanitize(name)
+        out = base
+        for i in itertools.count(1):
+            if out not in self.used:
+                break
+            out = f"{base}_{i}"
+        self.used.add(out)
+        return out
+
+
+# ----------------------------------------------------------------------------- loading
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise Error("importing ONNX models needs the onnx package: pip install autotile[onnx]") from None
+    return onnx
+
+
+def load_model(path_or_model):
+    """An ``onnx.ModelProto`` from a path, raw bytes or a ModelProto; Error naming the file
+    when it is missing, truncated or not an ONNX model."""
+    onnx = _onnx()
+    if isinstance(path_or_model, onnx.ModelProto):
+        model, where = path_or_model, "the given ModelProto"
+    elif isinstance(path_or_model, (bytes, bytearray)):
+        where = "the given bytes"
+        model = _parse(onnx, bytes(path_or_model), where)
+    elif isinstance(path_or_model, (str, os.PathLike)):
+        path = os.fspath(path_or_model)
+        where = f"'{path}'"
+        if not os.path.isfile(path):
+            raise Error(f"ONNX model {where} does not exist")
+        with open(path, "rb") as f:
+            model = _parse(onnx, f.read(), where)
+        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
+            try:
+                from onnx.external_data_helper import load_external_data_for_model
+
+                load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
+            except Exception as e:  # missing or short external data file
+                raise Error(f"ONNX model {where}: cannot load its external weight data: {e}") from None
+    else:
+        raise Error(f"at.onnx.load takes a path, bytes or an onnx.ModelProto, got {type(path_or_model).__name__}")
+    if model.ir_version <= 0 or not model.HasField("graph") or (not model.graph.node and not model.graph.output):
+        raise Error(f"{where} is not an ONNX model (no graph or IR version in it)")
+    return model
+
+
+def _parse(onnx, data: bytes, where: str):
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as e:  # google.protobuf DecodeError and friends
+        raise Error(f"{where} is not a valid ONNX model (truncated or not an ONNX file): {e}") from None
+    return model
+
+
+def _main_opset(model, where="model") -> int:
+    versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
+    if not versions:
+        if model.ir_version < 3:  # IR 1-2 had no opset_import; those models are opset 1
+            versions = [1]
+        else:
+            raise Error(f"ONNX {where} declares no opset for the default domain")
+    opset = int(versions[0])
+    if opset < MIN_OPSET:
+        raise Error(f"ONNX {where} uses opset {opset}; autotile imports opsets {MIN_OPSET} and later "
+                    f"(convert it with onnx.version_converter.convert_version(model, {MIN_OPSET}))")
+    return opset
+
+
+# ----------------------------------------------------------------------------- node context
+
+class NodeContext:
+    """What a converter sees of one ONNX node: attributes, inputs (as Symbols or constants),
+    static shapes, and helpers to emit autotile ops with unique names."""
+
+    def __init__(self, importer: "Importer", node, index: int):
+        self.imp = importer
+        self.node = node
+        self.op_type = node.op_type
+        self.opset = importer.opset
+        self.display = node.name or (node.output[0] if node.output else f"#{index}")
+        self.base = node.name or (node.output[0] if node.output and node.output[0] else f"node{index}")
+        self._attrs = {a.name: a for a in node.attribute}
+        self._count = 0
+
+    # -- errors and attributes
+    def error(self, message: str) -> Error:
+        """An Error naming this node and its op type."""
+        return Error(f"ONNX node '{self.display}' ({self.op_type}): {message}")
+
+    def attr(self, name: str, default=None):
+        """An attribute's Python value (bytes decoded to str, tensors as NumPy arrays)."""
+        a = self._attrs.get(name)
+        if a is None:
+            return default
+        from onnx import helper, numpy_helper
+
+        value = helper.get_attribute_value(a)
+        if isinstance(value, bytes):
+            return value.decode("utf-8")
+        if a.type == a.TENSOR:
+            return numpy_helper.to_array(value)
+        if a.type in (a.INTS, a.FLOATS):
+            return list(value)
+        if a.type == a.STRINGS:
+            return [v.decode("utf-8") for v in value]
+        return value
+
+    def has_attr(self, name: str) -> bool:
+        return name in self._attrs
+
+    def constant_attr_value(self) -> np.ndarray:
+        """The value of a Constant node (value, value_float(s), value_int(s))."""
+        for key, dtype in (("value", None), ("value_float", np.float32), ("value_floats", np.float32),
+                           ("value_int", np.int64), ("value_ints", np.int64)):
+            if key in self._attrs:
+                value = self.attr(key)
+                return np.asarray(value) if dtype is None else np.asarray(value, dtype=dtype)
+        kinds = ", ".join(sorted(self._attrs)) or "none"
+        raise self.error(f"unsupported constant kind (attributes: {kinds}); autotile takes numeric tensors")
+
+    # -- inputs
+    @property
+    def num_inputs(self) -> int:
+        return len(self.node.input)
+
+    def has_input(self, i: int) -> bool:
+        return i < len(self.node.input) and self.node.input[i] != ""
+
+    def input_name(self, i: int) -> str:
+        return self.node.input[i]
+
+    def is_const(self, i: int) -> bool:
+        return self.has_input(i) and isinstance(self.imp.lookup(self.node.input[i], self), np.ndarray)
+
+    def const(self, i: int, what: str = "") -> np.ndarray:
+        """The constant value of input i; Error if it is computed at run time."""
+        if not self.has_input(i):
+            raise self.error(f"input {i} ({what or 'required'}) is missing")
+        value = self.imp.lookup(self.node.input[i], self)
+        if not isinstance(value, np.ndarray):
+            what = f" ({what})" if what else ""
+            raise self.error(f"input {i} '{self.node.input[i]}'{what} must be a constant (an initializer or "
+                             f"a constant subgraph); autotile does not support data-dependent values here")
+        return value
+
+    def input(self, i: int) -> Symbol:
+        """Input i as a Symbol (a constant becomes a parameter Variable)."""
+        if not self.has_input(i):
+            raise self.error(f"input {i} is missing")
+        return self.imp.as_symbol(self.node.input[i], self)
+
+    def dims(self, i: int) -> Optional[tuple]:
+        """Static shape of input i: ints, SymDim for unknown dimensions; None if unknown rank."""
+        if not self.has_input(i):
+            return None
+        return self.imp.dims_of(self.node.input[i])
+
+    def shape(self, i: int) -> Optional[tuple]:
+        """Static shape of input i with None for unknown dimensions; None if the rank is unknown."""
+        d = self.dims(i)
+        return None if d is None else tuple(x if isinstance(x, int) else None for x in d)
+
+    def rank(self, i: int) -> Optional[int]:
+        d = self.dims(i)
+        return None if d is None else len(d)
+
+    def need_rank(self, i: int, why: str) -> int:
+        r = self.rank(i)
+        if r is None:
+            raise self.error(f"the rank of input '{self.node.input[i]}' is unknown (needed {why}); "
+                             f"give the model static shapes or pass batch_size")
+        return r
+
+    def need_shape(self, i: int, why: str, dims: Optional[slice] = None) -> tuple:
+        s = self.shape(i)
+        part = None if s is None else (s if dims is None else s[dims])
+        if part is None or any(d is None for d in part):
+            raise self.error(f"the shape of input '{self.node.input[i]}' is not known statically "
+                             f"(got {s}; needed {why}); pass batch_size or give the model static shapes")
+        return part
+
+    def out_dims(self, i: int = 0) -> Optional[tuple]:
+        if i >= len(self.node.output) or not self.node.output[i]:
+            return None
+        return self.imp.dims_of(self.node.output[i])
+
+    # -- emitting
+    def name(self, suffix: str = "") -> str:
+        """A fresh unique node name derived from this ONNX node."""
+        return self.imp.names.unique(f"{self.base}_{suffix}" if suffix else self.base)
+
+    def op(self, op_name: str, *inputs, suffix: str = "", **kwargs) -> Symbol:
+        """Apply registered op `op_name`; a helper op gets a name `<node>_<suffix>`."""
+        from ..ops import registry
+
+        if not registry.exists(op_name):
+            raise self.error(f"needs autotile operator '{op_name}', which is not registered")
+        return create(op_name, *inputs, name=self.name(suffix), **kwargs)
+
+    def param(self, value: np.ndarray, source: Optional[str] = None, tag: str = "") -> Symbol:
+        """A parameter Variable holding a value derived at import time (e.g. a transposed
+        weight); named after the ONNX tensor `source` it comes from."""
+        return self.imp.new_param(value, source or f"{self.base}_{tag or 'const'}", tag)
+
+
+# ----------------------------------------------------------------------------- importer
+
+class Importer:
+    """One import: holds the tensor table, names and parameters while the graph is walked."""
+
+    def __init__(self, model, batch_size: Optional[int] = None):
+        self.onnx = _onnx()
+        self.model = model
+        self.graph = model.graph
+        self.opset = _main_opset(model)
+        if batch_size is not None:
+            if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
+                raise Error(f"batch_size must be a positive integer, got {batch_size!r}")
+            batch_size = int(batch_size)
+        self.batch_size = batch_size
+        self.names = NameTable()
+        self.values: Dict[str, object] = {}
+        self.params: Dict[str, np.ndarray] = {}
+        self.var_names: Dict[str, str] = {}  # ONNX tensor name -> Variable name
+        self.onnx_names: Dict[str, str] = {}  # ONNX tensor name -> autotile entry name
+        self._param_syms: Dict[str, Symbol] = {}
+        self._anon = itertools.count()
+        from onnx import numpy_helper
+
+        self.initializers = {}
+        for t in self.graph.initializer:
+            try:
+                self.initializers[t.name] = numpy_helper.to_array(t)
+            except Exception as e:
+                raise Error(f"ONNX initializer '{t.name}' cannot be read: {e}") from None
+        if len(self.graph.sparse_initializer):
+            raise Error("ONNX sparse initializers are not supported: "
+                        + ", ".join(repr(t.values.name) for t in self.graph.sparse_initializer))
+        self.data_inputs = [i for i in self.graph.input if i.name not in self.initializers]
+        # Variable names: data inputs first, so they keep their ONNX names when those are valid.
+        for vi in self.data_inputs:
+            self.var_names[vi.name] = self.names.unique(vi.name)
+        for name in self.initializers:
+            self.var_names[name] = self.names.unique(name)
+        self.input_dims = {vi.name: self._input_dims(vi) for vi in self.data_inputs}
+        self.orig_batch = {vi.name: self._type_dims(vi.type)[0] if self._type_dims(vi.type) else None
+                           for vi in self.data_inputs}
+        self.shapes = self._infer_shapes()
+
+    # -- shapes
+    def _type_dims(self, tp) -> Optional[tuple]:
+        if not tp.HasField("tensor_type") or not tp.tensor_type.HasField("shape"):
+            return None
+        dims = []
+        for d in tp.tensor_type.shape.dim:
+            if d.HasField("dim_value") and d.dim_value > 0:
+                dims.append(int(d.dim_value))
+            elif d.HasField("dim_value") and d.dim_value == 0:
+                dims.append(0)
+            else:
+                dims.append(SymDim(d.dim_param or f"?{next(self._anon)}"))
+        return tuple(dims)
+
+    def _input_dims(self, vi) -> Optional[tuple]:
+        dims = self._type_dims(vi.type)
+        if self.batch_size is not None:
+            if not dims:
+                raise Error(f"batch_size: ONNX input '{vi.name}' has no leading dimension to set "
+                            f"(shape {dims})")
+            dims = (self.batch_size,) + tuple(dims[1:])
+        return dims
+
+    def _infer_shapes(self) -> Dict[str, tuple]:
+        """Static shapes of every tensor ONNX shape inference can determine, with the batch
+        size applied. Large initializers are passed as typed inputs to keep this cheap."""
+        onnx = self.onnx
+        m = onnx.ModelProto()
+        m.ir_version = max(self.model.ir_version, 4)
+        m.opset_import.extend(self.model.opset_import)
+        g = m.graph
+        g.node.extend(self.graph.node)
+        for vi in self.graph.input:
+            if vi.name in self.initializers:
+                continue
+            new = g.input.add()
+            new.CopyFrom(vi)
+            dims = self.input_dims.get(vi.name)
+            if dims is not None and new.type.HasField("tensor_type"):
+                del new.type.tensor_type.shape.dim[:]
+                for d in dims:
+                    nd = new.type.tensor_type.shape.dim.add()
+                    if isinstance(d, SymDim):
+                        if not d.name.startswith("?"):
+                            nd.dim_param = d.name
+                    else:
+                        nd.dim_value = d
+        for t in self.graph.initializer:
+            if self.initializers[t.name].size <= 64:
+                g.initializer.add().CopyFrom(t)
+            else:
+                g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+        for o in self.graph.output:  # names only: declared output shapes may fix the old batch
+            g.output.add().name = o.name
+        if self.batch_size is None:
+            g.value_info.extend(self.graph.value_info)
+        for f in self.model.functions:
+            m.functions.add().CopyFrom(f)
+        try:
+            inferred = onnx.shape_inference.infer_shapes(m, check_type=False, strict_mode=False, data_prop=True)
+        except Exception:  # inference is a help, not a requirement: converters ask when they need a shape
+            inferred = m
+        shapes: Dict[str, tuple] = {}
+        self.elem_types: Dict[str, int] = {}
+        for vi in itertools.chain(inferred.graph.value_info, inferred.graph.output, inferred.graph.input):
+            dims = self._type_dims(vi.type)
+            if dims is not None:
+                shapes[vi.name] = dims
+            if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+                self.elem_types[vi.name] = vi.type.tensor_type.elem_type
+        for name, dims in self.input_dims.items():
+            if dims is not None:
+                shapes[name] = dims
+        return shapes
+
+    def elem_type(self, name: str):
+        """The NumPy dtype of a tensor if ONNX inference knows it, else None."""
+        value = self.values.get(name)
+        if isinstance(value, np.ndarray):
+            return value.dtype
+        elem = self.elem_types.get(name)
+        return None if elem is None else np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem))
+
+    def dims_of(self, name: str) -> Optional[tuple]:
+        value = self.values.get(name)
+        if isinstance(value, np.ndarray):
+            return tuple(int(d) for d in value.shape)
+        dims = self.shapes.get(name)
+        if dims is not None:
+            return dims
+        if isinstance(value, Symbol):  # ONNX inference had nothing: ask autotile's own inference
+            try:
+                _, out, _ = value.infer_shape_partial()
+            except Error:
+                return None
+            if out and out[0] is not None:
+                self.shapes[name] = tuple(int(d) for d in out[0])
+                return self.shapes[name]
+        return None
+
+    # -- values
+    def lookup(self, name: str, ctx: Optional[NodeContext] = None):
+        if name not in self.values:
+            where = f"ONNX node '{ctx.display}' ({ctx.op_type})" if ctx else "the graph"
+            raise Error(f"{where} uses tensor '{name}', which no node, input or initializer defines")
+        value = self.values[name]
+        if isinstance(value, Unavailable):
+            where = f"ONNX node '{ctx.display}' ({ctx.op_type}) uses " if ctx else "the graph uses "
+            raise Error(where + value.reason)
+        return value
+
+    def as_symbol(self, name: str, ctx: Optional[NodeContext] = None) -> Symbol:
+        value = self.lookup(name, ctx)
+        if isinstance(value, Symbol):
+            return value
+        sym = self._param_syms.get(name)
+        if sym is None:
+            if has_symbolic(value):
+                unknown = sorted({v.name for v in value.flat if isinstance(v, SymDim)})
+                where = f"ONNX node '{ctx.display}' ({ctx.op_type}): " if ctx else ""
+                raise Error(f"{where}tensor '{name}' depends on the unknown dimension(s) {unknown}; "
+                            f"pass batch_size= (or give the model static input shapes)")
+            var_name = self.var_names.get(name) or self.names.unique(name)
+            self.var_names[name] = var_name
+            sym = self._make_param(var_name, value, name)
+            self._param_syms[name] = sym
+        return sym
+
+    def _make_param(self, var_name: str, value: np.ndarray, onnx_name: str) -> Symbol:
+        value = np.asarray(value)
+        if value.ndim == 0:  # autotile tensors have rank >= 1 (as MXNet's)
+            value = value.reshape(1)
+        self.params[var_name] = value
+        kwargs = {"shape": value.shape, "onnx_name": onnx_name}
+        if value.dtype != np.float32:
+            kwargs["dtype"] = value.dtype
+        self.onnx_names.setdefault(onnx_name, var_name)
+        return Variable(var_name, **kwargs)
+
+    def new_param(self, value: np.ndarray, source: str, tag: str) -> Symbol:
+        name = self.names.unique(f"{source}_{tag}" if tag and source in self.var_names else source)
+        return self._make_param(name, value, source)
+
+    # -- walk
+    def _topo_order(self) -> List:
+        nodes = list(self.graph.node)
+        producer = {}
+        for i, n in enumerate(nodes):
+            for o in n.output:
+                if o:
+                    producer[o] = i
+        order, state = [], [0] * len(nodes)
+        for start in range(len(nodes)):
+            if state[start]:
+                continue
+            stack = [(start, 0)]
+            state[start] = 1
+            while stack:
+                i, k = stack.pop()
+                ins = [x for x in nodes[i].input if x in producer]
+                if k < len(ins):
+                    stack.append((i, k + 1))
+                    j = producer[ins[k]]
+                    if state[j] == 1:
+                        raise Error(f"ONNX graph has a cycle through node '{nodes[j].name or nodes[j].output[0]}'")
+                    if state[j] == 0:
+                        state[j] = 1
+                        stack.append((j, 0))
+                else:
+                    state[i] = 2
+                    order.append(nodes[i])
+        return order
+
+    def _check_supported(self, nodes):
+        from .onnx_ops import CONVERTERS
+
+        bad = []
+        for i, n in enumerate(nodes):
+            if n.domain not in ("", "ai.onnx") or n.op_type not in CONVERTERS:
+                op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
+                bad.append(f"{op} (node '{n.name or (n.output[0] if n.output else i)}')")
+        if bad:
+            raise Error(f"ONNX model has {len(bad)} node(s) with operators autotile does not support: "
+                        + ", ".join(bad))
+
+    def run(self) -> Symbol:
+        from .onnx_ops import CONVERTERS
+
+        for vi in self.data_inputs:
+            dims = self.input_dims[vi.name]
+            kwargs = {"onnx_name": vi.name}
+            if dims is not None:
+                kwargs["shape"] = tuple(d if isinstance(d, int) else 0 for d in dims)
+            elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+            if elem and elem != self.onnx.TensorProto.FLOAT:
+                kwargs["dtype"] = self.onnx.helper.tensor_dtype_to_np_dtype(elem)
+            self.values[vi.name] = Variable(self.var_names[vi.name], **kwargs)
+            self.onnx_names[vi.name] = self.var_names[vi.name]
+        self.values.update(self.initializers)
+        nodes = self._topo_order()
+        self._check_supported(nodes)
+        for index, node in enumerate(nodes):
+            ctx = NodeContext(self, node, index)
+            present = [x for x in node.input if x]
+            values = [self.lookup(x, ctx) if x else None for x in node.input]
+            outs = None
+            if all(isinstance(self.values.get(x), np.ndarray) for x in present):
+                outs = fold(ctx, values)
+            if outs is None:
+                outs = CONVERTERS[node.op_type](ctx)
+            self._bind(ctx, outs)
+        outputs = []
+        for o in self.graph.output:
+            sym = self.as_symbol(o.name)
+            outputs.append(sym)
+        if not outputs:
+            raise Error("ONNX graph has no outputs")
+        result = Group(outputs)
+        used = set(result.list_inputs())
+        result.params = {k: v for k, v in self.params.items() if k in used}
+        result.onnx_names = dict(self.onnx_names)
+        return result
+
+    def _bind(self, ctx: NodeContext, outs):
+        outs = list(outs)
+        for i, name in enumerate(ctx.node.output):
+            if not name:
+                continue
+            value = outs[i] if i < len(outs) else None
+            if value is None:
+                value = Unavailable(f"output {i} '{name}' of ONNX node '{ctx.display}' ({ctx.op_type}), "
+                                    f"which autotile does not compute")
+            elif isinstance(value, Symbol):
+                if len(value.entries) != 1:
+                    raise ctx.error(f"converter produced {len(value.entries)} outputs for '{name}'")
+                self.onnx_names[name] = value.list_outputs()[0]
+            elif isinstance(value, np.ndarray):
+                pass
+            else:
+                raise ctx.error(f"internal: converter returned {type(value).__name__} for output '{name}'")
+            self.values[name] = value
+
+
+def import_model(path_or_model, batch_size: Optional[int] = None) -> Symbol:
+    """Import an ONNX model (path, bytes or ModelProto) as a Symbol; see :func:`autotile.onnx.load`."""
+    return Importer(load_model(path_or_model), batch_size).run()

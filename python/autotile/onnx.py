@@ -1,0 +1,38 @@
+"""``autotile.onnx``: import ONNX models as autotile Symbols.
+
+    sym = at.onnx.load("model.onnx", batch_size=32)
+    sym.params          # initializers and folded constant subgraphs: name -> numpy array
+    sym.onnx_names      # ONNX tensor name -> autotile variable / output name
+
+Needs the optional ``onnx`` package (``pip install autotile[onnx]``).
+"""
+from __future__ import annotations
+
+from typing import Optional
+
+from .errors import Error
+
+__all__ = ["load"]
+
+
+def load(path_or_model, batch_size: Optional[int] = None):
+    """Import an ONNX model (a ``.onnx`` path, serialized bytes or an ``onnx.ModelProto``).
+
+    Returns a Symbol whose outputs are the graph outputs in order. Initializers (and constant
+    subgraphs such as ConstantOfShape weights) become parameters carried in ``sym.params``;
+    the other graph inputs are data Variables. ``batch_size`` sets the first dimension of every
+    data input (replacing a symbolic or fixed one). ONNX names are sanitised into valid unique
+    autotile names; ``sym.onnx_names`` maps each ONNX tensor name to its autotile name and
+    every Variable carries its ONNX name in the ``__onnx_name__`` attribute.
+
+    Raises :class:`autotile.Error` for a file that is missing, truncated or not ONNX, for an
+    opset below 7, for operators autotile does not support (all of them listed, each with a
+    node name) and for attributes whose semantics autotile cannot reproduce.
+    """
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        raise Error("at.onnx.load needs the onnx package: pip install autotile[onnx]") from None
+    from .frontend.onnx_import import import_model
+
+    return import_model(path_or_model, batch_size=batch_size)
