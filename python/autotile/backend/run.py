@@ -38,16 +38,36 @@ def _check_inputs(sym, values: Dict[str, np.ndarray]):
     infer_entry_shapes(sym, shapes)  # raises Error naming the node on a mismatch
 
 
+def _head_grad_values(sym, head_grads, train: bool) -> Dict[str, np.ndarray]:
+    """Head gradients as the training step's ``{output}_head_grad`` inputs."""
+    if not train:
+        raise Error("head_grads are only used with train=True")
+    outputs = sym.list_outputs()
+    if isinstance(head_grads, dict):
+        unknown = sorted(set(head_grads) - set(outputs))
+        if unknown:
+            raise Error(f"head_grads for {unknown}, which are not outputs of the model (outputs: {outputs})")
+        items = list(head_grads.items())
+    else:
+        head_grads = list(head_grads)
+        if len(head_grads) != len(outputs):
+            raise Error(f"head_grads has {len(head_grads)} arrays for {len(outputs)} outputs {outputs}")
+        items = list(zip(outputs, head_grads))
+    return {f"{name}_head_grad": np.asarray(g) for name, g in items if g is not None}
+
+
 def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         params: Optional[Dict[str, np.ndarray]] = None, aux: Optional[Dict[str, np.ndarray]] = None,
         train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
-        batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", **kwargs) -> Result:
+        batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", head_grads=None, **kwargs) -> Result:
     """Run one step of `model` (Symbol, model path or zoo name).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
     own ``sym.params``); aux: auxiliary states (BatchNorm statistics). With ``train=True`` the
     step runs forward, backward and the optimizer update and returns gradients and updated
-    params. ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy)."""
+    params. ``head_grads`` (training only; a list in ``list_outputs()`` order or a dict by output
+    name) are the gradients of non-loss outputs, as MXNet's ``backward(out_grads)``; they default
+    to ones. ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy)."""
     if ctx != "cpu":
         raise Error(f"ctx='{ctx}' is not available in this build: the runtime runs on ctx='cpu' "
                     "(the GPU and MPI runtimes are separate features)")
@@ -58,6 +78,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     values = {**{k: np.asarray(v) for k, v in params.items()}, **{k: np.asarray(v) for k, v in (aux or {}).items()},
               **{k: np.asarray(v) for k, v in (inputs or {}).items()}}
     values = {k: v for k, v in values.items() if k in set(sym.list_inputs())}
+    if head_grads is not None:
+        if devices > 1:
+            kwargs["head_grads"] = head_grads
+        else:
+            head_values = _head_grad_values(sym, head_grads, train)
     if devices > 1:
         try:
             from .multi_device import run_multi_device
@@ -77,4 +102,6 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         return Result(outputs=outputs, aux=new_aux, stats={"forward_seconds": time.perf_counter() - t0})
     from ..autodiff import training_step
 
+    if head_grads is not None:
+        values = {**values, **head_values}
     return training_step(sym, values, list(params), optimizer=optimizer, optimizer_args=optimizer_args, rng=rng)
