@@ -259,11 +259,13 @@ def training_graph(sym: Symbol, optimizer: str = "sgd", optimizer_args: Optional
             fresh.append(cn)
             known.add(id(cn))
             stack.extend(src for src, _ in cn.inputs)
+        zero_ids = {id(z.entries[0][0]) for z in zero_nodes}  # named by new_name already
         for cn in dict.fromkeys(fresh):
             known.add(id(cn))
             if cn.name in backward_of:
                 continue
-            new_name(cn.name)
+            if id(cn) not in zero_ids:
+                new_name(cn.name)
             backward_of[cn.name] = node.name
             cn.attrs.update(extra)
         for j, ((src, si), g) in enumerate(zip(node.inputs, grads)):
