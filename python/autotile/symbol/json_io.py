@@ -265,6 +265,16 @@ def _version_of(doc: dict, ld: _Loader) -> int:
 def from_dict(doc, source: str = "") -> Symbol:
     """Symbol from the parsed JSON object of an MXNet symbol file."""
     ld = _Loader(source)
+    try:
+        return _from_dict(doc, ld)
+    except Error as e:  # errors from attribute parsing name the node; add the file
+        msg = str(e)
+        if msg.startswith("symbol JSON"):
+            raise
+        raise Error(f"symbol JSON{ld.where}: {msg}") from None
+
+
+def _from_dict(doc, ld: _Loader) -> Symbol:
     if not isinstance(doc, dict) or not isinstance(doc.get("nodes"), list) or "heads" not in doc:
         ld.fail("expected an object with 'nodes' and 'heads' (an MXNet symbol file)")
     version = _version_of(doc, ld)
