@@ -195,6 +195,7 @@ class Parser {
       while (true) {
         const Token& v = expect(Tok::kIdent, "an output index variable");
         declare_var(v, static_cast<int>(st_->vars.size()));
+        st_->rank = static_cast<int>(st_->vars.size());  // visible to the next declaration
         if (peek().kind != Tok::kComma) break;
         next();
       }
