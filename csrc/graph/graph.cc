@@ -117,6 +117,11 @@ void Graph::set_gradient(TensorId tensor, TensorId grad) {
   g.gradient_of = tensor;
 }
 
+void Graph::mark_output(TensorId tensor) {
+  check_tensor(tensor, "mark_output");
+  tensors_[tensor].is_output = true;
+}
+
 void Graph::set_role(NodeId node, NodeRole role) {
   check_node(node, "set_role");
   if (static_cast<int>(role) > static_cast<int>(NodeRole::kUpdate))

@@ -34,6 +34,7 @@ struct Tensor {
   TensorId gradient = kNone;      ///< id of this tensor's gradient, if any
   TensorId gradient_of = kNone;   ///< inverse of `gradient`
   bool is_param = false;          ///< a trainable weight (replicated by data parallelism)
+  bool is_output = false;         ///< a result of the graph (kept alive to the end)
 
   /// \brief Number of elements (1 for a scalar).
   int64_t num_elements() const;
@@ -69,6 +70,8 @@ class Graph {
   void set_backward_of(NodeId node, NodeId forward_node);
   /// \brief Records that `grad` is the gradient of `tensor`.
   void set_gradient(TensorId tensor, TensorId grad);
+  /// \brief Marks a tensor as a result of the graph (loss, gradient, updated weight).
+  void mark_output(TensorId tensor);
   /// \brief Sets the role of a node (forward, backward, update).
   void set_role(NodeId node, NodeRole role);
 

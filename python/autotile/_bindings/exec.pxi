@@ -1,1 +1,218 @@
-# Bindings of csrc/exec (filled in as that part of the core lands).
+# Bindings of csrc/exec (execution graph + memory plan) and csrc/runtime (host MultiFetch).
+from libcpp.memory cimport unique_ptr
+from libcpp.utility cimport move
+
+cdef extern from "exec/box.h" namespace "autotile":
+    cdef cppclass CInterval "autotile::Interval":
+        int64_t lo
+        int64_t hi
+    cdef cppclass CBox "autotile::Box":
+        vector[CInterval] dims
+
+cdef extern from "exec/exec_graph.h" namespace "autotile":
+    cdef cppclass CPlanSpec "autotile::PlanSpec":
+        vector[int] factors
+        vector[vector[string]] tensor_tilings
+        vector[vector[string]] node_strategies
+    cdef cppclass CExecOptions "autotile::ExecOptions":
+        cbool control_deps
+    cdef cppclass CBuffer "autotile::Buffer":
+        int device
+        TensorId tensor
+        CBox box
+        uint8_t role "role"
+        cbool partial
+        int producer
+        vector[int] readers
+        int64_t bytes
+        int64_t offset
+        int64_t live_begin
+        int64_t live_end
+    cdef cppclass CPiece "autotile::Piece":
+        int src
+        CBox region
+    cdef cppclass CExecOp "autotile::ExecOp":
+        int device
+        NodeId node
+        vector[int] inputs
+        vector[int] outputs
+        vector[CPiece] pieces
+        vector[CBox] input_boxes
+        cbool accumulate
+        vector[int] deps
+        int64_t bytes_moved
+        int64_t time
+    cdef cppclass CExecGraph "autotile::ExecGraph":
+        int devices
+        vector[int] factors
+        vector[CBuffer] buffers
+        vector[CExecOp] ops
+        vector[vector[int]] schedule
+        vector[int64_t] arena_bytes
+        vector[int64_t] live_peak_bytes
+        int64_t bytes_moved
+        vector[int64_t] bytes_received
+        vector[int] tile_of
+        int tile(TensorId, int)
+    CExecGraph c_build_exec_graph "autotile::build_exec_graph"(const CGraph&, const CPlanSpec&, const CExecOptions&) except + nogil
+
+cdef extern from *:
+    """
+    static inline int autotile_op_kind(const autotile::ExecOp& op) { return static_cast<int>(op.kind); }
+    static inline int autotile_buffer_role(const autotile::Buffer& b) { return static_cast<int>(b.role); }
+    """
+    int autotile_op_kind(const CExecOp&)
+    int autotile_buffer_role(const CBuffer&)
+
+cdef extern from "runtime/multifetch.h" namespace "autotile":
+    cdef cppclass CFetchSource "autotile::FetchSource":
+        const void* data
+        vector[int64_t] buf_lo
+        vector[int64_t] buf_shape
+        vector[int64_t] lo
+        vector[int64_t] hi
+    cdef enum class FetchDType "autotile::FetchDType":
+        kFloat32 "autotile::FetchDType::kFloat32"
+        kFloat64 "autotile::FetchDType::kFloat64"
+        kBytes "autotile::FetchDType::kBytes"
+    void c_multifetch "autotile::multifetch"(void*, const vector[int64_t]&, const vector[int64_t]&, int, FetchDType,
+                                              const vector[CFetchSource]&, cbool) except + nogil
+
+
+cdef tuple _box_lo(const CBox& b):
+    return tuple(iv.lo for iv in b.dims)
+
+
+cdef tuple _box_hi(const CBox& b):
+    return tuple(iv.hi for iv in b.dims)
+
+
+_ROLE = ("tile", "raw", "region")
+
+
+cdef class ExecGraph:
+    """The per-device execution graph with its memory plan (csrc/exec/exec_graph.h)."""
+    cdef CExecGraph eg
+
+    @property
+    def devices(self):
+        return self.eg.devices
+
+    @property
+    def factors(self):
+        return list(self.eg.factors)
+
+    @property
+    def num_ops(self):
+        return self.eg.ops.size()
+
+    @property
+    def num_buffers(self):
+        return self.eg.buffers.size()
+
+    @property
+    def bytes_moved(self):
+        return self.eg.bytes_moved
+
+    @property
+    def bytes_received(self):
+        return list(self.eg.bytes_received)
+
+    @property
+    def arena_bytes(self):
+        return list(self.eg.arena_bytes)
+
+    @property
+    def live_peak_bytes(self):
+        return list(self.eg.live_peak_bytes)
+
+    def schedule(self, int device):
+        if device < 0 or device >= self.eg.devices:
+            raise _AutotileError(f"device {device} out of range (0..{self.eg.devices - 1})")
+        return list(self.eg.schedule[device])
+
+    def tile(self, int tensor, int device):
+        """Buffer id of `device`'s planned tile of tensor id `tensor`."""
+        if device < 0 or device >= self.eg.devices or tensor < 0 or \
+                <size_t>(tensor + 1) * self.eg.devices > self.tile_count():
+            raise _AutotileError(f"tile({tensor}, {device}) out of range")
+        return self.eg.tile(tensor, device)
+
+    cdef size_t tile_count(self):
+        return self.eg.tile_of.size()
+
+    def op(self, int i):
+        """One op as a dict: kind ('compute'|'fetch'), device, node, inputs (-1: an input the op
+        does not read, only its shape matters: input_boxes), outputs, pieces
+        [(src buffer, lo, hi)], accumulate, deps, bytes_moved, time."""
+        if i < 0 or i >= <int>self.eg.ops.size():
+            raise _AutotileError(f"op {i} out of range")
+        cdef CExecOp* op = &self.eg.ops[i]
+        return {"kind": "compute" if autotile_op_kind(op[0]) == 0 else "fetch", "device": op.device, "node": op.node,
+                "inputs": list(op.inputs), "outputs": list(op.outputs),
+                "input_boxes": [(_box_lo(b), _box_hi(b)) for b in op.input_boxes],
+                "pieces": [(p.src, _box_lo(p.region), _box_hi(p.region)) for p in op.pieces],
+                "accumulate": op.accumulate, "deps": list(op.deps), "bytes_moved": op.bytes_moved, "time": op.time}
+
+    def buffer(self, int i):
+        """One buffer as a dict: device, tensor, lo, hi, role, partial, producer, readers, bytes, offset."""
+        if i < 0 or i >= <int>self.eg.buffers.size():
+            raise _AutotileError(f"buffer {i} out of range")
+        cdef CBuffer* b = &self.eg.buffers[i]
+        return {"device": b.device, "tensor": b.tensor, "lo": _box_lo(b.box), "hi": _box_hi(b.box),
+                "role": _ROLE[autotile_buffer_role(b[0])], "partial": b.partial, "producer": b.producer,
+                "readers": list(b.readers), "bytes": b.bytes, "offset": b.offset,
+                "live": (b.live_begin, b.live_end)}
+
+
+def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True):
+    """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies)."""
+    cdef CPlanSpec spec
+    cdef CExecOptions opts
+    spec.factors = [int(k) for k in factors]
+    spec.tensor_tilings = [[_s(t) for t in row] for row in tensor_tilings]
+    spec.node_strategies = [[_s(s) for s in row] for row in node_strategies]
+    opts.control_deps = bool(control_deps)
+    cdef ExecGraph result = ExecGraph()
+    try:
+        with nogil:
+            result.eg = c_build_exec_graph(graph.g[0], spec, opts)
+    except RuntimeError as e:
+        _raise_core(e)
+    return result
+
+
+def multifetch(dst, dst_lo, pieces, accumulate=False):
+    """Assemble region pieces into `dst` (a C-contiguous array holding the box starting at
+    `dst_lo`). pieces: [(src array, src box lo, region lo, region hi)]. Releases the GIL."""
+    cdef vector[CFetchSource] srcs
+    cdef CFetchSource s
+    cdef vector[int64_t] lo = [int(v) for v in dst_lo]
+    cdef vector[int64_t] shape = [int(v) for v in dst.shape]
+    cdef size_t ptr
+    cdef FetchDType dt
+    if not dst.flags["C_CONTIGUOUS"]:
+        raise _AutotileError("multifetch: destination must be C-contiguous")
+    kind = dst.dtype.str[1:]
+    dt = FetchDType.kFloat32 if kind == "f4" else (FetchDType.kFloat64 if kind == "f8" else FetchDType.kBytes)
+    keep = []
+    for src, src_lo, rlo, rhi in pieces:
+        if not src.flags["C_CONTIGUOUS"] or src.dtype != dst.dtype:
+            raise _AutotileError("multifetch: sources must be C-contiguous and of the destination's dtype")
+        keep.append(src)
+        ptr = src.ctypes.data
+        s.data = <const void*>ptr
+        s.buf_lo = [int(v) for v in src_lo]
+        s.buf_shape = [int(v) for v in src.shape]
+        s.lo = [int(v) for v in rlo]
+        s.hi = [int(v) for v in rhi]
+        srcs.push_back(s)
+    ptr = dst.ctypes.data
+    cdef void* out = <void*>ptr
+    cdef int esize = dst.dtype.itemsize
+    cdef cbool acc = bool(accumulate)
+    try:
+        with nogil:
+            c_multifetch(out, lo, shape, esize, dt, srcs, acc)
+    except RuntimeError as e:
+        _raise_core(e)

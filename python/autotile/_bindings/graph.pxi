@@ -17,6 +17,7 @@ cdef extern from "graph/graph.h" namespace "autotile":
         TensorId gradient
         TensorId gradient_of
         cbool is_param
+        cbool is_output
         int64_t num_elements()
         int64_t bytes()
 
@@ -38,6 +39,7 @@ cdef extern from "graph/graph.h" namespace "autotile":
         void set_backward_of(NodeId, NodeId) except +
         void set_gradient(TensorId, TensorId) except +
         void set_role(NodeId, NodeRole) except +
+        void mark_output(TensorId) except +
         int32_t num_tensors()
         int32_t num_nodes()
         const CTensor& tensor(TensorId) except +
@@ -112,6 +114,13 @@ cdef class Graph:
         except RuntimeError as e:
             _raise_core(e)
 
+    def mark_output(self, int tensor):
+        """Marks tensor id `tensor` as a result of the graph (its memory is never reused)."""
+        try:
+            self.g.mark_output(tensor)
+        except RuntimeError as e:
+            _raise_core(e)
+
     @property
     def num_tensors(self):
         return self.g.num_tensors()
@@ -128,7 +137,7 @@ cdef class Graph:
             _raise_core(e)
         return {"name": _u(t.name), "shape": tuple(t.shape), "producer": t.producer,
                 "consumers": list(t.consumers), "gradient": t.gradient, "gradient_of": t.gradient_of,
-                "is_param": t.is_param, "bytes": t.bytes()}
+                "is_param": t.is_param, "is_output": t.is_output, "bytes": t.bytes()}
 
     def node(self, int nid):
         """A dict describing node `nid`."""

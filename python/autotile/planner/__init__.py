@@ -60,7 +60,8 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
     t0 = time.perf_counter()
     tg = training_graph(sym, optimizer=optimizer)
     in_shapes = data_shapes(sym, shapes, batch, tg.data_names)
-    lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes, tg.gradient_of,
+    lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes,
+                    {g: f for f, g in tg.gradient_entry.items()},
                     replicate_fallback=replicate_fallback)
     lower_seconds = time.perf_counter() - t0
     raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
@@ -76,7 +77,8 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
         weighted_cost=raw.get("weighted_cost"), bandwidths=list(bandwidths) if bandwidths else None,
         model=model if isinstance(model, str) else (sym.name or ""),
         batch=batch if batch is not None else (next(iter(in_shapes.values()))[0] if in_shapes else None),
-        num_groups=int(raw.get("num_groups", 0)), num_levels=int(raw.get("num_levels", 0)))
+        num_groups=int(raw.get("num_groups", 0)), num_levels=int(raw.get("num_levels", 0)),
+        optimizer=optimizer, input_shapes=in_shapes)
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
     return result
 

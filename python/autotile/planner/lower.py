@@ -82,6 +82,8 @@ def lower(symbol, shapes: Dict[str, tuple], param_names=(), backward_of: Optiona
         node_id[node.name] = nid
         lowered.node_names.append(node.name)
         lowered.node_ops.append(node.op)
+    for head in symbol.entries:
+        g.mark_output(lowered.entry_tensor[(id(head[0]), head[1])])
     if missing_tdl:
         raise Error("cannot plan: these ops have no TDL description (pass replicate_fallback=True to run them "
                     "replicated): " + ", ".join(missing_tdl[:20]) + (" ..." if len(missing_tdl) > 20 else ""))

@@ -44,6 +44,9 @@ class Plan:
     batch: Optional[int] = None
     num_groups: int = 0
     num_levels: int = 0
+    optimizer: str = "sgd"
+    #: input shapes the plan was made for (data and label), needed to rebuild its graph
+    input_shapes: Dict[str, Tuple[int, ...]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -93,6 +96,7 @@ class Plan:
     def to_json(self) -> str:
         doc = asdict(self)
         doc["tensor_shapes"] = {k: list(v) for k, v in self.tensor_shapes.items()}
+        doc["input_shapes"] = {k: list(v) for k, v in self.input_shapes.items()}
         doc["format"] = "autotile-plan-1"
         return json.dumps(doc, indent=1)
 
@@ -105,6 +109,7 @@ class Plan:
         if not isinstance(doc, dict) or doc.pop("format", None) != "autotile-plan-1":
             raise Error("not an autotile plan (missing format 'autotile-plan-1')")
         doc["tensor_shapes"] = {k: tuple(v) for k, v in doc.get("tensor_shapes", {}).items()}
+        doc["input_shapes"] = {k: tuple(v) for k, v in doc.get("input_shapes", {}).items()}
         try:
             return cls(**doc)
         except TypeError as e:

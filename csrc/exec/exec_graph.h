@@ -1,0 +1,106 @@
+// The per-device execution graph (Soybean Sec 5, Tofu Sec 6).
+//
+// For every node of the training graph and every device there is one compute op running
+// the node's own kernel on the device's tile (partition-n-reduce: kernels are reused, never
+// rewritten). Where a compute op needs a region it does not hold, one MultiFetch op
+// assembles the whole region in place from the pieces other devices hold; where a strategy
+// leaves partial results, an accumulating MultiFetch on every device sums exactly the
+// region that device keeps (the reduction is spread over all devices, no aggregation
+// point). Control dependencies keep each device's ops in the serial graph's order and put
+// fetches just before their consumer (Tofu Fig. 7), so the memory planner can reuse
+// buffers as in the serial graph.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "exec/box.h"
+#include "graph/graph.h"
+
+namespace autotile {
+
+/// \brief The part of a plan the execution graph is built from (a search result).
+struct PlanSpec {
+  std::vector<int> factors;                                ///< k_i of each cut, first cut first
+  std::vector<std::vector<std::string>> tensor_tilings;    ///< [tensor][cut]: split(d) | replicate | partial
+  std::vector<std::vector<std::string>> node_strategies;   ///< [node][cut]: split variable | replicate
+};
+
+/// \brief Options of execution-graph construction.
+struct ExecOptions {
+  /// Keep each device's ops in serial order and fetch just before the consumer. When false,
+  /// fetches are placed as early as their sources allow (what a dataflow scheduler without
+  /// Tofu's control dependencies does), which lengthens buffer lifetimes.
+  bool control_deps = true;
+};
+
+enum class BufferRole : uint8_t {
+  kTile = 0,    ///< a device's planned tile of a tensor
+  kRaw = 1,     ///< a compute op's output before conversion to the planned tiling
+  kRegion = 2,  ///< an input region assembled for one compute op
+};
+
+/// \brief A piece of memory on one device holding a box of one tensor.
+struct Buffer {
+  int device = 0;
+  TensorId tensor = kNone;
+  Box box;
+  BufferRole role = BufferRole::kTile;
+  bool partial = false;        ///< holds a partial sum (the tensor's tiling is partial at some cut)
+  int producer = -1;           ///< exec op writing it; -1 for graph inputs (preloaded)
+  std::vector<int> readers;    ///< exec ops reading it (any device)
+  int64_t bytes = 0;
+  int64_t offset = -1;         ///< byte offset in the device arena (memory plan)
+  int64_t live_begin = 0;      ///< memory-plan clock when written
+  int64_t live_end = 0;        ///< memory-plan clock of the last read
+};
+
+enum class ExecKind : uint8_t { kCompute = 0, kFetch = 1 };
+
+/// \brief One piece of a MultiFetch: `region` (absolute tensor coordinates) of buffer `src`.
+struct Piece {
+  int src = -1;
+  Box region;
+};
+
+/// \brief One op of the execution graph.
+struct ExecOp {
+  ExecKind kind = ExecKind::kCompute;
+  int device = 0;
+  NodeId node = kNone;              ///< the training-graph node (compute) or the consumer/producer node (fetch)
+  std::vector<int> inputs;          ///< compute: one buffer per node input; -1 if the op never reads it
+  std::vector<Box> input_boxes;     ///< compute: the region of each input the sub-op works on
+  std::vector<int> outputs;         ///< compute: one buffer per node output; fetch: the destination
+  std::vector<Piece> pieces;        ///< fetch: what to copy (or add) into outputs[0]
+  bool accumulate = false;          ///< fetch: zero the destination, then add the pieces (reduction)
+  std::vector<int> deps;            ///< ops that must finish first (data, control and reuse deps)
+  int64_t bytes_moved = 0;          ///< bytes read from other devices
+  int64_t time = 0;                 ///< position on the memory-plan clock
+};
+
+/// \brief The per-device execution graph with its memory plan.
+struct ExecGraph {
+  int devices = 1;
+  std::vector<int> factors;
+  std::vector<Buffer> buffers;
+  std::vector<ExecOp> ops;
+  std::vector<std::vector<int>> schedule;  ///< per device: its ops in execution order
+  std::vector<int> tile_of;                ///< [tensor * devices + device] -> tile buffer id
+  std::vector<int64_t> arena_bytes;        ///< per device: arena size from the memory plan
+  std::vector<int64_t> live_peak_bytes;    ///< per device: max bytes live at once (a lower bound)
+  int64_t bytes_moved = 0;
+  std::vector<int64_t> bytes_received;     ///< per device
+
+  int tile(TensorId t, int device) const { return tile_of[static_cast<size_t>(t) * devices + device]; }
+};
+
+/// \brief Builds the execution graph of `graph` under `plan`, with its memory plan.
+///
+/// Throws Error when the plan does not fit the graph (tensor or node counts, a tiling that
+/// does not divide a dim, a strategy variable the node's TDL does not offer).
+ExecGraph build_exec_graph(const Graph& graph, const PlanSpec& plan, const ExecOptions& options = {});
+
+/// \brief Digits of `device` in the mixed radix of `factors` (first cut most significant).
+std::vector<int> device_digits(int device, const std::vector<int>& factors);
+
+}  // namespace autotile

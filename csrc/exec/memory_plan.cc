@@ -1,0 +1,110 @@
+#include "exec/memory_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+namespace autotile {
+
+namespace {
+
+constexpr int64_t kForever = std::numeric_limits<int64_t>::max() / 4;
+constexpr int64_t kAlign = 64;
+
+int64_t align_up(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+/// The last buffer that occupied each address range of one arena.
+class Occupancy {
+ public:
+  /// Buffers whose memory overlaps [lo, hi), then marks the range as owned by `buffer`.
+  std::vector<int> claim(int64_t lo, int64_t hi, int buffer) {
+    std::vector<int> previous;
+    auto it = segs_.upper_bound(lo);
+    if (it != segs_.begin()) --it;
+    while (it != segs_.end() && it->first < hi) {
+      int64_t s = it->first, e = it->second.first;
+      int owner = it->second.second;
+      if (e <= lo) {
+        ++it;
+        continue;
+      }
+      previous.push_back(owner);
+      it = segs_.erase(it);
+      if (s < lo) segs_[s] = {lo, owner};
+      if (e > hi) segs_[hi] = {e, owner};
+    }
+    segs_[lo] = {hi, buffer};
+    return previous;
+  }
+
+ private:
+  std::map<int64_t, std::pair<int64_t, int>> segs_;  // start -> (end, buffer)
+};
+
+}  // namespace
+
+void plan_memory(ExecGraph& eg, const Graph& graph) {
+  // Liveness on the schedule clock: from the producer's time (inputs: before everything) to
+  // the last reader's; graph outputs (tensors nobody consumes) live to the end.
+  for (Buffer& b : eg.buffers) {
+    b.live_begin = b.producer >= 0 ? eg.ops[b.producer].time : -1;
+    b.live_end = b.live_begin;
+    for (int r : b.readers) b.live_end = std::max(b.live_end, eg.ops[r].time);
+    const Tensor& t = graph.tensor(b.tensor);
+    if (t.is_output || t.consumers.empty()) b.live_end = kForever;
+  }
+  eg.arena_bytes.assign(eg.devices, 0);
+  eg.live_peak_bytes.assign(eg.devices, 0);
+  std::vector<std::vector<int>> per_device(eg.devices);
+  for (size_t i = 0; i < eg.buffers.size(); ++i) per_device[eg.buffers[i].device].push_back(static_cast<int>(i));
+  for (int dev = 0; dev < eg.devices; ++dev) {
+    auto& ids = per_device[dev];
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int a, int b) { return eg.buffers[a].live_begin < eg.buffers[b].live_begin; });
+    // Live allocations ordered by offset: offset -> buffer.
+    std::map<int64_t, int> live;
+    Occupancy occupancy;
+    int64_t arena = 0, live_bytes = 0, peak = 0;
+    for (int id : ids) {
+      Buffer& b = eg.buffers[id];
+      for (auto it = live.begin(); it != live.end();) {
+        const Buffer& o = eg.buffers[it->second];
+        if (o.live_end < b.live_begin) {
+          live_bytes -= o.bytes;
+          it = live.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      // First fit: the lowest gap between live allocations that holds the buffer.
+      int64_t size = align_up(std::max<int64_t>(b.bytes, 1)), offset = 0;
+      for (const auto& [off, other] : live) {
+        if (off - offset >= size) break;
+        offset = std::max(offset, off + align_up(std::max<int64_t>(eg.buffers[other].bytes, 1)));
+      }
+      b.offset = offset;
+      live[offset] = id;
+      live_bytes += b.bytes;
+      peak = std::max(peak, live_bytes);
+      arena = std::max(arena, offset + size);
+      // Whoever writes this buffer waits for the readers of what used the memory before.
+      if (b.producer >= 0) {
+        auto& deps = eg.ops[b.producer].deps;
+        for (int prev : occupancy.claim(offset, offset + size, id)) {
+          const Buffer& p = eg.buffers[prev];
+          for (int r : p.readers)
+            if (r != b.producer && std::find(deps.begin(), deps.end(), r) == deps.end()) deps.push_back(r);
+          if (p.producer >= 0 && p.producer != b.producer &&
+              std::find(deps.begin(), deps.end(), p.producer) == deps.end())
+            deps.push_back(p.producer);
+        }
+      } else {
+        occupancy.claim(offset, offset + size, id);
+      }
+    }
+    eg.arena_bytes[dev] = arena;
+    eg.live_peak_bytes[dev] = peak;
+  }
+}
+
+}  // namespace autotile

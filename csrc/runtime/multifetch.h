@@ -1,0 +1,26 @@
+// Host MultiFetch: assemble a region of a tensor in place in one destination buffer from
+// pieces held in other buffers (other devices' arenas), with one call (Tofu Sec 6).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace autotile {
+
+/// \brief One source piece: `region` [lo, hi) (absolute tensor coordinates) of a buffer that
+/// holds the box starting at `buf_lo` with shape `buf_shape`.
+struct FetchSource {
+  const void* data = nullptr;
+  std::vector<int64_t> buf_lo, buf_shape, lo, hi;
+};
+
+/// \brief Element types MultiFetch can accumulate.
+enum class FetchDType : uint8_t { kFloat32 = 0, kFloat64 = 1, kBytes = 2 };
+
+/// \brief Copies (or, with `accumulate`, zero-fills then adds) every piece into the destination
+/// buffer holding box [dst_lo, dst_lo + dst_shape). Copying works for any element size;
+/// accumulation needs float32 or float64. Throws Error if a piece lies outside its source or
+/// the destination. Touches no Python state: callers release the GIL around it.
+void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector<int64_t>& dst_shape, int elem_size,
+                FetchDType dtype, const std::vector<FetchSource>& pieces, bool accumulate);
+
+}  // namespace autotile

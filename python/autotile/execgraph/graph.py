@@ -1,0 +1,149 @@
+"""ExecGraph: the per-device execution graph of a planned training step, built by the C++
+core (csrc/exec), with its static memory plan."""
+from __future__ import annotations
+
+import json
+from typing import Dict, List, Optional
+
+from .. import _core
+from ..errors import Error
+from ..model_input import as_symbol
+from ..planner.lower import LoweredGraph, lower
+
+
+class ExecGraph:
+    """Per-device sub-operators, MultiFetch ops, control dependencies and memory plan."""
+
+    def __init__(self, core: "_core.ExecGraph", lowered: LoweredGraph, training, plan):
+        self.core = core
+        self.lowered = lowered
+        self.training = training
+        self.plan = plan
+        self.devices = core.devices
+        self._ops = [core.op(i) for i in range(core.num_ops)]
+        self._buffers = [core.buffer(i) for i in range(core.num_buffers)]
+        nodes = [lowered.core.node(i) for i in range(lowered.core.num_nodes)]
+        #: per core node id: the tensor ids it reads and writes
+        self.core_tensor_inputs = [n["inputs"] for n in nodes]
+        self.core_tensor_outputs = [n["outputs"] for n in nodes]
+        self.tensor_id = {n: i for i, n in enumerate(lowered.tensor_names)}
+
+    # ------------------------------------------------------------------ queries
+    @property
+    def ops(self) -> List[dict]:
+        return self._ops
+
+    @property
+    def buffers(self) -> List[dict]:
+        return self._buffers
+
+    def schedule(self, device: int) -> List[int]:
+        """Op ids of `device` in execution order."""
+        return self.core.schedule(device)
+
+    def device_nodes(self, device: int) -> List[str]:
+        """Names of the ops `device` runs, in order (fetches named after their node)."""
+        names = []
+        for i in self.schedule(device):
+            op = self._ops[i]
+            node = self.lowered.node_names[op["node"]] if op["node"] >= 0 else "?"
+            names.append(node if op["kind"] == "compute" else f"fetch:{node}:{i}")
+        return names
+
+    def peak_memory(self, device: int) -> int:
+        """Bytes of `device`'s arena under the static memory plan."""
+        if not 0 <= device < self.devices:
+            raise Error(f"device {device} out of range (0..{self.devices - 1})")
+        return self.core.arena_bytes[device]
+
+    def stats(self) -> dict:
+        """Bytes moved between devices (total and received per device), ops and memory."""
+        ops = self._ops
+        return {
+            "bytes": int(self.core.bytes_moved),
+            "bytes_per_device": [int(b) for b in self.core.bytes_received],
+            "compute_ops": sum(1 for o in ops if o["kind"] == "compute"),
+            "fetch_ops": sum(1 for o in ops if o["kind"] == "fetch"),
+            "reductions": sum(1 for o in ops if o["kind"] == "fetch" and o["accumulate"]),
+            "peak_memory": [int(b) for b in self.core.arena_bytes],
+            "live_peak_memory": [int(b) for b in self.core.live_peak_bytes],
+        }
+
+    def to_json(self) -> str:
+        """MXNet-style JSON: one node per op with a device attribute (loadable with from_json)."""
+        names = self.lowered.node_names
+        tnames = self.lowered.tensor_names
+        nodes = []
+        for i, op in enumerate(self._ops):
+            entry = {"op": op["node"] >= 0 and ("_MultiFetch" if op["kind"] == "fetch" else
+                                                 self.lowered.node_ops[op["node"]]) or "?",
+                     "name": f"{names[op['node']]}@{op['device']}" + ("" if op["kind"] == "compute" else f"#fetch{i}"),
+                     "attrs": {"__device__": str(op["device"]), "__ctx_group__": f"dev{op['device']}",
+                               "bytes_moved": str(op["bytes_moved"])},
+                     "inputs": [[d, 0, 0] for d in op["deps"]]}
+            if op["kind"] == "fetch":
+                entry["attrs"]["accumulate"] = str(op["accumulate"])
+                entry["attrs"]["pieces"] = json.dumps(
+                    [[p[0], self._buffers[p[0]]["device"], list(p[1]), list(p[2])] for p in op["pieces"]])
+            entry["attrs"]["outputs"] = json.dumps(
+                [[b, tnames[self._buffers[b]["tensor"]], list(self._buffers[b]["lo"]), list(self._buffers[b]["hi"]),
+                  self._buffers[b]["offset"]] for b in op["outputs"]])
+            nodes.append(entry)
+        doc = {"nodes": nodes, "arg_nodes": [], "heads": [],
+               "attrs": {"autotile_exec": ["int", 1], "devices": ["int", self.devices],
+                         "factors": ["list", self.core.factors], "stats": ["dict", self.stats()]}}
+        return json.dumps(doc, indent=1)
+
+    @staticmethod
+    def from_json(text: str) -> dict:
+        """Parse an ExecGraph JSON back into its nodes and attributes (a dict), checking its form."""
+        try:
+            doc = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise Error(f"exec graph JSON is not valid JSON: {e}") from None
+        if not isinstance(doc, dict) or "autotile_exec" not in doc.get("attrs", {}):
+            raise Error("not an autotile execution graph JSON")
+        return doc
+
+
+def lower_for_plan(sym, plan, replicate_fallback: bool = False):
+    """Rebuild the training graph the plan was made for and lower it to the core graph."""
+    from ..autodiff import training_graph
+
+    tg = training_graph(sym, optimizer=plan.optimizer)
+    lowered = lower(tg.symbol, dict(plan.input_shapes), tg.param_names, tg.backward_of, tg.update_nodes,
+                    {g: f for f, g in tg.gradient_entry.items()}, replicate_fallback=replicate_fallback)
+    return tg, lowered
+
+
+def transform(model, plan, control_deps: bool = True, device_memory: Optional[int] = None,
+              replicate_fallback: bool = False) -> ExecGraph:
+    """The execution graph of `model`'s training step under `plan` (from autotile.plan).
+
+    `device_memory` (bytes) is a per-device budget: a plan that needs more gives an Error
+    before anything runs, saying how much each device needs."""
+    sym = as_symbol(model, batch=plan.batch)
+    tg, lowered = lower_for_plan(sym, plan, replicate_fallback)
+    names = lowered.tensor_names
+    missing = [n for n in names if n not in plan.tensor_tilings]
+    if missing or len(plan.tensor_tilings) != len(names):
+        raise Error(f"plan was made for another graph: tensors {missing[:5]} are not in it "
+                    f"({len(plan.tensor_tilings)} tensors planned, the graph has {len(names)})")
+    nodes = lowered.node_names
+    missing_nodes = [n for n in nodes if n not in plan.node_strategies]
+    if missing_nodes:
+        raise Error(f"plan was made for another graph: nodes {missing_nodes[:5]} are not in it")
+    for n, shape in zip(names, lowered.tensor_shapes):
+        if n in plan.tensor_shapes and tuple(plan.tensor_shapes[n]) != tuple(shape):
+            raise Error(f"plan was made for other shapes: tensor '{n}' has shape {tuple(shape)} here, "
+                        f"{tuple(plan.tensor_shapes[n])} in the plan")
+    core = _core.build_exec_graph(lowered.core, plan.factors, [plan.tensor_tilings[n] for n in names],
+                                  [plan.node_strategies[n] for n in nodes], control_deps)
+    eg = ExecGraph(core, lowered, tg, plan)
+    if device_memory is not None:
+        over = [(d, b) for d, b in enumerate(core.arena_bytes) if b > device_memory]
+        if over:
+            need = ", ".join(f"device {d}: {b / 1e6:.1f} MB" for d, b in over[:8])
+            raise Error(f"the plan needs more than device_memory={device_memory / 1e6:.1f} MB on "
+                        f"{len(over)} device(s): {need}")
+    return eg

@@ -1,0 +1,64 @@
+"""Random valid plans: an oracle-independent way to exercise the execution graph.
+
+Every tensor gets a random tiling per cut among those the plan format allows (replicate,
+partial only for tensors some op produces, split(d) where the cut divides the remaining
+extent), every node a random strategy among those its TDL offers at the composed split
+count. Any such plan, executed, must give the single-device result."""
+from __future__ import annotations
+
+import numpy as np
+
+from autotile import _core
+from autotile.planner.plan import Plan
+
+
+def random_plan(lowered, factors, rng, allow_partial=True, optimizer="sgd", input_shapes=None) -> Plan:
+    g = lowered.core
+    tilings = {}
+    for tid, name in enumerate(lowered.tensor_names):
+        shape = list(lowered.tensor_shapes[tid])
+        produced = g.tensor(tid)["producer"] >= 0
+        row = []
+        for k in factors:
+            options = ["replicate"] + [f"split({d})" for d in range(len(shape)) if shape[d] % k == 0]
+            if produced and allow_partial:
+                options.append("partial")
+            choice = options[rng.integers(len(options))]
+            if choice.startswith("split("):
+                shape[int(choice[6:-1])] //= k
+            row.append(choice)
+        tilings[name] = row
+    strategies = {}
+    for nid, name in enumerate(lowered.node_names):
+        node = g.node(nid)
+        ins = [lowered.tensor_shapes[t] for t in node["inputs"]]
+        outs = [lowered.tensor_shapes[t] for t in node["outputs"]]
+        row, counts = [], {}
+        for k in factors:
+            options = []
+            for var in _vars(node["tdl"], ins, outs, k, counts):
+                options.append(var)
+            var = options[rng.integers(len(options))]
+            counts[var] = counts.get(var, 1) * k
+            row.append(var)
+        strategies[name] = row
+    devices = int(np.prod(factors)) if factors else 1
+    return Plan(algorithm="random", devices=devices, factors=list(factors), cut_costs=[0.0] * len(factors),
+                comm_bytes=0.0, search_seconds=0.0, tensor_tilings=tilings, node_strategies=strategies,
+                tensor_shapes=dict(zip(lowered.tensor_names, lowered.tensor_shapes)),
+                param_names=list(lowered.param_names), optimizer=optimizer, input_shapes=dict(input_shapes or {}))
+
+
+def _vars(tdl, ins, outs, k, counts):
+    """Variables that can be split k more ways given how often each was split already."""
+    result = []
+    seen = set()
+    probe = _core.analyze_tdl(tdl, ins, outs, 1) if tdl else {"strategies": []}
+    for s in probe["strategies"]:
+        seen.add(s["var"])
+    for var in sorted(seen):
+        total = counts.get(var, 1) * k
+        st = _core.analyze_tdl(tdl, ins, outs, total)
+        if any(s["var"] == var for s in st["strategies"]):
+            result.append(var)
+    return result or ["replicate"]
