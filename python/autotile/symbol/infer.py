@@ -55,7 +55,7 @@ def infer_entry_shapes(sym: Symbol, shapes: Dict[str, Shape], partial: bool = Fa
             if partial and any(s is None for s in in_shapes):
                 continue  # not enough known yet: partial inference leaves this node out
             if isinstance(e, Error):
-                msg = str(e) if node.name in str(e) else f"node '{node.name}' (op {node.op}): {e}"
+                msg = str(e) if f"'{node.name}'" in str(e) else f"node '{node.name}' (op {node.op}): {e}"
                 raise Error(msg) from None
             shown = ", ".join(str(s) for s in in_shapes)
             raise Error(f"node '{node.name}' (op {node.op}): shape inference failed for input shapes [{shown}]: {e}") from None
