@@ -83,3 +83,12 @@ def test_float32_stays_float32():
     for op in BINARY:
         (y,) = forward(single_op(op, ["lhs", "rhs"]), {"lhs": a, "rhs": a})
         assert y.dtype == np.float32, op
+
+
+def test_kernel_does_not_broadcast_silently():
+    from autotile.backend.reference import execute
+
+    x, y = at.sym.Variable("x"), at.sym.Variable("y")
+    with pytest.raises(at.Error) as e:
+        execute(at.sym.elemwise_add(x, y, name="adder"), {"x": np.ones((2, 3)), "y": np.ones(3)})
+    assert "adder" in str(e.value) and "(2, 3)" in str(e.value) and "(3,)" in str(e.value)

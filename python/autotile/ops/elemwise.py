@@ -26,12 +26,27 @@ def _binary_shape(name):
     return lambda attrs, s: same_shape(name, ["lhs", "rhs"], s)
 
 
+def _check_same(name, arrays):
+    """Kernels never broadcast silently (the executor names the node on this ValueError)."""
+    for x in arrays[1:]:
+        if x.shape != arrays[0].shape:
+            raise ValueError(f"{name}: inputs of shapes {arrays[0].shape} and {x.shape} differ")
+
+
+def _binary_forward(name, fn):
+    def forward(attrs, ins, ctx):
+        _check_same(name, ins)
+        return [cast(fn(ins[0], ins[1]), ins[0])]
+
+    return forward
+
+
 for _name, (_fn, _tag, _grad) in _BINARY.items():
     register(OpDef(
         name=_name,
         arguments=lambda attrs: ["lhs", "rhs"],
         infer_shape=_binary_shape(_name),
-        forward=(lambda fn: lambda attrs, ins, ctx: [cast(fn(ins[0], ins[1]), ins[0])])(_fn),
+        forward=_binary_forward(_name, _fn),
         gradient=(lambda g: lambda ctx: g(ctx, ctx.out_grads[0], ctx.inputs[0], ctx.inputs[1]))(_grad),
         tdl=(lambda tag: lambda attrs, i, o: elementwise(i, o[0], tag, ["lhs", "rhs"]))(_tag),
         elementwise=True,
@@ -64,6 +79,7 @@ def _add_n_shape(attrs, in_shapes):
 
 
 def _add_n_forward(attrs, ins, ctx):
+    _check_same("add_n", ins)
     total = ins[0].copy()
     for x in ins[1:]:
         total += x

@@ -330,7 +330,7 @@ def _ml_bwd_forward(attrs, ins, ctx):
         count = max(int(np.sum(out > attrs["valid_thresh"])), 1)
     else:
         count = 1
-    return [np.full(out.shape, attrs["grad_scale"] / count, dtype=out.dtype)]
+    return [np.full_like(out, attrs["grad_scale"] / count)]
 
 
 def _ml_bwd_tdl(attrs, in_shapes, out_shapes):
