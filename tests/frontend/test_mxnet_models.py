@@ -75,3 +75,11 @@ def test_symbol_built_here_runs_like_the_mxnet_file(name):
     sym = models.BUILDERS[name](at.sym)
     res = at.backend.run(sym, inputs=inputs_of(name, io), params=args, aux=aux)
     close(res.outputs[0], io["output:0"], f"{name} output")
+
+
+def test_checkpoint_dict_is_accepted_as_params():
+    # DESIGN's contract: params = at.nd.load("model-0000.params") goes straight to run()
+    io = at.nd.load(path("cnn-io.params"))
+    res = at.backend.run(path("cnn-symbol.json"), inputs=inputs_of("cnn", io),
+                         params=at.nd.load(path("cnn-0000.params")))
+    close(res.outputs[0], io["output:0"], "cnn output")

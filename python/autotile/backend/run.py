@@ -63,7 +63,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     """Run one step of `model` (Symbol, model path or zoo name).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
-    own ``sym.params``); aux: auxiliary states (BatchNorm statistics). With ``train=True`` the
+    own ``sym.params``; an MXNet checkpoint dict with ``arg:``/``aux:`` names is split); aux: auxiliary states (BatchNorm statistics). With ``train=True`` the
     step runs forward, backward and the optimizer update and returns gradients and updated
     params. ``head_grads`` (training only; a list in ``list_outputs()`` order or a dict by output
     name) are the gradients of non-loss outputs, as MXNet's ``backward(out_grads)``; they default
@@ -75,6 +75,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     if not isinstance(devices, int) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
     params = dict(sym.params if params is None else params)
+    if any(isinstance(k, str) and k.startswith(("arg:", "aux:")) for k in params):
+        from ..ndarray import split_params  # an MXNet checkpoint dict (at.nd.load)
+
+        params, ckpt_aux = split_params(params)
+        aux = {**ckpt_aux, **(aux or {})}
     values = {**{k: np.asarray(v) for k, v in params.items()}, **{k: np.asarray(v) for k, v in (aux or {}).items()},
               **{k: np.asarray(v) for k, v in (inputs or {}).items()}}
     values = {k: v for k, v in values.items() if k in set(sym.list_inputs())}
