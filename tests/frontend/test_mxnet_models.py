@@ -83,3 +83,15 @@ def test_checkpoint_dict_is_accepted_as_params():
     res = at.backend.run(path("cnn-symbol.json"), inputs=inputs_of("cnn", io),
                          params=at.nd.load(path("cnn-0000.params")))
     close(res.outputs[0], io["output:0"], "cnn output")
+
+
+def test_head_grads_errors_name_the_outputs():
+    sym, args, aux = checkpoint("resblock")
+    io = at.nd.load(path("resblock-io.params"))
+    kw = dict(inputs=inputs_of("resblock", io), params=args, aux=aux)
+    with pytest.raises(at.Error, match=r"head_grads for \['nope'\].*outputs: \['fc_output'\]"):
+        at.backend.run(sym, train=True, head_grads={"nope": np.ones((2, 3))}, **kw)
+    with pytest.raises(at.Error, match=r"head_grads has 2 arrays for 1 outputs"):
+        at.backend.run(sym, train=True, head_grads=[np.ones((2, 3))] * 2, **kw)
+    with pytest.raises(at.Error, match=r"only used with train=True"):
+        at.backend.run(sym, head_grads=[np.ones((2, 3))], **kw)
