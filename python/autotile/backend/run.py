@@ -65,9 +65,10 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
     own ``sym.params``; an MXNet checkpoint dict with ``arg:``/``aux:`` names is split); aux:
     auxiliary states (BatchNorm statistics). With ``train=True`` the step runs forward,
-    backward and the optimizer update and returns gradients and updated params. ``head_grads`` (training only; a list in ``list_outputs()`` order or a dict by output
-    name) are the gradients of non-loss outputs, as MXNet's ``backward(out_grads)``; they default
-    to ones. ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy)."""
+    backward and the optimizer update and returns gradients and updated params. ``head_grads``
+    (training only; a list in ``list_outputs()`` order or a dict by output name) are the
+    gradients of non-loss outputs, as MXNet's ``backward(out_grads)``; they default to ones.
+    ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy)."""
     if ctx != "cpu":
         raise Error(f"ctx='{ctx}' is not available in this build: the runtime runs on ctx='cpu' "
                     "(the GPU and MPI runtimes are separate features)")
