@@ -1,1 +1,203 @@
-# Bindings of csrc/search (filled in as that part of the core lands).
+# Bindings of csrc/search: the partition search (recursive k-cuts, one-cut DP, bruteforce,
+# baselines) and price_plan, the same cost model applied to a given plan.
+
+cdef extern from "search/strategy_provider.h" namespace "autotile":
+    ctypedef cbool (*CProviderCallback "autotile::ProviderCallback")(
+        void*, int, const vector[vector[int64_t]]&, const vector[vector[int64_t]]&, int, COpStrategies*) noexcept
+    cdef cppclass CStrategyProvider "autotile::StrategyProvider":
+        pass
+    CStrategyProvider c_callback_strategy_provider "autotile::callback_strategy_provider"(CProviderCallback, void*)
+
+cdef extern from "search/plan.h" namespace "autotile":
+    cdef cppclass CPlan "autotile::Plan":
+        string algorithm
+        int devices
+        vector[int] factors
+        vector[double] cut_costs
+        double total_bytes
+        double weighted_cost
+        vector[vector[string]] tensor_tilings
+        vector[vector[string]] node_strategies
+        double search_seconds
+        int num_groups
+        int num_levels
+
+cdef extern from "search/kcuts.h" namespace "autotile":
+    cdef cppclass CSearchOptions "autotile::SearchOptions":
+        cbool replicate_fallback
+        CStrategyProvider provider
+        int64_t bruteforce_limit
+        vector[double] bandwidths
+        vector[pair[double, double]]* cut_check
+    CPlan c_price_plan "autotile::price_plan"(const CGraph&, int, const vector[vector[string]]&,
+                                             const vector[vector[string]]&, const CSearchOptions&) except +
+    vector[int] c_factorize "autotile::factorize"(int) except +
+
+cdef extern from "search/planner.h" namespace "autotile":
+    CPlan c_plan_graph "autotile::plan_graph"(const CGraph&, int, const string&, CSearchOptions) except +
+
+
+class _ProviderBox:
+    """Holds a Python strategy provider and the first exception it raised."""
+
+    def __init__(self, fn):
+        self.fn = fn
+        self.error = None
+
+
+cdef cbool _provider_trampoline(void* ctx, int node, const vector[vector[int64_t]]& ins,
+                                const vector[vector[int64_t]]& outs, int k, COpStrategies* out) noexcept with gil:
+    box = <object>ctx
+    cdef CStrategy st
+    cdef CInputNeed need
+    cdef COutputMake make
+    cdef CInterval iv
+    try:
+        res = box.fn(node, [tuple(ins[i]) for i in range(ins.size())], [tuple(outs[i]) for i in range(outs.size())], k)
+        strategies, elementwise = res if isinstance(res, tuple) else (res, False)
+        out.elementwise = bool(elementwise)
+        for s in strategies or ():
+            st.inputs.clear()
+            st.outputs.clear()
+            st.var = _s(s["var"])
+            st.reduction = bool(s.get("reduction", False))
+            for item in s["inputs"]:
+                need.per_worker.clear()
+                need.read = True
+                need.dim = -1
+                if item is None:
+                    need.replicate = True
+                elif item == "unread":
+                    need.replicate = True
+                    need.read = False
+                else:
+                    need.replicate = False
+                    need.dim = int(item[0])
+                    for lo, hi in item[1]:
+                        iv.lo = int(lo)
+                        iv.hi = int(hi)
+                        need.per_worker.push_back(iv)
+                st.inputs.push_back(need)
+            for item in s["outputs"]:
+                make.dim = -1
+                if item == "partial":
+                    make.partial = True
+                else:
+                    make.partial = False
+                    make.dim = int(item)
+                st.outputs.push_back(make)
+            out.strategies.push_back(st)
+        return True
+    except BaseException as e:  # reported after the core unwinds
+        if box.error is None:
+            box.error = e
+        return False
+
+
+cdef CSearchOptions _search_options(replicate_fallback, bandwidths, strategy_provider, box, bruteforce_limit):
+    cdef CSearchOptions opts
+    opts.replicate_fallback = bool(replicate_fallback)
+    if bandwidths is not None:
+        for b in bandwidths:
+            opts.bandwidths.push_back(float(b))
+    if bruteforce_limit is not None:
+        opts.bruteforce_limit = int(bruteforce_limit)
+    if strategy_provider is not None:
+        opts.provider = c_callback_strategy_provider(_provider_trampoline, <void*>box)
+    return opts
+
+
+cdef dict _plan_dict(CPlan& p):
+    return {
+        "algorithm": _u(p.algorithm), "devices": p.devices, "factors": list(p.factors),
+        "cut_costs": [float(c) for c in p.cut_costs], "total_bytes": float(p.total_bytes),
+        "weighted_cost": float(p.weighted_cost),
+        "tensor_tilings": [[_u(x) for x in row] for row in p.tensor_tilings],
+        "node_strategies": [[_u(x) for x in row] for row in p.node_strategies],
+        "search_seconds": float(p.search_seconds), "num_groups": p.num_groups, "num_levels": p.num_levels,
+    }
+
+
+def _check_devices(devices):
+    if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
+        raise _AutotileError(f"devices must be a positive integer, got {devices!r}")
+
+
+def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,
+               strategy_provider=None, bruteforce_limit=None):
+    """Plan the core graph on `devices` devices (csrc/search).
+
+    algorithm: "tofu" (recursive k-cuts with the one-cut DP), "bruteforce" (the exhaustive
+    oracle; refuses large graphs) or "data" (data-parallel baseline). bandwidths: one per cut
+    (bytes/s, any order; the cheapest cut is mapped to the slowest link). strategy_provider:
+    optional callable (node_id, in_shapes, out_shapes, k) -> [strategy dicts] or
+    ([strategy dicts], elementwise) used instead of the TDL analysis; a strategy dict is
+    {"var", "reduction", "inputs": [None (whole) | "unread" | (dim, [(lo, hi)] * k)],
+    "outputs": ["partial" | dim]}. Returns a dict: algorithm, devices, factors, cut_costs,
+    total_bytes, weighted_cost, tensor_tilings, node_strategies, search_seconds, num_groups,
+    num_levels."""
+    _check_devices(devices)
+    box = _ProviderBox(strategy_provider)
+    cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, bruteforce_limit)
+    cdef CPlan p
+    try:
+        p = c_plan_graph(graph.g[0], devices, _s(algorithm), opts)
+    except RuntimeError as e:
+        if box.error is not None:
+            raise box.error
+        _raise_core(e)
+    return _plan_dict(p)
+
+
+def price_plan(Graph graph, devices, tensor_tilings, node_strategies, replicate_fallback=False,
+               strategy_provider=None, bandwidths=None):
+    """Price a given plan with the search's cost model. tensor_tilings: per tensor id, a list
+    over cuts of "split(d)" | "replicate" | "partial"; node_strategies: per node id, a list
+    over cuts of strategy names. Returns the same dict as plan_graph (algorithm "priced")."""
+    _check_devices(devices)
+    box = _ProviderBox(strategy_provider)
+    cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, None)
+    cdef vector[vector[string]] tt, ns
+    cdef vector[string] row
+    for entry in tensor_tilings:
+        row.clear()
+        for x in entry:
+            row.push_back(_s(x))
+        tt.push_back(row)
+    for entry in node_strategies:
+        row.clear()
+        for x in entry:
+            row.push_back(_s(x))
+        ns.push_back(row)
+    cdef CPlan p
+    try:
+        p = c_price_plan(graph.g[0], devices, tt, ns, opts)
+    except RuntimeError as e:
+        if box.error is not None:
+            raise box.error
+        _raise_core(e)
+    return _plan_dict(p)
+
+
+def _check_cuts_against_bruteforce(Graph graph, devices, strategy_provider=None, replicate_fallback=False,
+                                   bruteforce_limit=None):
+    """Testing aid: plan with the DP and also solve every cut's problem (same prefix) by
+    bruteforce. Returns [(dp_cost, bruteforce_cost)] per cut (bytes, flat totals)."""
+    _check_devices(devices)
+    box = _ProviderBox(strategy_provider)
+    cdef CSearchOptions opts = _search_options(replicate_fallback, None, strategy_provider, box, bruteforce_limit)
+    cdef vector[pair[double, double]] check
+    opts.cut_check = &check
+    try:
+        c_plan_graph(graph.g[0], devices, b"tofu", opts)
+    except RuntimeError as e:
+        if box.error is not None:
+            raise box.error
+        _raise_core(e)
+    return [(float(a), float(b)) for a, b in check]
+
+
+def factorize(devices):
+    """Cut factors of a device count, largest first (12 -> [3, 2, 2])."""
+    _check_devices(devices)
+    return list(c_factorize(devices))

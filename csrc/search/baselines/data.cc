@@ -1,0 +1,40 @@
+#include "search/baselines/data.h"
+
+#include <memory>
+#include <vector>
+
+#include "search/coarsen.h"
+
+namespace autotile {
+
+PlanConstraint data_parallel_constraint(const Graph& g) {
+  enum Kind : char { kBatch = 0, kWeight, kFree, kScalar };
+  auto kind = std::make_shared<std::vector<char>>(g.num_tensors(), kBatch);
+  // Weights and whatever is tied to them (their updated values, optimizer states).
+  Coarsening c = coarsen(g, std::vector<char>(g.num_nodes(), 0));
+  std::vector<char> weight_class(g.num_tensors(), 0);
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (g.tensor(t).is_param) weight_class[c.tensor_tie[t]] = 1;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const Tensor& x = g.tensor(t);
+    if (weight_class[c.tensor_tie[t]]) (*kind)[t] = kWeight;
+    else if (x.gradient_of != kNone && weight_class[c.tensor_tie[x.gradient_of]]) (*kind)[t] = kFree;
+    else if (x.shape.empty()) (*kind)[t] = kScalar;
+  }
+  PlanConstraint pc;
+  pc.name = "data";
+  pc.allow_tiling = [kind](TensorId t, const Tiling& ti, int) {
+    switch ((*kind)[t]) {
+      case kWeight:
+      case kScalar: return ti.kind == Tiling::kReplicate;
+      case kFree: return true;
+      default: return ti.kind == Tiling::kSplit && ti.dim == 0;
+    }
+  };
+  pc.explain = [kind](TensorId t) -> std::string {
+    return (*kind)[t] == kBatch ? " (data parallelism splits it along dim 0, which the device count must divide)" : "";
+  };
+  return pc;
+}
+
+}  // namespace autotile

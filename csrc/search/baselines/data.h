@@ -1,0 +1,15 @@
+// The `data` baseline: data parallelism as a restriction of the search space. Weights (and
+// the updated weights tied to them) are replicated; weight gradients are left to the search
+// (it keeps them partial and lets the update reduce them: reduce-scatter + all-gather, i.e.
+// 2(K-1) * weight bytes in all); every other tensor of rank >= 1 is split along dim 0 (the
+// batch); scalars replicate. Node strategies are free, so the same DP prices the result.
+#pragma once
+#include "graph/graph.h"
+#include "search/constraint.h"
+
+namespace autotile {
+
+/// \brief Constraint of the data-parallel baseline for graph `g`.
+PlanConstraint data_parallel_constraint(const Graph& g);
+
+}  // namespace autotile

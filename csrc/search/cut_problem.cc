@@ -1,0 +1,222 @@
+#include "search/cut_problem.h"
+
+#include <algorithm>
+#include <map>
+
+#include "search/cost_model.h"
+#include "util/error.h"
+
+namespace autotile {
+
+double CutProblem::node_cost(NodeId n, const std::vector<int>& value, int* best) const {
+  double min_cost = kInfCost;
+  int arg = -1;
+  const auto& es = edges[n];
+  const int num_opts = static_cast<int>(options[n].size());
+  int only = -1;
+  if (node_var[n] >= 0) {
+    only = node_var_option[n][value[node_var[n]]];
+    if (only < 0) {
+      if (best) *best = -1;
+      return kInfCost;
+    }
+  }
+  for (int o = 0; o < num_opts; ++o) {
+    if (only >= 0 && o != only) continue;
+    double c = 0;
+    for (const Edge& e : es) c += e.cost[o * domain[e.var] + value[e.var]];
+    if (c < min_cost || arg < 0) {
+      min_cost = c;
+      arg = o;
+    }
+  }
+  if (best) *best = arg;
+  return min_cost;
+}
+
+namespace {
+std::string shapes_str(const std::vector<Shape>& shapes) {
+  std::string s;
+  for (const Shape& x : shapes) s += (s.empty() ? "" : ", ") + shape_str(x);
+  return s;
+}
+
+void check_strategy(const Graph& g, NodeId n, const Strategy& st, const std::vector<Shape>& in,
+                    const std::vector<Shape>& out, int k) {
+  const Node& node = g.node(n);
+  auto bad = [&](const std::string& why) {
+    fail("node '", node.name, "' (op ", node.op, "): strategy '", st.var, "' is malformed: ", why);
+  };
+  if (st.inputs.size() != node.inputs.size()) bad("it describes " + std::to_string(st.inputs.size()) + " inputs");
+  if (st.outputs.size() != node.outputs.size()) bad("it describes " + std::to_string(st.outputs.size()) + " outputs");
+  for (size_t i = 0; i < st.inputs.size(); ++i) {
+    const InputNeed& need = st.inputs[i];
+    if (need.replicate) continue;
+    if (need.dim < 0 || need.dim >= static_cast<int>(in[i].size())) bad("input dim out of range");
+    if (static_cast<int>(need.per_worker.size()) != k) bad("input needs " + std::to_string(k) + " worker intervals");
+    for (const Interval& iv : need.per_worker)
+      if (iv.hi < iv.lo) bad("empty interval");
+  }
+  for (size_t i = 0; i < st.outputs.size(); ++i) {
+    const OutputMake& mk = st.outputs[i];
+    if (!mk.partial && (mk.dim < 0 || mk.dim >= static_cast<int>(out[i].size()))) bad("output dim out of range");
+  }
+}
+}  // namespace
+
+std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchState& s, int k, int cut,
+                                                  const StrategyProvider& provider, const PlanConstraint& constraint,
+                                                  bool replicate_fallback, std::vector<char>* elementwise) {
+  const int N = g.num_nodes();
+  std::vector<std::vector<NodeOption>> opts(N);
+  elementwise->assign(N, 0);
+  NodeOption whole;
+  whole.name = "replicate";
+  whole.whole = true;
+  for (NodeId n = 0; n < N; ++n) {
+    const Node& node = g.node(n);
+    if (node.tdl.empty()) {
+      if (!replicate_fallback)
+        fail("node '", node.name, "' (op ", node.op,
+             ") has no TDL description; pass replicate_fallback=True to run it replicated");
+      if (!constraint.allow_strategy || constraint.allow_strategy(n, whole.name, cut)) opts[n].push_back(whole);
+    } else {
+      OpStrategies st = provider(g, n, s.node_in[n], s.node_out[n], k);
+      (*elementwise)[n] = st.elementwise;
+      for (Strategy& x : st.strategies) {
+        check_strategy(g, n, x, s.node_in[n], s.node_out[n], k);
+        if (constraint.allow_strategy && !constraint.allow_strategy(n, x.var, cut)) continue;
+        NodeOption o;
+        o.name = x.var;
+        o.strategy = std::move(x);
+        opts[n].push_back(std::move(o));
+      }
+      if (opts[n].empty() && replicate_fallback) opts[n].push_back(whole);
+    }
+    if (opts[n].empty())
+      fail("node '", node.name, "' (op ", node.op, "): no partition strategy ",
+           constraint.name.empty() ? "" : "allowed by '" + constraint.name + "' ", "for a ", k,
+           "-way cut (cut ", cut + 1, ") at input shapes ", shapes_str(s.node_in[n]), " and output shapes ",
+           shapes_str(s.node_out[n]), "; pass replicate_fallback=True to run it replicated");
+  }
+  return opts;
+}
+
+CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,
+                             std::vector<std::vector<NodeOption>> options, const Coarsening& c,
+                             const PlanConstraint& constraint) {
+  CutProblem p;
+  p.cut = cut;
+  p.k = k;
+  p.options = std::move(options);
+  const int T = g.num_tensors(), N = g.num_nodes();
+
+  // Tiling variables: one per class of tied tensors.
+  std::map<TensorId, std::vector<TensorId>> classes;
+  for (TensorId t = 0; t < T; ++t) classes[c.tensor_tie[t]].push_back(t);
+  p.tensor_var.assign(T, -1);
+  for (auto& [rep, members] : classes) {
+    std::vector<Tiling> cand{Tiling::replicate()};
+    const size_t rank = s.tensor_shape[rep].size();
+    for (size_t d = 0; d < rank; ++d) {
+      bool ok = true;
+      for (TensorId t : members) ok = ok && s.tensor_shape[t].size() == rank && s.tensor_shape[t][d] % k == 0;
+      if (ok) cand.push_back(Tiling::split(static_cast<int>(d)));
+    }
+    bool produced = true;
+    for (TensorId t : members) produced = produced && g.tensor(t).producer != kNone;
+    if (produced) cand.push_back(Tiling::partial());
+    std::vector<Tiling> dom;
+    for (const Tiling& ti : cand) {
+      bool ok = true;
+      for (TensorId t : members) ok = ok && (!constraint.allow_tiling || constraint.allow_tiling(t, ti, cut));
+      if (ok) dom.push_back(ti);
+    }
+    if (dom.empty()) {
+      const Tensor& t = g.tensor(rep);
+      fail("tensor '", t.name, "' ", shape_str(s.tensor_shape[rep]), ": no tiling ",
+           constraint.name.empty() ? "" : "allowed by '" + constraint.name + "' ", "for a ", k, "-way cut (cut ",
+           cut + 1, ")", constraint.explain ? constraint.explain(rep) : std::string());
+    }
+    int v = p.num_vars();
+    p.domain.push_back(static_cast<int>(dom.size()));
+    p.var_tilings.push_back(dom);
+    p.var_names.emplace_back();
+    p.var_home.push_back(rep);
+    for (TensorId t : members) p.tensor_var[t] = v;
+  }
+
+  // Shared strategy variables (merged timesteps).
+  std::map<NodeId, std::vector<NodeId>> shares;
+  for (NodeId n = 0; n < N; ++n) shares[c.node_share[n]].push_back(n);
+  p.node_var.assign(N, -1);
+  p.node_var_option.resize(N);
+  for (auto& [rep, members] : shares) {
+    if (members.size() < 2) continue;
+    std::vector<std::string> names;
+    for (NodeId n : members)
+      for (const NodeOption& o : p.options[n])
+        if (std::find(names.begin(), names.end(), o.name) == names.end()) names.push_back(o.name);
+    int v = p.num_vars();
+    p.domain.push_back(static_cast<int>(names.size()));
+    p.var_tilings.emplace_back();
+    p.var_names.push_back(names);
+    p.var_home.push_back(~rep);
+    for (NodeId n : members) {
+      p.node_var[n] = v;
+      for (const std::string& name : names) {
+        int idx = -1;
+        for (size_t o = 0; o < p.options[n].size(); ++o)
+          if (p.options[n][o].name == name) idx = static_cast<int>(o);
+        p.node_var_option[n].push_back(idx);
+      }
+    }
+  }
+
+  // Edge cost tables, from the prefix layouts extended by each candidate.
+  std::vector<std::vector<DeviceLayout>> held_ext(T);
+  auto held_of = [&](TensorId t) -> const std::vector<DeviceLayout>& {
+    if (held_ext[t].empty())
+      for (const Tiling& ti : p.var_tilings[p.tensor_var[t]]) held_ext[t].push_back(extend_held(s.held[t], ti, k));
+    return held_ext[t];
+  };
+  std::vector<int> factors = s.factors;
+  factors.push_back(k);
+  p.edges.resize(N);
+  for (NodeId n = 0; n < N; ++n) {
+    const Node& node = g.node(n);
+    const auto& opts = p.options[n];
+    const int O = static_cast<int>(opts.size());
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      TensorId t = node.inputs[i];
+      const auto& held = held_of(t);
+      CutProblem::Edge e{p.tensor_var[t], {}};
+      const int D = p.domain[e.var];
+      e.cost.resize(static_cast<size_t>(O) * D);
+      for (int o = 0; o < O; ++o) {
+        InputNeed rep;
+        const InputNeed& need = opts[o].whole ? rep : opts[o].strategy.inputs[i];
+        DeviceLayout nl = extend_need(s.need[n][i], need, k, g.tensor(t).shape);
+        for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, held[v], nl, factors);
+      }
+      p.edges[n].push_back(std::move(e));
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      TensorId t = node.outputs[i];
+      const auto& held = held_of(t);
+      CutProblem::Edge e{p.tensor_var[t], {}};
+      const int D = p.domain[e.var];
+      e.cost.resize(static_cast<size_t>(O) * D);
+      for (int o = 0; o < O; ++o) {
+        OutputMake none;
+        const OutputMake& mk = opts[o].whole ? none : opts[o].strategy.outputs[i];
+        DeviceLayout ml = extend_make(s.make[n][i], mk, opts[o].whole, k);
+        for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, ml, held[v], factors);
+      }
+      p.edges[n].push_back(std::move(e));
+    }
+  }
+  return p;
+}
+
+}  // namespace autotile

@@ -1,0 +1,54 @@
+// One cut as a discrete optimisation problem: variables (tensor tilings, shared strategies),
+// their domains, and per-node cost terms built from per-edge cost tables.
+//
+// A node's cost given the tilings of its tensors is min over its strategies of the sum of its
+// edges' conversion costs (Soybean eq. 2 generalised), so a node is one factor over the
+// variables of its tensors (plus its shared strategy variable, for merged RNN steps).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "graph/graph.h"
+#include "search/coarsen.h"
+#include "search/constraint.h"
+#include "search/search_state.h"
+#include "search/strategy_provider.h"
+
+namespace autotile {
+
+/// \brief The per-cut search problem.
+struct CutProblem {
+  int cut = 0;
+  int k = 2;
+  std::vector<int> domain;                          ///< per variable
+  std::vector<std::vector<Tiling>> var_tilings;     ///< per variable (tiling variables)
+  std::vector<std::vector<std::string>> var_names;  ///< per variable (strategy variables)
+  std::vector<int> var_home;                        ///< a tensor (>= 0) or ~node owning the variable
+  std::vector<int> tensor_var;                      ///< tensor -> variable
+  std::vector<std::vector<NodeOption>> options;     ///< per node
+  std::vector<int> node_var;                        ///< node -> shared strategy variable or -1
+  std::vector<std::vector<int>> node_var_option;    ///< [node][value of node_var] -> option or -1
+  /// One edge of a node: its tensor's variable and cost[option * domain + value] in bytes.
+  struct Edge {
+    int var;
+    std::vector<double> cost;
+  };
+  std::vector<std::vector<Edge>> edges;  ///< per node: inputs, then outputs
+
+  int num_vars() const { return static_cast<int>(domain.size()); }
+  /// \brief Cost of node n when variable v has value value[v]; *best gets the cheapest option.
+  double node_cost(NodeId n, const std::vector<int>& value, int* best = nullptr) const;
+};
+
+/// \brief Candidate options of every node for a k-way cut (provider, constraint, fallback);
+/// `elementwise` receives the provider's element-wise flags.
+std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchState& s, int k, int cut,
+                                                  const StrategyProvider& provider, const PlanConstraint& constraint,
+                                                  bool replicate_fallback, std::vector<char>* elementwise);
+
+/// \brief Builds the problem of cut `cut` (k-way) from the state after the previous cuts.
+CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,
+                             std::vector<std::vector<NodeOption>> options, const Coarsening& c,
+                             const PlanConstraint& constraint);
+
+}  // namespace autotile

@@ -1,0 +1,177 @@
+#include "search/kcuts.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "search/bfs_levels.h"
+#include "search/bruteforce.h"
+#include "search/coarsen.h"
+#include "search/cost_model.h"
+#include "search/cut_problem.h"
+#include "search/one_cut_dp.h"
+#include "search/search_state.h"
+#include "util/error.h"
+
+namespace autotile {
+
+std::vector<int> factorize(int devices) {
+  if (devices < 1) fail("devices must be >= 1, got ", devices);
+  std::vector<int> f;
+  for (int p = 2; static_cast<int64_t>(p) * p <= devices; ++p)
+    while (devices % p == 0) f.push_back(p), devices /= p;
+  if (devices > 1) f.push_back(devices);
+  std::sort(f.rbegin(), f.rend());
+  return f;
+}
+
+namespace {
+void check_bandwidths(const std::vector<double>& bw, size_t cuts) {
+  if (bw.empty()) return;
+  if (bw.size() != cuts)
+    fail("bandwidths has ", bw.size(), " entries but the plan has ", cuts, " cuts (one bandwidth per cut)");
+  for (double b : bw)
+    if (!(b > 0)) fail("bandwidths must be positive, got ", b);
+}
+
+// Fills costs, totals and strings of a plan from the final state. Cuts are mapped to links
+// slowest first (Soybean Sec 5.1): the first cut, the cheapest, crosses the slowest link.
+void finish(const Graph& g, const SearchState& s, const std::vector<double>& flat, const std::vector<double>& bw,
+            Plan* plan) {
+  double prev = 0;
+  for (double f : flat) {
+    plan->cut_costs.push_back(f - prev);
+    prev = f;
+  }
+  plan->total_bytes = prev;
+  std::vector<double> sorted = bw;
+  std::sort(sorted.begin(), sorted.end());
+  plan->weighted_cost = 0;
+  for (size_t i = 0; i < plan->cut_costs.size(); ++i)
+    plan->weighted_cost += sorted.empty() ? plan->cut_costs[i] : plan->cut_costs[i] / sorted[i];
+  plan->tensor_tilings.assign(g.num_tensors(), {});
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    for (const Tiling& ti : s.tiling[t]) plan->tensor_tilings[t].push_back(ti.str());
+  plan->node_strategies.assign(g.num_nodes(), {});
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    for (const NodeOption& o : s.option[n]) plan->node_strategies[n].push_back(o.name);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
+  auto t0 = std::chrono::steady_clock::now();
+  g.validate();
+  Plan plan;
+  plan.devices = devices;
+  plan.factors = factorize(devices);
+  check_bandwidths(options.bandwidths, plan.factors.size());
+  StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
+  SearchState s = SearchState::initial(g);
+  std::vector<double> flat;
+  for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
+    const int k = plan.factors[cut];
+    std::vector<char> elementwise;
+    auto opts = node_options(g, s, k, static_cast<int>(cut), provider, options.constraint, options.replicate_fallback,
+                             &elementwise);
+    Coarsening c = coarsen(g, elementwise);
+    CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint);
+    Levels L = bfs_levels(g, c);
+    if (cut == 0) {
+      plan.num_groups = c.num_groups;
+      plan.num_levels = L.num_levels;
+    }
+    CutSolution sol = options.solver == CutSolver::kBruteforce
+                          ? solve_bruteforce(p, options.bruteforce_limit)
+                          : solve_one_cut_dp(p, level_order(p, L.level_of_group, c));
+    if (options.cut_check) {
+      CutSolution bf = solve_bruteforce(p, options.bruteforce_limit);
+      options.cut_check->emplace_back(sol.cost, bf.cost);
+    }
+    if (!(sol.cost < kInfCost)) fail("cut ", cut + 1, " (", k, "-way) has no feasible plan");
+    std::vector<Tiling> tilings(g.num_tensors());
+    for (TensorId t = 0; t < g.num_tensors(); ++t) tilings[t] = p.var_tilings[p.tensor_var[t]][sol.value[p.tensor_var[t]]];
+    std::vector<NodeOption> chosen(g.num_nodes());
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      int best = -1;
+      p.node_cost(n, sol.value, &best);
+      chosen[n] = p.options[n][best];
+    }
+    s.apply(g, k, tilings, chosen);
+    flat.push_back(s.flat_bytes);
+  }
+  finish(g, s, flat, options.bandwidths, &plan);
+  plan.search_seconds = seconds_since(t0);
+  return plan;
+}
+
+Plan price_plan(const Graph& g, int devices, const std::vector<std::vector<std::string>>& tensor_tilings,
+                const std::vector<std::vector<std::string>>& node_strategies, const SearchOptions& options) {
+  auto t0 = std::chrono::steady_clock::now();
+  g.validate();
+  Plan plan;
+  plan.algorithm = "priced";
+  plan.devices = devices;
+  plan.factors = factorize(devices);
+  check_bandwidths(options.bandwidths, plan.factors.size());
+  const size_t cuts = plan.factors.size();
+  if (tensor_tilings.size() != static_cast<size_t>(g.num_tensors()))
+    fail("price_plan: ", tensor_tilings.size(), " tensor tilings given for ", g.num_tensors(), " tensors");
+  if (node_strategies.size() != static_cast<size_t>(g.num_nodes()))
+    fail("price_plan: ", node_strategies.size(), " node strategies given for ", g.num_nodes(), " nodes");
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    if (tensor_tilings[t].size() != cuts)
+      fail("price_plan: tensor '", g.tensor(t).name, "' has ", tensor_tilings[t].size(), " tilings for ", cuts, " cuts");
+  for (NodeId n = 0; n < g.num_nodes(); ++n)
+    if (node_strategies[n].size() != cuts)
+      fail("price_plan: node '", g.node(n).name, "' has ", node_strategies[n].size(), " strategies for ", cuts,
+           " cuts");
+  StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
+  SearchState s = SearchState::initial(g);
+  std::vector<double> flat;
+  for (size_t cut = 0; cut < cuts; ++cut) {
+    const int k = plan.factors[cut];
+    std::vector<char> elementwise;
+    auto opts = node_options(g, s, k, static_cast<int>(cut), provider, PlanConstraint{}, options.replicate_fallback,
+                             &elementwise);
+    std::vector<Tiling> tilings;
+    for (TensorId t = 0; t < g.num_tensors(); ++t) {
+      Tiling ti;
+      try {
+        ti = Tiling::parse(tensor_tilings[t][cut]);
+      } catch (const Error& e) {
+        fail("price_plan: tensor '", g.tensor(t).name, "' cut ", cut + 1, ": ", e.what());
+      }
+      const Shape& sh = s.tensor_shape[t];
+      if (ti.kind == Tiling::kSplit && (ti.dim < 0 || ti.dim >= static_cast<int>(sh.size()) || sh[ti.dim] % k != 0))
+        fail("price_plan: tensor '", g.tensor(t).name, "' ", shape_str(sh), " cannot be ", ti.str(), " in a ", k,
+             "-way cut (cut ", cut + 1, ")");
+      if (ti.kind == Tiling::kPartial && g.tensor(t).producer == kNone)
+        fail("price_plan: tensor '", g.tensor(t).name, "' is a graph input and cannot be partial");
+      tilings.push_back(ti);
+    }
+    std::vector<NodeOption> chosen;
+    for (NodeId n = 0; n < g.num_nodes(); ++n) {
+      const std::string& want = node_strategies[n][cut];
+      auto it = std::find_if(opts[n].begin(), opts[n].end(), [&](const NodeOption& o) { return o.name == want; });
+      if (it == opts[n].end()) {
+        std::string avail;
+        for (const NodeOption& o : opts[n]) avail += (avail.empty() ? "" : ", ") + o.name;
+        fail("price_plan: node '", g.node(n).name, "' (op ", g.node(n).op, ") has no strategy '", want, "' in cut ",
+             cut + 1, " (available: ", avail, ")");
+      }
+      chosen.push_back(*it);
+    }
+    s.apply(g, k, tilings, chosen);
+    if (!(s.flat_bytes < kInfCost))
+      fail("price_plan: cut ", cut + 1, " makes a partial tensor from a producer that does not reduce");
+    flat.push_back(s.flat_bytes);
+  }
+  finish(g, s, flat, options.bandwidths, &plan);
+  plan.search_seconds = seconds_since(t0);
+  return plan;
+}
+
+}  // namespace autotile

@@ -1,0 +1,47 @@
+// Recursive k-cuts (Soybean Alg. 1, Tofu Sec 5.2): factorise k = k_1 * k_2 * ... with
+// k_i >= k_(i+1), plan one k_i-way cut at a time on the graph shrunk by the previous cuts.
+//
+// delta_i = bytes moved by all devices because of cut i = (flat cost of the plan on
+// k_1*...*k_i devices) - (flat cost on k_1*...*k_(i-1) devices), so sum delta_i is the exact
+// flat cost of the final plan; Tofu's Theorem 2 expects delta_i <= delta_(i+1).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "graph/graph.h"
+#include "search/constraint.h"
+#include "search/plan.h"
+#include "search/strategy_provider.h"
+
+namespace autotile {
+
+/// \brief How each cut is solved.
+enum class CutSolver { kDP, kBruteforce };
+
+/// \brief Knobs of one search.
+struct SearchOptions {
+  bool replicate_fallback = false;  ///< nodes without TDL (or strategies) run replicated
+  StrategyProvider provider;        ///< empty: the TDL analysis
+  PlanConstraint constraint;        ///< restrictions (baselines)
+  CutSolver solver = CutSolver::kDP;
+  int64_t bruteforce_limit = 4000000;  ///< most tiling combinations bruteforce enumerates per cut
+  std::vector<double> bandwidths;   ///< bytes/s of the link each cut crosses (any order; may be empty)
+  /// Testing aid: when set, every cut is also solved by bruteforce on the same problem and
+  /// (DP cost, bruteforce cost) of that cut's problem is appended; the DP's choice is kept.
+  std::vector<std::pair<double, double>>* cut_check = nullptr;
+};
+
+/// \brief Prime factors of `devices`, largest first (12 -> 3, 2, 2); empty for 1.
+std::vector<int> factorize(int devices);
+
+/// \brief Plans `g` for `devices` devices.
+Plan k_cuts(const Graph& g, int devices, const SearchOptions& options);
+
+/// \brief Prices a given plan ([tensor][cut] tilings, [node][cut] strategy names) with the
+/// same cost model; throws Error naming the tensor or node whose entry is invalid.
+Plan price_plan(const Graph& g, int devices, const std::vector<std::vector<std::string>>& tensor_tilings,
+                const std::vector<std::vector<std::string>>& node_strategies, const SearchOptions& options);
+
+}  // namespace autotile

@@ -1,0 +1,32 @@
+#include "search/planner.h"
+
+#include "search/baselines/data.h"
+#include "util/error.h"
+
+namespace autotile {
+
+const std::vector<std::string>& search_algorithms() {
+  static const std::vector<std::string> names{"tofu", "bruteforce", "data"};
+  return names;
+}
+
+Plan plan_graph(const Graph& g, int devices, const std::string& algorithm, SearchOptions options) {
+  if (devices < 1) fail("devices must be >= 1, got ", devices);
+  if (algorithm == "tofu") {
+    options.solver = CutSolver::kDP;
+  } else if (algorithm == "bruteforce") {
+    options.solver = CutSolver::kBruteforce;
+  } else if (algorithm == "data") {
+    options.solver = CutSolver::kDP;
+    options.constraint = data_parallel_constraint(g);
+  } else {
+    std::string names;
+    for (const auto& n : search_algorithms()) names += (names.empty() ? "" : ", ") + n;
+    fail("unknown search algorithm '", algorithm, "' (implemented: ", names, ")");
+  }
+  Plan p = k_cuts(g, devices, options);
+  p.algorithm = algorithm;
+  return p;
+}
+
+}  // namespace autotile

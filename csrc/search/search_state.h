@@ -1,0 +1,36 @@
+// What the recursive search knows after some cuts: per-cut choices, the shrunk shapes the
+// next cut plans (Tofu Sec 5.2), and every tensor's and node edge's per-device layout.
+#pragma once
+#include <vector>
+
+#include "graph/graph.h"
+#include "search/layout.h"
+#include "search/strategy_provider.h"
+#include "search/tiling.h"
+
+namespace autotile {
+
+/// \brief Prefix of a k-cut plan and the shapes of the representative group.
+struct SearchState {
+  std::vector<int> factors;                          ///< k of each applied cut
+  std::vector<std::vector<Tiling>> tiling;           ///< [tensor][cut]
+  std::vector<std::vector<NodeOption>> option;       ///< [node][cut]
+  std::vector<Shape> tensor_shape;                   ///< per tensor, after the cuts
+  std::vector<std::vector<Shape>> node_in, node_out; ///< per node edge, after the cuts
+  std::vector<DeviceLayout> held;                    ///< [tensor] what each device holds
+  std::vector<std::vector<DeviceLayout>> need;       ///< [node][input] what each device reads
+  std::vector<std::vector<DeviceLayout>> make;       ///< [node][output] what each device writes
+  double flat_bytes = 0;                             ///< total cost of the cuts so far
+
+  /// \brief The uncut graph.
+  static SearchState initial(const Graph& g);
+  /// \brief Applies one k-way cut; shapes shrink (tensors by tiling, nodes by strategy:
+  /// outputs by their split, inputs to the largest region a worker needs).
+  void apply(const Graph& g, int k, const std::vector<Tiling>& tilings, const std::vector<NodeOption>& options);
+};
+
+/// \brief Bytes moved over all devices for one tensor->node or node->tensor edge.
+double edge_bytes(const Graph& g, TensorId t, const DeviceLayout& held, const DeviceLayout& need,
+                  const std::vector<int>& factors);
+
+}  // namespace autotile
