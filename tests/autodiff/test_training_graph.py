@@ -45,6 +45,7 @@ def _check_maps(tg):
         homes = [node.name in forward, node.name in tg.backward_of, node.name in tg.grad_sum_of,
                  node.name in tg.update_nodes]
         assert sum(homes) == 1, f"node {node.name} belongs to {homes}"
+        assert tg.group_of(node.name) is not None
     assert set(tg.backward_of.values()) <= forward
     assert set(tg.grad_sum_of.values()) <= fwd_entries
     assert set(tg.gradient_of.values()) <= fwd_entries
@@ -256,6 +257,15 @@ def test_training_symbol_infers_shapes_on_its_own():
     shapes = dict(zip(tg.symbol.list_outputs(), out_shapes))
     assert shapes[tg.grad_names[0]] == (4, 4)  # fc1_weight (hidden, input_dim)
     assert dict(zip(tg.symbol.list_arguments(), arg_shapes))["fc2_weight_var"] == (3, 4)
+
+
+def test_training_symbol_round_trips_through_json():
+    tg = training_graph(at.models.rnn(2, 4, steps=3, batch=2, vocab=5), optimizer="momentum")
+    loaded = at.sym.load_json(tg.symbol.tojson())
+    assert loaded.list_outputs() == tg.symbol.list_outputs()
+    assert sorted(loaded.list_inputs()) == sorted(tg.symbol.list_inputs())
+    node = next(n for n in loaded.topo_nodes() if n.name == "lstm1_t2_h_backward0")
+    assert node.attrs["__timestep__"] == "2" and node.attrs["__rnn_cell__"] == "lstm1"
 
 
 def test_backend_run_train_uses_the_training_step():
