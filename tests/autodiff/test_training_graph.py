@@ -287,6 +287,11 @@ def test_bad_input_raises_named_errors():
         training_graph(sym, optimizer_args={"lrr": 0.1})
     with pytest.raises(at.Error, match="'nope'"):
         training_graph(sym, params=["fc1_weight", "nope"])
+    w = at.sym.Variable("w", shape=(2, 3))
+    no_grad = at.sym.create("_backward_Activation", at.sym.Variable("data", shape=(2, 3)), w, w,
+                            act_type="relu", name="odd")
+    with pytest.raises(at.Error, match="node 'odd' \\(op _backward_Activation\\) has no gradient"):
+        training_graph(no_grad)
     clash = at.sym.Activation(at.sym.FullyConnected(at.sym.Variable("data"), num_hidden=2, name="fc1"),
                               act_type="relu", name="fc1_weight_update")
     with pytest.raises(at.Error, match="fc1_weight_update"):
