@@ -139,3 +139,17 @@ def test_bad_input_names_node(attrs, shapes, needle):
     with pytest.raises(Error, match=needle) as info:
         sym.infer_shape(**shapes)
     assert "bn_bad" in str(info.value)
+
+
+@pytest.mark.parametrize("attrs", [dict(fix_gamma=False), dict(fix_gamma=False, use_global_stats=True)])
+def test_planner_regions_cover_what_the_kernels_read(attrs):
+    from tdl_regions import check_regions
+
+    rng = np.random.default_rng(9)
+    values = _values(rng, (4, 2, 2, 3))
+    pos = {4: lambda r, s: r.random(s) + 0.5}
+    check_regions("BatchNorm", [values[k] for k in NAMES], attrs, perturb=pos)
+    _, outs, _ = _run_all_outputs(attrs, values, True)
+    dy = rng.standard_normal(values["data"].shape)
+    check_regions("_backward_BatchNorm", [dy, values["data"], values["gamma"], outs[1], outs[2]], attrs,
+                  perturb=pos)

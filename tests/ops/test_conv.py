@@ -172,5 +172,42 @@ def test_tdl_describes_the_kernel(case):
     dy = rng.standard_normal(geo_out)
     common = dict(kernel=kernel, stride=stride, pad=pad, dilate=dilate, num_filter=nf, num_group=groups)
     check_op_tdl("_backward_Convolution_data", [dy, vals["weight"]], dict(common, data_spatial=shape[2:]), samples=15)
+    text = check_op_tdl("_backward_Convolution_data", [dy, vals["weight"], vals["data"]], common, samples=15)
+    assert text.startswith("dy, weight, data -> dx:") and "data[" not in text  # data only donates its shape
     check_op_tdl("_backward_Convolution_weight", [dy, vals["data"]], common, exact=exact, samples=15)
     check_op_tdl("_backward_Convolution_bias", [dy], common, exact=True, samples=15)
+
+
+@pytest.mark.parametrize("case", CASES[:6])
+def test_planner_regions_cover_what_the_kernels_read(case):
+    """The C++ analysis' per-worker regions (what a partitioned run fetches) suffice."""
+    from tdl_regions import check_regions
+
+    shape, nf, kernel, stride, pad, dilate, groups = case
+    rng = np.random.default_rng(5)
+    vals = _inputs(rng, shape, nf, kernel, groups)
+    attrs = _attrs(nf, kernel, stride, pad, dilate, groups)
+    n = check_regions("Convolution", list(vals.values()), attrs)
+    dy = rng.standard_normal(naive_conv(vals["data"], vals["weight"], None, stride, pad, dilate, groups).shape)
+    common = dict(kernel=kernel, stride=stride, pad=pad, dilate=dilate, num_filter=nf, num_group=groups)
+    n += check_regions("_backward_Convolution_data", [dy, vals["weight"], vals["data"]], common)
+    n += check_regions("_backward_Convolution_weight", [dy, vals["data"]], common)
+    n += check_regions("_backward_Convolution_bias", [dy], common)
+    assert n > 0
+
+
+def test_depthwise_channel_tile_runs_with_the_node_attributes():
+    """A co slab of a depthwise conv (what a channel split runs) gives that slab of the output."""
+    rng = np.random.default_rng(6)
+    x, w, b = rng.standard_normal((2, 4, 5, 5)), rng.standard_normal((4, 1, 3, 3)), rng.standard_normal(4)
+    op = at.ops.get("Convolution")
+    attrs = at.ops.parse_attrs(op, {"kernel": "(3, 3)", "num_filter": "4", "num_group": "4", "pad": "(1, 1)"})
+    from autotile.ops.registry import KernelContext
+    full = op.forward(attrs, [x, w, b], KernelContext())[0]
+    tile = op.forward(attrs, [x[:, 2:], w[2:], b[2:]], KernelContext())[0]
+    np.testing.assert_allclose(tile, full[:, 2:], rtol=1e-12)
+    dy = rng.standard_normal(full.shape)
+    bw = at.ops.get("_backward_Convolution_weight")
+    battrs = at.ops.parse_attrs(bw, {"kernel": "(3, 3)", "num_filter": "4", "num_group": "4", "pad": "(1, 1)"})
+    dw = bw.forward(battrs, [dy, x], KernelContext())[0]
+    np.testing.assert_allclose(bw.forward(battrs, [dy[:, 2:], x[:, 2:]], KernelContext())[0], dw[2:], rtol=1e-12)

@@ -102,3 +102,11 @@ def test_bad_attributes_name_node(attrs, needle):
     with pytest.raises(Error, match=needle) as info:
         sym.infer_shape(data=(2, 3))
     assert "drop_bad" in str(info.value)
+
+
+def test_planner_regions_cover_what_the_kernels_read():
+    from tdl_regions import check_regions
+
+    x = np.random.default_rng(10).standard_normal((4, 6))
+    check_regions("_backward_Dropout", [x, x], dict(p=0.5))
+    check_regions("Dropout", [x], dict(p=0.5), is_train=False)

@@ -71,3 +71,16 @@ def test_bad_input_names_node(attrs, shape, needle):
     with pytest.raises(Error, match=needle) as info:
         sym.infer_shape(data=shape)
     assert "lrn_bad" in str(info.value)
+
+
+def test_planner_regions_cover_what_the_kernels_read():
+    from tdl_regions import check_regions
+
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((2, 6, 2, 4))
+    attrs = dict(alpha=0.5, beta=0.75, knorm=1.0, nsize=3)
+    check_regions("LRN", [x], attrs)
+    node = single_op("LRN", ["data"], **attrs).entries[0][0]
+    _, norm = execute(Symbol([(node, 0), (node, 1)]), {"data": x})[0]
+    check_regions("_backward_LRN", [rng.standard_normal(x.shape), x, norm], attrs,
+                  perturb={2: lambda r, s: r.random(s) + 1.0})

@@ -113,14 +113,26 @@ def test_tdl_covers_what_the_kernel_reads(case):
     assert text.startswith("data -> out: out[n, c,")
     (y,) = forward(single_op("Pooling", ["data"], **attrs), {"data": x})
     dy = rng.standard_normal(y.shape)
-    bwd = dict(attrs, data_spatial=shape[2:])
-    check_op_tdl("_backward_Pooling", [dy, x] if pool_type == "max" else [dy], bwd, samples=12,
-                 perturb={"data": lambda r, s: r.permutation(np.prod(s)).reshape(s) * 1.5})
+    perturb = {"data": lambda r, s: r.permutation(np.prod(s)).reshape(s) * 1.5}
+    check_op_tdl("_backward_Pooling", [dy, x], attrs, samples=12, perturb=perturb)
+    if pool_type != "max":  # the form without a data input
+        check_op_tdl("_backward_Pooling", [dy], dict(attrs, data_spatial=shape[2:]), samples=12)
 
 
-def test_only_max_backward_reads_data():
-    assert at.ops.get("_backward_Pooling").arguments({"pool_type": "avg"}) == ["dy"]
-    assert at.ops.get("_backward_Pooling").arguments({"pool_type": "max"}) == ["dy", "data"]
+def test_backward_data_input_is_a_shape_donor_for_avg():
+    bwd = at.ops.get("_backward_Pooling")
+    assert bwd.arguments({"pool_type": "avg", "data_spatial": (4, 4)}) == ["dy"]
+    assert bwd.arguments({"pool_type": "max", "data_spatial": (4, 4)}) == ["dy", "data"]
+    attrs = at.ops.parse_attrs(bwd, {"pool_type": "avg", "kernel": "(2, 2)", "stride": "(2, 2)"})
+    text = bwd.tdl(attrs, [(1, 2, 2, 2), (1, 2, 5, 4)], [(1, 2, 5, 4)])
+    assert text.startswith("dy, data -> dx:") and "data[" not in text
+    # the donor's values are never used: a broadcast zero of the right shape gives the same dx
+    dy = np.random.default_rng(5).standard_normal((1, 2, 2, 2))
+    x = np.random.default_rng(6).standard_normal((1, 2, 5, 4))
+    from autotile.ops.registry import KernelContext
+    a = bwd.forward(attrs, [dy, x], KernelContext())[0]
+    b = bwd.forward(attrs, [dy, np.broadcast_to(np.zeros(()), x.shape)], KernelContext())[0]
+    np.testing.assert_array_equal(a, b)
 
 
 @pytest.mark.parametrize("attrs, shape, needle", [
@@ -141,3 +153,26 @@ def test_bad_attributes_name_node_and_attribute(attrs, shape, needle):
 def test_unknown_pool_type_is_rejected_at_construction():
     with pytest.raises(Error, match="pool_type"):
         at.sym.create("Pooling", at.sym.Variable("data"), name="p", kernel=(2, 2), pool_type="median")
+
+
+@pytest.mark.parametrize("case", CASES[:9])
+def test_planner_regions_cover_what_the_kernels_read(case):
+    from tdl_regions import check_regions
+
+    shape, kernel, stride, pad, pool_type, conv, include = case
+    rng = np.random.default_rng(7)
+    x = rng.permutation(np.prod(shape)).reshape(shape).astype(np.float64)
+    attrs = _attrs(kernel, stride, pad, pool_type, conv, include)
+    check_regions("Pooling", [x], attrs)
+    (y,) = forward(single_op("Pooling", ["data"], **attrs), {"data": x})
+    check_regions("_backward_Pooling", [rng.standard_normal(y.shape), x], attrs,
+                  perturb={1: lambda r, s: r.permutation(np.prod(s)).reshape(s) * 1.5})
+
+
+def test_vgg_pooling_is_windowed_and_resnet_pooling_reads_whole_slabs():
+    op = at.ops.get("Pooling")
+    vgg = at.ops.parse_attrs(op, {"kernel": "(2, 2)", "stride": "(2, 2)"})
+    assert op.tdl(vgg, [(2, 4, 8, 8)], [(2, 4, 4, 4)]) == \
+        "data -> out: out[n, c, y, x] = maxpool(max(ky, kx) { data[n, c, 2*y + ky, 2*x + kx] })"
+    res = at.ops.parse_attrs(op, {"kernel": "(3, 3)", "stride": "(2, 2)", "pad": "(1, 1)"})
+    assert op.tdl(res, [(2, 4, 8, 8)], [(2, 4, 4, 4)]) == "data -> out: out[n, c, y, x] = maxpool(data[n, c, :, :])"

@@ -8,8 +8,9 @@ tensordot (BLAS GEMM) per group and batch chunk; backward data scatters the colu
 (col2im), backward weight contracts dy with the same columns.
 
 Backward ops (each a registered op with kernel and TDL):
-- ``_backward_Convolution_data(dy, weight)`` -> dx; attribute ``data_spatial`` gives the
-  spatial size of data (a strided conv may drop trailing rows, so dy does not determine it).
+- ``_backward_Convolution_data(dy, weight, data)`` -> dx; `data` only donates its shape (a
+  strided conv may drop trailing rows, so dy does not determine it): the TDL never reads it.
+  With the attribute ``data_spatial`` given instead, the op takes (dy, weight) only.
 - ``_backward_Convolution_weight(dy, data)`` -> dweight.
 - ``_backward_Convolution_bias(dy)`` -> dbias.
 
@@ -21,8 +22,12 @@ TDL and the strategies it allows:
   exactly the data they need.
 - other grouped convolutions: the data channel index is ``:`` (all channels), a superset.
   Splits of n and spatial dims are exact; a co split (or a ci reduction split) reads all
-  data channels, and its sub-operator is only a plain Convolution when the co slab is
-  aligned with whole groups (num_group and num_filter scaled down accordingly).
+  data channels, and its tile is NOT a plain Convolution of the tiles: it would need
+  num_group scaled down and data sliced to the slab's groups (no tile_attrs hook does that yet).
+
+Tiles: kernels take num_filter from their inputs (weight rows, dy channels), so channel
+tiles run with the node's attributes; a channel tile of a depthwise conv (one input channel
+per group) whose channel count num_group does not divide runs as depthwise over its channels.
 - backward data: dy is indexed ``(i + p - d*k) / s`` (floor division). Where s does not
   divide i + p - d*k no dy element is read; the interval analysis over-approximates that
   set, which is a superset of the true region (correct, at most s-1 rows of extra halo).
@@ -186,9 +191,26 @@ def conv_backward_weight(dy: np.ndarray, x: np.ndarray, geo: Geometry) -> np.nda
     return dw
 
 
+def _from_inputs(attrs, cout):
+    """Kernels take num_filter from their inputs, so a tile (sub-operator) of a channel split runs
+    with the node's attributes; num_group is never guessed (see the module docstring)."""
+    return dict(attrs, num_filter=int(cout))
+
+
+def _depthwise_tile(attrs, channels, w_shape):
+    """A channel tile of a depthwise conv (one input channel per group, multiplier 1) is itself
+    depthwise with num_group = its channel count; other groupings keep the node's num_group."""
+    g = attrs["num_group"]
+    if g > 1 and channels % g and w_shape[1] == 1 and w_shape[0] == channels:  # the node's grouping cannot apply
+        return dict(attrs, num_group=int(channels))
+    return attrs
+
+
 def _forward(attrs, inputs, ctx):
     x, w = inputs[0], inputs[1]
-    geo = _kernel_geometry(attrs, x.shape)
+    geo = _kernel_geometry(_from_inputs(_depthwise_tile(attrs, x.shape[1], w.shape), w.shape[0]), x.shape)
+    if tuple(w.shape) != geo.weight_shape:
+        raise ValueError(f"weight has shape {tuple(w.shape)}, expected {geo.weight_shape}")
     y = conv_forward(x, w, geo)
     if not attrs["no_bias"]:
         y += inputs[2].reshape((1, -1) + (1,) * geo.nd)
@@ -204,10 +226,7 @@ def _gradient(ctx):
     dy = ctx.out_grads[0]
     x, w = ctx.inputs[0], ctx.inputs[1]
     common = {k: ctx.attrs[k] for k in _GEOMETRY_ATTRS if ctx.attrs.get(k) not in (None, ())}
-    if not ctx.in_shapes or ctx.in_shapes[0] is None:  # a strided conv may drop input rows
-        raise Error(f"node '{ctx.name}' (op Convolution): the gradient needs the shape of data (ctx.in_shapes)")
-    spatial = tuple(ctx.in_shapes[0][2:])
-    grads = [ctx.op("_backward_Convolution_data", dy, w, data_spatial=spatial, **common),
+    grads = [ctx.op("_backward_Convolution_data", dy, w, x, **common),  # x: shape donor
              ctx.op("_backward_Convolution_weight", dy, x, **common)]
     if not ctx.attrs["no_bias"]:
         grads.append(ctx.op("_backward_Convolution_bias", dy, **common))
@@ -280,12 +299,17 @@ register(OpDef(
 _BWD_PARAMS = {k: _PARAMS[k] for k in ("kernel", "stride", "dilate", "pad", "num_filter", "num_group", "layout")}
 
 
-def _data_shape_from(attrs, dy_shape, w_shape):
-    """Shape of data given dy, weight and the data_spatial attribute."""
-    if dy_shape is None or w_shape is None:
-        raise Error("_backward_Convolution_data needs the shapes of dy and weight")
-    spatial = tuple(attrs["data_spatial"])
-    return (dy_shape[0], w_shape[1] * attrs["num_group"]) + spatial
+def _data_shape_from(attrs, dy_shape, w_shape, data_shape=None):
+    """Shape of data: the donor input's, else from dy, weight and the data_spatial attribute."""
+    if data_shape is not None:
+        return tuple(data_shape)
+    if dy_shape is None or w_shape is None or not attrs["data_spatial"]:
+        raise Error("_backward_Convolution_data needs the shape of data (its third input or 'data_spatial')")
+    return (dy_shape[0], w_shape[1] * attrs["num_group"]) + tuple(attrs["data_spatial"])
+
+
+def _bwd_data_args(attrs):
+    return ["dy", "weight"] if attrs.get("data_spatial") else ["dy", "weight", "data"]
 
 
 def _check_dy(geo: Geometry, dy_shape):
@@ -294,15 +318,21 @@ def _check_dy(geo: Geometry, dy_shape):
 
 
 def _bwd_data_shape(attrs, in_shapes):
-    dy, w = in_shapes
-    geo = Geometry(attrs, _data_shape_from(attrs, dy, w))
+    dy, w = in_shapes[0], in_shapes[1]
+    donor = in_shapes[2] if len(in_shapes) > 2 else None
+    data = _data_shape_from(attrs, dy, w, donor)
+    geo = Geometry(attrs, data)
     _check_dy(geo, dy)
-    return [geo.out_shape, geo.weight_shape], [(geo.batch, geo.cin) + geo.spatial]
+    return [geo.out_shape, geo.weight_shape] + [data] * (len(in_shapes) - 2), [data]
 
 
 def _bwd_data_forward(attrs, inputs, ctx):
-    dy, w = inputs
-    geo = _kernel_geometry(attrs, _data_shape_from(attrs, dy.shape, w.shape))
+    dy, w = inputs[0], inputs[1]
+    donor = inputs[2].shape if len(inputs) > 2 else None
+    attrs = _from_inputs(attrs, w.shape[0])
+    if donor is not None:
+        attrs = _depthwise_tile(attrs, donor[1], w.shape)
+    geo = _kernel_geometry(attrs, _data_shape_from(attrs, dy.shape, w.shape, donor))
     return [conv_backward_data(dy, w, geo).astype(dy.dtype, copy=False)]
 
 
@@ -315,14 +345,14 @@ def _bwd_data_tdl(attrs, in_shapes, out_shapes):
         num = _affine([(1, iv[i]), (-geo.dilate[i], kv[i])], geo.pad[i])
         dy_idx.append(num if geo.stride[i] == 1 else f"({num}) / {geo.stride[i]}")
     w_ci = "ci" if geo.groups == 1 else ":"
-    return (f"dy, weight -> dx: dx[{', '.join(['n', 'ci'] + iv)}] = sum({', '.join(['co'] + kv)}) "
+    return (f"{', '.join(_bwd_data_args(attrs))} -> dx: dx[{', '.join(['n', 'ci'] + iv)}] = sum({', '.join(['co'] + kv)}) "
             f"{{ dy[{', '.join(['n', 'co'] + dy_idx)}] * weight[{', '.join(['co', w_ci] + kv)}] }}")
 
 
 register(OpDef(
     name="_backward_Convolution_data",
-    params=dict(_BWD_PARAMS, data_spatial=Param("shape", required=True)),
-    arguments=lambda attrs: ["dy", "weight"],
+    params=dict(_BWD_PARAMS, data_spatial=Param("shape", ())),
+    arguments=_bwd_data_args,
     infer_shape=_bwd_data_shape,
     forward=_bwd_data_forward,
     tdl=_bwd_data_tdl,
@@ -341,6 +371,8 @@ def _bwd_weight_shape(attrs, in_shapes):
 
 def _bwd_weight_forward(attrs, inputs, ctx):
     dy, x = inputs
+    attrs = _from_inputs(attrs, dy.shape[1])
+    attrs = _depthwise_tile(attrs, x.shape[1], (dy.shape[1], 1))
     geo = _kernel_geometry(attrs, x.shape)
     return [conv_backward_weight(dy, x, geo).astype(dy.dtype, copy=False)]
 

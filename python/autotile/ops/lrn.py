@@ -6,8 +6,8 @@ out = data * tmp_norm^(-beta)
 As in MXNet, nsize must be odd; LRN has two outputs, `output` and the hidden `tmp_norm`
 (visible_outputs = 1), and the backward op reuses tmp_norm: `_backward_LRN(dy, data, tmp_norm)`.
 
-TDL: the window variable j has no dim of its own, so its range is the channel extent
-(docs/tdl.md): a channel split reads a superset of its halo; n and spatial splits are exact.
+TDL: n and spatial splits are exact; the channel window has no tensor dim of its own to
+range over, so a channel split reads all channels (':').
 """
 from __future__ import annotations
 
@@ -75,10 +75,8 @@ def _infer_shape(attrs, in_shapes):
 
 
 def _tdl(attrs, in_shapes, out_shapes):
-    n = attrs["nsize"]
-    off = n // 2
-    ch = f"c + j - {off}" if off else "c + j"
-    window = f"sum(j) {{ sq(data[n, {ch}, y, x]) }}"
+    # the channel window has no dim of its own to range over: read the channels whole
+    window = "data[n, :, y, x]"
     return (f"data -> out, tmp_norm: out[n, c, y, x] = data[n, c, y, x] * lrn_scale({window}); "
             f"tmp_norm[n, c, y, x] = lrn_norm({window})")
 
@@ -94,11 +92,8 @@ def _bwd_infer_shape(attrs, in_shapes):
 
 
 def _bwd_tdl(attrs, in_shapes, out_shapes):
-    off = attrs["nsize"] - 1 - attrs["nsize"] // 2  # c' = c + j - off, j in [0, nsize)
-    ch = f"c + j - {off}" if off else "c + j"
-    acc = f"sum(j) {{ dy[n, {ch}, y, x] * data[n, {ch}, y, x] * tmp_norm[n, {ch}, y, x] }}"
-    return (f"dy, data, tmp_norm -> dx: dx[n, c, y, x] = "
-            f"dlrn(dy[n, c, y, x], data[n, c, y, x], tmp_norm[n, c, y, x], {acc})")
+    return ("dy, data, tmp_norm -> dx: dx[n, c, y, x] = "
+            "dlrn(dy[n, :, y, x], data[n, :, y, x], tmp_norm[n, :, y, x])")
 
 
 register(OpDef(

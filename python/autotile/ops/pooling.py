@@ -9,13 +9,16 @@ MXNet rules matched here (src/operator/nn/pool.h):
 - global_pool uses the whole spatial extent as the kernel with stride 1 and no padding.
 - the gradient of max goes to the first maximum of each window in row-major order.
 
-`_backward_Pooling(dy[, data])` -> dx: max pooling needs data (to find each window's
-argmax); avg/sum need only dy. Its attribute ``data_spatial`` gives data's spatial size.
+`_backward_Pooling(dy, data)` -> dx: max pooling reads data (to find each window's argmax);
+for avg/sum data only donates its shape (the TDL never reads it). With the attribute
+``data_spatial`` given, avg/sum take dy alone.
 
-TDL: the window variables have no tensor dim of their own, so by docs/tdl.md their range is
-the extent of the dim they index (a superset of the kernel window: spatial splits read
-more halo than needed; n and c splits are exact). The pooled value is wrapped in an opaque
-call so the window variables are not top-level reductions (a window cannot be split).
+TDL: n and c splits are exact. The window variables have no tensor dim of their own, so the
+analysis ranges them over H - s*(Ho-1) (a valid window's extent): the forward description
+uses windowed indices only where that covers the kernel, else reads the n, c slab whole
+(':'). The backward reads dy at (i + p) / s for non-overlapping windows, else whole, and max
+pooling reads its data slab whole (a window's first maximum needs the whole window). The
+pooled value is wrapped in an opaque call, so windows are never top-level reductions.
 """
 from __future__ import annotations
 
@@ -169,36 +172,38 @@ def pool_backward(attrs, dy: np.ndarray, x, geo: Geometry) -> np.ndarray:
 
 
 def _gradient(ctx):
-    if not ctx.in_shapes or ctx.in_shapes[0] is None:
-        raise Error(f"node '{ctx.name}' (op Pooling): the gradient needs the shape of data (ctx.in_shapes)")
     keep = {k: v for k, v in ctx.attrs.items() if k in _PARAMS and v not in (None, ())}
-    args = [ctx.out_grads[0]] + ([ctx.inputs[0]] if ctx.attrs["pool_type"] == "max" else [])
-    return [ctx.op("_backward_Pooling", *args, data_spatial=tuple(ctx.in_shapes[0][2:]), **keep)]
+    return [ctx.op("_backward_Pooling", ctx.out_grads[0], ctx.inputs[0], **keep)]
 
 
 def _bwd_args(attrs):
-    return ["dy", "data"] if attrs["pool_type"] == "max" else ["dy"]
+    return ["dy"] if attrs["pool_type"] != "max" and attrs.get("data_spatial") else ["dy", "data"]
 
 
 def _bwd_data_shape(attrs, dy_shape):
+    if not attrs.get("data_spatial"):
+        raise Error("_backward_Pooling needs the shape of data (its data input or 'data_spatial')")
     return tuple(dy_shape[:2]) + tuple(attrs["data_spatial"])
 
 
 def _bwd_infer_shape(attrs, in_shapes):
     dy = in_shapes[0]
-    if dy is None:
+    if len(in_shapes) > 1 and in_shapes[1] is not None:
+        data = tuple(in_shapes[1])
+    elif dy is None:
         raise Error("_backward_Pooling needs the shape of dy")
-    data = _bwd_data_shape(attrs, dy)
+    else:
+        data = _bwd_data_shape(attrs, dy)
     geo = Geometry(attrs, data)
-    if tuple(dy) != geo.out_shape:
+    if dy is not None and tuple(dy) != geo.out_shape:
         raise Error(f"dy has shape {tuple(dy)} but pooling data of shape {data} gives {geo.out_shape}")
     return [geo.out_shape] + [data] * (len(in_shapes) - 1), [data]
 
 
 def _bwd_forward(attrs, inputs, ctx):
     dy = inputs[0]
-    geo = _kernel_geometry(attrs, _bwd_data_shape(attrs, dy.shape))
     x = inputs[1] if len(inputs) > 1 else None
+    geo = _kernel_geometry(attrs, x.shape if x is not None else _bwd_data_shape(attrs, dy.shape))
     return [pool_backward(attrs, dy, x, geo)]
 
 
@@ -216,37 +221,35 @@ def _term(coef, var, const):
 def _tdl(attrs, in_shapes, out_shapes):
     geo = Geometry(attrs, in_shapes[0])
     ov = _SPATIAL_VARS[geo.nd]
+    fn = {"max": "maxpool", "avg": "avgpool", "sum": "sumpool"}[attrs["pool_type"]]
+    head = f"data -> out: out[{', '.join(['n', 'c'] + ov)}]"
+    # The analysis gives a window variable k the extent H - s*(Ho-1) (what a valid window
+    # fits); only where that covers the kernel is the windowed index a superset.
+    if any(geo.spatial[i] - geo.stride[i] * (geo.out[i] - 1) < geo.kernel[i] for i in range(geo.nd)):
+        return f"{head} = {fn}(data[n, c, {', '.join([':'] * geo.nd)}])"
     kv = ["k" + v for v in ov]
     idx = [_term(geo.stride[i], ov[i], 0) + f" + {kv[i]}" + (f" - {geo.pad[i]}" if geo.pad[i] else "")
            for i in range(geo.nd)]
     reducer = "max" if attrs["pool_type"] == "max" else "sum"
-    fn = {"max": "maxpool", "avg": "avgpool", "sum": "sumpool"}[attrs["pool_type"]]
-    return (f"data -> out: out[{', '.join(['n', 'c'] + ov)}] = {fn}({reducer}({', '.join(kv)}) "
-            f"{{ data[{', '.join(['n', 'c'] + idx)}] }})")
+    return f"{head} = {fn}({reducer}({', '.join(kv)}) {{ data[{', '.join(['n', 'c'] + idx)}] }})"
 
 
 def _bwd_tdl(attrs, in_shapes, out_shapes):
-    data = out_shapes[0]
-    geo = Geometry(attrs, data)
+    geo = Geometry(attrs, out_shapes[0])
     iv = ["i" + v for v in _SPATIAL_VARS[geo.nd]]
-    uv = ["u" + v for v in _SPATIAL_VARS[geo.nd]]
-    dy_idx = []
-    for i in range(geo.nd):  # windows o containing i: s*o - p <= i <= s*o - p + k - 1, u = k-1-(i+p-s*o)
-        num = _term(1, iv[i], geo.pad[i] - geo.kernel[i] + 1) + f" + {uv[i]}"
-        dy_idx.append(num if geo.stride[i] == 1 else f"({num}) / {geo.stride[i]}")
-    spread = f"sum({', '.join(uv)}) {{ dy[{', '.join(['n', 'c'] + dy_idx)}] }}"
-    if attrs["pool_type"] != "max":
-        return f"dy -> dx: dx[{', '.join(['n', 'c'] + iv)}] = dpool({spread})"
-    av = ["a" + v for v in _SPATIAL_VARS[geo.nd]]
-    # the windows containing i cover data rows i-k+1 .. i+k-1; ':' where the dim is too short
-    # for the range rule (a ranges over the dim's extent) to reach i+k-1
-    d_idx = [f"{iv[i]} + {av[i]} - {geo.kernel[i] - 1}" if geo.kernel[i] > 1 else f"{iv[i]} + {av[i]}"
-             for i in range(geo.nd)]
-    if any(geo.spatial[i] < 2 * geo.kernel[i] - 1 for i in range(geo.nd)):
-        window = f"data[n, c, {', '.join([':'] * geo.nd)}]"
+    head = f"{', '.join(_bwd_args(attrs))} -> dx: dx[{', '.join(['n', 'c'] + iv)}]"
+    # Non-overlapping windows (k <= s): input row i lies in window (i + p) / s only. Overlapping
+    # windows have no tensor dim of kernel extent to range over, so dy is read whole (':').
+    if all(geo.kernel[i] <= geo.stride[i] for i in range(geo.nd)):
+        dy_idx = [_term(1, iv[i], geo.pad[i]) for i in range(geo.nd)]
+        dy_idx = [e if geo.stride[i] == 1 else f"({e}) / {geo.stride[i]}" for i, e in enumerate(dy_idx)]
     else:
-        window = f"max({', '.join(av)}) {{ data[{', '.join(['n', 'c'] + d_idx)}] }}"
-    return f"dy, data -> dx: dx[{', '.join(['n', 'c'] + iv)}] = dmaxpool({spread}, {window})"
+        dy_idx = [":"] * geo.nd
+    spread = f"dy[{', '.join(['n', 'c'] + dy_idx)}]"
+    if attrs["pool_type"] != "max":
+        return f"{head} = dpool({spread})"
+    # the first maximum of a window needs the whole window of data
+    return f"{head} = dmaxpool({spread}, data[n, c, {', '.join([':'] * geo.nd)}])"
 
 
 register(OpDef(
@@ -261,7 +264,7 @@ register(OpDef(
 
 register(OpDef(
     name="_backward_Pooling",
-    params=dict(_PARAMS, data_spatial=Param("shape", required=True)),
+    params=dict(_PARAMS, data_spatial=Param("shape", ())),
     arguments=_bwd_args,
     infer_shape=_bwd_infer_shape,
     forward=_bwd_forward,
