@@ -6,6 +6,7 @@
 #include <string>
 
 #include "graph/graph.h"
+#include "search/strategy_provider.h"
 #include "search/tiling.h"
 
 namespace autotile {
@@ -15,8 +16,8 @@ struct PlanConstraint {
   std::string name;  ///< named in error messages (e.g. "data")
   /// tensor, candidate tiling, cut index -> allowed?
   std::function<bool(TensorId, const Tiling&, int)> allow_tiling;
-  /// node, candidate strategy name (split variable or "replicate"), cut index -> allowed?
-  std::function<bool(NodeId, const std::string&, int)> allow_strategy;
+  /// node, candidate option (its name: split variable or "replicate"; its needs), cut -> allowed?
+  std::function<bool(NodeId, const NodeOption&, int)> allow_strategy;
   /// Why a tensor may end up with no allowed tiling (appended to the error), optional.
   std::function<std::string(TensorId)> explain;
 };

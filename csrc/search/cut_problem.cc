@@ -79,16 +79,16 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
       if (!replicate_fallback)
         fail("node '", node.name, "' (op ", node.op,
              ") has no TDL description; pass replicate_fallback=True to run it replicated");
-      if (!constraint.allow_strategy || constraint.allow_strategy(n, whole.name, cut)) opts[n].push_back(whole);
+      if (!constraint.allow_strategy || constraint.allow_strategy(n, whole, cut)) opts[n].push_back(whole);
     } else {
       OpStrategies st = provider(g, n, s.node_in[n], s.node_out[n], k);
       (*elementwise)[n] = st.elementwise;
       for (Strategy& x : st.strategies) {
         check_strategy(g, n, x, s.node_in[n], s.node_out[n], k);
-        if (constraint.allow_strategy && !constraint.allow_strategy(n, x.var, cut)) continue;
         NodeOption o;
         o.name = x.var;
         o.strategy = std::move(x);
+        if (constraint.allow_strategy && !constraint.allow_strategy(n, o, cut)) continue;
         opts[n].push_back(std::move(o));
       }
       if (opts[n].empty() && replicate_fallback) opts[n].push_back(whole);

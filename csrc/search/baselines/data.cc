@@ -31,6 +31,21 @@ PlanConstraint data_parallel_constraint(const Graph& g) {
       default: return ti.kind == Tiling::kSplit && ti.dim == 0;
     }
   };
+  const Graph* gp = &g;
+  pc.allow_strategy = [kind, gp](NodeId n, const NodeOption& o, int) {
+    const Node& node = gp->node(n);
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      if ((*kind)[node.inputs[i]] != kBatch) continue;
+      if (o.whole) return false;
+      const InputNeed& need = o.strategy.inputs[i];
+      if (need.read && (need.replicate || need.dim != 0)) return false;
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      if ((*kind)[node.outputs[i]] != kBatch) continue;
+      if (o.whole || o.strategy.outputs[i].partial || o.strategy.outputs[i].dim != 0) return false;
+    }
+    return true;
+  };
   pc.explain = [kind](TensorId t) -> std::string {
     return (*kind)[t] == kBatch ? " (data parallelism splits it along dim 0, which the device count must divide)" : "";
   };

@@ -2,7 +2,9 @@
 // the updated weights tied to them) are replicated; weight gradients are left to the search
 // (it keeps them partial and lets the update reduce them: reduce-scatter + all-gather, i.e.
 // 2(K-1) * weight bytes in all); every other tensor of rank >= 1 is split along dim 0 (the
-// batch); scalars replicate. Node strategies are free, so the same DP prices the result.
+// batch); scalars replicate. A node that reads or writes batch tensors must split them along
+// dim 0 (so the batch is what every op divides); nodes that touch only weights and their
+// gradients (the update) are free: the DP picks how they slice the weights.
 #pragma once
 #include "graph/graph.h"
 #include "search/constraint.h"
