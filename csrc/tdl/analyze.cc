@@ -109,7 +109,10 @@ std::vector<int64_t> var_extents(const Program& p, const Statement& st, const st
           box[r] = Bounds{0, 0};
           Bounds rest = f.eval(box);
           if (rest.empty()) continue;  // a variable of extent 0: says nothing
-          int64_t e = in[a.input][d] - (rest.hi - rest.lo);
+          // In 128 bits: saturated bounds of hostile constants must not overflow here.
+          __int128 span = static_cast<__int128>(rest.hi) - rest.lo;
+          __int128 wide = static_cast<__int128>(in[a.input][d]) - span;
+          int64_t e = wide < 1 ? 0 : static_cast<int64_t>(wide);
           if (e < 1)
             fail(header_of(p), ": reduction variable '", st.vars[r].name, "' gets no valid range from '",
                  p.inputs[a.input], "' dim ", d, " (extent ", in[a.input][d], ", index ",
