@@ -38,7 +38,9 @@ def make_model(nodes: Sequence[onnx.NodeProto], inputs: Dict[str, tuple], output
 def run_ort(model: onnx.ModelProto, feeds: Dict[str, np.ndarray]) -> List[np.ndarray]:
     import onnxruntime as ort
 
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3  # no warnings about initializers listed as inputs
+    sess = ort.InferenceSession(model.SerializeToString(), opts, providers=["CPUExecutionProvider"])
     return sess.run(None, feeds)
 
 
@@ -57,3 +59,33 @@ def assert_matches_ort(model, feeds, rtol=1e-4, atol=1e-5):
         w = np.asarray(w)
         assert g.shape == w.shape, (g.shape, w.shape)
         np.testing.assert_allclose(g, w, rtol=rtol, atol=atol)
+
+
+def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
+    """A copy of `model` whose ConstantOfShape weights (the onnx "light" zoo models fill every
+    weight with 0.02, so their outputs are uniform) become random initializers, and whose
+    final Softmax input (the logits) is an extra graph output. Makes the zoo models a
+    discriminating test against onnxruntime."""
+    rng = np.random.default_rng(seed)
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    g = m.graph
+    inits = {t.name: numpy_helper.to_array(t) for t in g.initializer}
+    keep = []
+    for node in g.node:
+        if node.op_type == "ConstantOfShape" and node.input[0] in inits:
+            shape = tuple(int(d) for d in inits[node.input[0]])
+            if len(shape) >= 2:  # conv / fc weight: He-style scale keeps activations O(1)
+                fan_in = int(np.prod(shape[1:]))
+                value = rng.standard_normal(shape, dtype=np.float32) * np.float32(np.sqrt(2.0 / fan_in))
+            else:  # biases and BatchNorm parameters: positive, so variances stay valid
+                value = rng.uniform(0.5, 1.5, shape).astype(np.float32)
+            g.initializer.append(numpy_helper.from_array(value, node.output[0]))
+        else:
+            keep.append(node)
+    del g.node[:]
+    g.node.extend(keep)
+    softmax = [n for n in g.node if n.op_type == "Softmax"]
+    if softmax:
+        g.output.append(helper.make_tensor_value_info(softmax[-1].input[0], TensorProto.FLOAT, None))
+    return m

@@ -249,6 +249,7 @@ def fold(ctx, values) -> Optional[list]:
     if folder is None:
         return None
     try:
-        return folder(ctx, values)
+        outs = folder(ctx, values)
     except NotFoldable:
         return None
+    return [normalize(np.asarray(o)) for o in outs]  # NumPy scalars become 0-d arrays

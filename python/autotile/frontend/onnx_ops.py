@@ -460,7 +460,12 @@ def dropout(ctx):
     else:
         ratio, training = float(ctx.attr("ratio", 0.5)), False
     mode = "always" if training else "training"
-    return [ctx.op("Dropout", ctx.input(0), p=ratio, mode=mode)]
+    x = ctx.input(0)
+    y = ctx.op("Dropout", x, p=ratio, mode=mode)
+    if training and ratio > 0 or len(ctx.node.output) < 2 or not ctx.node.output[1]:
+        return [y]  # a random mask cannot be reproduced: it stays unavailable
+    # Inference (or ratio 0) keeps every element: the mask is all true.
+    return [y, ctx.op("Cast", ctx.op("ones_like", x, suffix="keep"), dtype="bool", suffix="mask")]
 
 
 # ----------------------------------------------------------------------------- shape ops
@@ -584,6 +589,8 @@ def slice_(ctx):
         size = dims[a] if dims is not None and isinstance(dims[a], int) else None
         if size is not None:
             s, e, _ = slice(s, e).indices(size)
+            if s >= e:
+                raise ctx.error(f"slice [{s}:{e}] of axis {a} (size {size}) is empty; empty tensors are not supported")
         elif s < 0 or e < 0:
             raise ctx.error(f"negative slice bounds on axis {a} need its size, which is unknown")
         x = _slice_axis(ctx, x, a, s, None if e >= 2 ** 31 - 1 else e, f"ax{a}")
