@@ -8,6 +8,7 @@ import numpy as np
 
 from ..errors import Error
 from ._axes import need_shapes, norm_axes
+from ._tiles import out_tile_shape
 from .registry import OpDef, Param, register
 from .tdl_helpers import access, header, index_vars
 
@@ -89,6 +90,7 @@ register(OpDef(
     forward=_forward(_to_out),
     gradient=_gradient,
     tdl=_tdl(["data"]),
+    extra={"tile_attrs": out_tile_shape()},
     doc="Broadcast size-1 dims of data to `shape` (0 keeps a dim).",
 ))
 

@@ -114,9 +114,19 @@ def _bwd_concat_infer(attrs, in_shapes):
 
 
 def _bwd_concat_forward(attrs, inputs, ctx):
-    dim = norm_axis("_backward_Concat", attrs["dim"], inputs[0].ndim)
-    cuts = np.cumsum(attrs["sizes"])[:-1]
-    return [np.ascontiguousarray(p) for p in np.split(inputs[0], cuts, axis=dim)]
+    dy = inputs[0]
+    dim = norm_axis("_backward_Concat", attrs["dim"], dy.ndim)
+    starts = attrs["starts"] or np.concatenate([[0], np.cumsum(attrs["sizes"])[:-1]])
+    return [np.ascontiguousarray(np.take(dy, np.arange(b, b + n), axis=dim)) for b, n in zip(starts, attrs["sizes"])]
+
+
+def _bwd_concat_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """On a tile, output k is dy[.., starts[k] : starts[k] + sizes[k], ..] of the dy tile."""
+    dim = norm_axis("_backward_Concat", attrs["dim"], len(in_shapes[0]))
+    offsets = np.concatenate([[0], np.cumsum(attrs["sizes"])[:-1]])
+    starts = tuple(int(off + lo[dim] - ins[0][0][dim]) for off, (lo, _) in zip(offsets, outs))
+    sizes = tuple(int(hi[dim] - lo[dim]) for lo, hi in outs)
+    return {**attrs, "starts": starts, "sizes": sizes}
 
 
 def _bwd_concat_tdl(attrs, in_shapes, out_shapes):
@@ -133,8 +143,10 @@ def _bwd_concat_tdl(attrs, in_shapes, out_shapes):
 
 register(OpDef(
     name="_backward_Concat",
-    params={"dim": Param("int", required=True), "sizes": Param("shape", required=True)},
+    params={"dim": Param("int", required=True), "sizes": Param("shape", required=True),
+            "starts": Param("shape", ())},  # starts: set on tiles only
     arguments=lambda attrs: ["dy"],
+    extra={"tile_attrs": _bwd_concat_tile},
     outputs=_bwd_concat_outputs,
     infer_shape=_bwd_concat_infer,
     forward=_bwd_concat_forward,
@@ -178,6 +190,10 @@ def _split_infer(attrs, in_shapes):
 
 def _split_forward(attrs, inputs, ctx):
     x = inputs[0]
+    if attrs["tile_starts"]:  # a tile holding a slab of every piece (see _split_tile)
+        axis = norm_axis("SliceChannel", attrs["axis"], x.ndim)
+        parts = [np.take(x, np.arange(b, b + attrs["tile_size"]), axis=axis) for b in attrs["tile_starts"]]
+        return [np.ascontiguousarray(p) for p in parts]
     axis, _ = _split_geometry(attrs, x.shape)
     parts = np.split(x, attrs["num_outputs"], axis=axis)
     if attrs["squeeze_axis"]:
@@ -196,6 +212,16 @@ def _split_tdl_fn(attrs, in_shapes, out_shapes):
     return _split_tdl("data", in_shapes[0], _split_outputs(attrs), axis, size, attrs["squeeze_axis"])
 
 
+def _split_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """A split of the sliced axis gives each tile the same slab of every piece: piece k
+    starts at k*size + lo in the full input, i.e. at that minus the tile's origin."""
+    if attrs["squeeze_axis"]:
+        return attrs  # the axis is not an output dim: the tile holds it whole
+    axis, size = _split_geometry(attrs, in_shapes[0])
+    starts = tuple(int(k * size + lo[axis] - ins[0][0][axis]) for k, (lo, _) in enumerate(outs))
+    return {**attrs, "tile_starts": starts, "tile_size": int(outs[0][1][axis] - outs[0][0][axis])}
+
+
 _SPLIT_PARAMS = {
     "num_outputs": Param("int", required=True),
     "axis": Param("int", 1),
@@ -204,7 +230,9 @@ _SPLIT_PARAMS = {
 
 register(OpDef(
     name="SliceChannel",
-    params=_SPLIT_PARAMS,
+    # tile_starts/tile_size: set on tiles only (see _split_tile)
+    params=dict(_SPLIT_PARAMS, tile_starts=Param("shape", ()), tile_size=Param("optional_int", None)),
+    extra={"tile_attrs": _split_tile},
     outputs=_split_outputs,
     infer_shape=_split_infer,
     forward=_split_forward,

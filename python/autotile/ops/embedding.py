@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._axes import need_shapes
+from ._tiles import box_shape
 from .registry import OpDef, Param, register
 from .tdl_helpers import access, index_vars
 
@@ -68,14 +69,24 @@ register(OpDef(
 def _bwd_infer(attrs, in_shapes):
     need_shapes("_backward_Embedding", in_shapes[1:], ["data"])
     data = tuple(in_shapes[1])
-    return [data + (attrs["output_dim"],), data], [(attrs["input_dim"], attrs["output_dim"])]
+    rows = attrs["num_rows"] if attrs["num_rows"] is not None else attrs["input_dim"]
+    return [data + (attrs["output_dim"],), data], [(rows, attrs["output_dim"])]
 
 
 def _bwd_forward(attrs, inputs, ctx):
+    """Rows [row_begin, row_begin + num_rows) of the weight gradient (all rows by default)."""
     dy, data = inputs
-    dw = np.zeros((attrs["input_dim"], attrs["output_dim"]), dtype=dy.dtype)
-    np.add.at(dw, _rows(data, attrs["input_dim"]).reshape(-1), dy.reshape(-1, attrs["output_dim"]))
+    n = attrs["num_rows"] if attrs["num_rows"] is not None else attrs["input_dim"]
+    rows = _rows(data, attrs["input_dim"]).reshape(-1) - attrs["row_begin"]
+    keep = (rows >= 0) & (rows < n)
+    dw = np.zeros((n, attrs["output_dim"]), dtype=dy.dtype)
+    np.add.at(dw, rows[keep], dy.reshape(-1, attrs["output_dim"])[keep])
     return [dw]
+
+
+def _bwd_tile(attrs, ins, outs, in_shapes, out_shapes):
+    rows, cols = box_shape(outs[0])
+    return {**attrs, "row_begin": int(outs[0][0][0]), "num_rows": rows, "output_dim": cols}
 
 
 def _bwd_tdl(attrs, in_shapes, out_shapes):
@@ -86,8 +97,11 @@ def _bwd_tdl(attrs, in_shapes, out_shapes):
 
 register(OpDef(
     name="_backward_Embedding",
-    params={"input_dim": Param("int", required=True), "output_dim": Param("int", required=True)},
+    params={"input_dim": Param("int", required=True), "output_dim": Param("int", required=True),
+            # set on tiles only: the block of weight rows this tile accumulates
+            "row_begin": Param("int", 0), "num_rows": Param("optional_int", None)},
     arguments=lambda attrs: ["dy", "data"],
+    extra={"tile_attrs": _bwd_tile},
     infer_shape=_bwd_infer,
     infer_type=lambda attrs, t: ([t[0], t[1] or "float32"], [t[0] or "float32"]),
     forward=_bwd_forward,

@@ -19,6 +19,7 @@ import numpy as np
 
 from ..errors import Error
 from ._axes import need_shapes
+from ._tiles import out_tile_shape
 from .registry import OpDef, Param, register
 from .tdl_helpers import access
 
@@ -189,6 +190,7 @@ register(OpDef(
     infer_shape=_bwd_lhs_infer,
     forward=_bwd_lhs_forward,
     tdl=_bwd_lhs_tdl,
+    extra={"tile_attrs": out_tile_shape()},
     doc="Gradient of dot with respect to lhs (of shape `shape`).",
 ))
 register(OpDef(
@@ -198,6 +200,7 @@ register(OpDef(
     infer_shape=_bwd_rhs_infer,
     forward=_bwd_rhs_forward,
     tdl=_bwd_rhs_tdl,
+    extra={"tile_attrs": out_tile_shape()},
     doc="Gradient of dot with respect to rhs (of shape `shape`).",
 ))
 

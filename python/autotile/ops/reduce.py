@@ -14,6 +14,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._axes import need_shapes, reduced_axes, reduced_shape
+from ._tiles import box_shape
 from .registry import OpDef, Param, alias, register
 from .tdl_helpers import access, header, index_vars
 
@@ -52,10 +53,29 @@ def _make_forward(name):
     def forward(attrs, inputs, ctx):
         x = inputs[0]
         axes = _axes(name, attrs, x.shape)
-        y = _NUMPY[name](x, axis=axes, keepdims=True) if axes else x.copy()
+        if name == "mean" and attrs.get("count"):  # on a tile: divide by the full group size
+            y = np.sum(x, axis=axes, keepdims=True) / attrs["count"]
+        else:
+            y = _NUMPY[name](x, axis=axes, keepdims=True) if axes else x.copy()
         return [np.asarray(y, dtype=x.dtype).reshape(_out_shape(name, attrs, x.shape))]
 
     return forward
+
+
+def _full_count(attrs, shape):
+    return int(np.prod([shape[d] for d in _axes("mean", attrs, shape)], dtype=np.int64))
+
+
+def _mean_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """A tile may hold part of each reduced group (partial sums): divide by the full size."""
+    return {**attrs, "count": _full_count(attrs, in_shapes[0])}
+
+
+def _bwd_sum_tile(attrs, ins, outs, in_shapes, out_shapes):
+    out = {**attrs, "shape": box_shape(outs[0])}
+    if "count" in attrs:
+        out["count"] = _full_count(attrs, out_shapes[0])
+    return out
 
 
 def _make_infer(name):
@@ -100,10 +120,13 @@ def _make_gradient(name):
     return gradient
 
 
+_COUNT = {"count": Param("optional_int", None)}  # set on tiles only (see _mean_tile)
+
 for _name, _doc in [("sum", "Sum"), ("mean", "Mean"), ("max", "Maximum"), ("min", "Minimum"), ("prod", "Product")]:
     register(OpDef(
         name=_name,
-        params=dict(_PARAMS),
+        params=dict(_PARAMS, **(_COUNT if _name == "mean" else {})),
+        extra={"tile_attrs": _mean_tile} if _name == "mean" else {},
         infer_shape=_make_infer(_name),
         forward=_make_forward(_name),
         gradient=_make_gradient(_name),
@@ -124,7 +147,7 @@ def _bwd_sum_forward(name):
         axes = _axes(name, attrs, shape)
         dx = np.broadcast_to(dy.reshape(_keep_shape(shape, axes)), shape)
         if name == "mean" and axes:
-            dx = dx / np.prod([shape[d] for d in axes])
+            dx = dx / (attrs.get("count") or np.prod([shape[d] for d in axes]))
         return [np.array(dx, dtype=dy.dtype)]
 
     return forward
@@ -154,8 +177,9 @@ def _bwd_sum_infer(name):
 for _name in ("sum", "mean"):
     register(OpDef(
         name=f"_backward_{_name}",
-        params=dict(_PARAMS, shape=Param("shape", required=True)),
+        params=dict(_PARAMS, shape=Param("shape", required=True), **(_COUNT if _name == "mean" else {})),
         arguments=lambda attrs: ["dy"],
+        extra={"tile_attrs": _bwd_sum_tile},
         infer_shape=_bwd_sum_infer(_name),
         forward=_bwd_sum_forward(_name),
         tdl=_bwd_sum_tdl(_name),

@@ -31,10 +31,38 @@ def _back_to_input(ctx):
 def _reshape_forward(out_shape_fn):
     def forward(attrs, inputs, ctx):
         x = inputs[0]
+        if attrs.get("tile_geometry") is not None:
+            return [_tile_reshape(x, *attrs["tile_geometry"])]
         shapes = [np.shape(v) for v in inputs]
         return [np.reshape(x, out_shape_fn(attrs, shapes))]
 
     return forward
+
+
+# On a tile, the input box is the interval hull of what the output tile reads (docs/tdl.md),
+# which need not be the same elements in row-major order (a split inside a merged dim, or
+# of an inner dim of a split one). The kernel then gathers each output element from its
+# global position: exact for every box that covers the reads.
+
+def _tile_reshape(x, full_in, in_lo, full_out, out_lo, out_tile):
+    """The output tile [out_lo, out_lo + out_tile) of reshape(full input, full_out), from the
+    input tile `x` whose origin in the full input (of shape full_in) is in_lo."""
+    pos = np.indices(out_tile).reshape(len(out_tile), -1) + np.asarray(out_lo, dtype=np.int64).reshape(-1, 1)
+    flat = np.ravel_multi_index(tuple(pos), full_out)
+    src = np.unravel_index(flat, full_in)
+    local = tuple(s - lo for s, lo in zip(src, in_lo))
+    return x[local].reshape(out_tile)
+
+
+def _tile_hook(attrs, ins, outs, in_shapes, out_shapes):
+    from ._tiles import box_shape
+
+    geometry = (tuple(in_shapes[0]), tuple(ins[0][0]), tuple(out_shapes[0]), tuple(outs[0][0]), box_shape(outs[0]))
+    return {**attrs, "tile_geometry": geometry}
+
+
+#: set by _tile_hook on tiles only; never written by users
+_TILE_PARAM = {"tile_geometry": Param("any", None)}
 
 
 def _infer(op, out_shape_fn, names=("data",)):
@@ -163,7 +191,9 @@ register(OpDef(
         "reverse": Param("bool", False),
         "target_shape": Param("shape", ()),
         "keep_highest": Param("bool", False),
+        **_TILE_PARAM,
     },
+    extra={"tile_attrs": _tile_hook},
     infer_shape=_infer("Reshape", _reshape_out),
     forward=_reshape_forward(_reshape_out),
     gradient=_back_to_input,
@@ -184,6 +214,8 @@ def _flatten_out(attrs, shapes):
 
 register(OpDef(
     name="Flatten",
+    params=dict(_TILE_PARAM),
+    extra={"tile_attrs": _tile_hook},
     infer_shape=_infer("Flatten", _flatten_out),
     forward=_reshape_forward(_flatten_out),
     gradient=_back_to_input,
@@ -218,7 +250,9 @@ def _reshape_like_out(attrs, shapes):
 
 register(OpDef(
     name="reshape_like",
-    params={k: Param("optional_int", None) for k in ("lhs_begin", "lhs_end", "rhs_begin", "rhs_end")},
+    params={**{k: Param("optional_int", None) for k in ("lhs_begin", "lhs_end", "rhs_begin", "rhs_end")},
+            **_TILE_PARAM},
+    extra={"tile_attrs": _tile_hook},
     arguments=lambda attrs: ["lhs", "rhs"],
     infer_shape=_infer("reshape_like", _reshape_like_out, ("lhs", "rhs")),
     forward=_reshape_forward(_reshape_like_out),
@@ -239,7 +273,8 @@ def _expand_out(attrs, shapes):
 
 register(OpDef(
     name="expand_dims",
-    params={"axis": Param("int", required=True)},
+    params={"axis": Param("int", required=True), **_TILE_PARAM},
+    extra={"tile_attrs": _tile_hook},
     infer_shape=_infer("expand_dims", _expand_out),
     forward=_reshape_forward(_expand_out),
     gradient=_back_to_input,
@@ -263,7 +298,8 @@ def _squeeze_out(attrs, shapes):
 
 register(OpDef(
     name="squeeze",
-    params={"axis": Param("optional_shape", None)},
+    params={"axis": Param("optional_shape", None), **_TILE_PARAM},
+    extra={"tile_attrs": _tile_hook},
     infer_shape=_infer("squeeze", _squeeze_out),
     forward=_reshape_forward(_squeeze_out),
     gradient=_back_to_input,

@@ -13,6 +13,7 @@ import numpy as np
 
 from ..errors import Error
 from ._axes import need_shapes, norm_axis
+from ._tiles import box_shape
 from .registry import OpDef, Param, alias, register
 from .tdl_helpers import access, header, index_vars
 
@@ -80,9 +81,16 @@ def _unslice_index(r: Range, v: str) -> str:
     return f"({num}) / {d}" if not num.isidentifier() else f"{num} / {d}"
 
 
-def _scatter(dy, shape, ranges, dtype):
-    dx = np.zeros(shape, dtype=dtype)
-    dx[tuple(slice(b, e if e >= 0 else None, s) for b, e, s in ranges)] = dy
+def _scatter(dy, ranges, dtype, tile_lo, tile_shape, dy_lo):
+    """The tile [tile_lo, tile_lo + tile_shape) of dx = zeros with dy at the sliced positions;
+    dy holds the slice's elements from dy_lo on (the whole dx and dy when untiled)."""
+    index = []
+    for d, (b, _, s) in enumerate(ranges):
+        pos = b + s * (dy_lo[d] + np.arange(dy.shape[d])) - tile_lo[d]  # position in the tile
+        keep = (pos >= 0) & (pos < tile_shape[d])
+        index.append((pos[keep], np.flatnonzero(keep)))
+    dx = np.zeros(tile_shape, dtype=dtype)
+    dx[np.ix_(*[p for p, _ in index])] = dy[np.ix_(*[k for _, k in index])]
     return dx
 
 
@@ -118,7 +126,11 @@ def _backward(range_fn, op):
 
     def forward(attrs, inputs, ctx):
         shape = tuple(attrs["shape"])
-        return [_scatter(inputs[0], shape, range_fn(attrs, shape), inputs[0].dtype)]
+        n = len(shape)
+        tile_shape = tuple(attrs["tile_shape"]) or shape
+        tile_lo = tuple(attrs["tile_lo"]) or (0,) * n
+        dy_lo = tuple(attrs["dy_lo"]) or (0,) * n
+        return [_scatter(inputs[0], range_fn(attrs, shape), inputs[0].dtype, tile_lo, tile_shape, dy_lo)]
 
     def tdl(attrs, in_shapes, out_shapes):
         shape = tuple(attrs["shape"])
@@ -131,6 +143,42 @@ def _backward(range_fn, op):
         return f"dy -> dx: {access('dx', xv)} = {body}"
 
     return infer, forward, tdl
+
+
+def _slice_tile(range_fn, to_attrs):
+    """Forward hook: begin/end in the coordinates of the input tile."""
+
+    def hook(attrs, ins, outs, in_shapes, out_shapes):
+        ranges = range_fn(attrs, in_shapes[0])
+        local = []
+        for d, (b, _, s) in enumerate(ranges):
+            n = outs[0][1][d] - outs[0][0][d]
+            first = b + s * outs[0][0][d] - ins[0][0][d]
+            end = first + s * n
+            local.append((first, None if end < 0 else end, s))
+        return to_attrs(attrs, local)
+
+    return hook
+
+
+def _axis_to_attrs(attrs, local):
+    axis = norm_axis("slice_axis", attrs["axis"], len(local))
+    first, end, _ = local[axis]
+    return {**attrs, "begin": first, "end": end}
+
+
+def _slice_to_attrs(attrs, local):
+    k = len(attrs["begin"])
+    return {**attrs, "begin": tuple(r[0] for r in local[:k]), "end": tuple(r[1] for r in local[:k]),
+            "step": tuple(r[2] for r in local[:k])}
+
+
+def _unslice_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """Backward hook: which tile of dx is built and where the dy tile starts."""
+    return {**attrs, "tile_lo": tuple(outs[0][0]), "tile_shape": box_shape(outs[0]), "dy_lo": tuple(ins[0][0])}
+
+
+_TILE_PARAMS = {k: Param("shape", ()) for k in ("tile_lo", "tile_shape", "dy_lo")}  # set on tiles only
 
 
 def _grad(op_name, keys):
@@ -151,13 +199,15 @@ register(OpDef(
     forward=_fwd,
     gradient=_grad("_backward_slice_axis", ["axis", "begin", "end"]),
     tdl=_tdl,
+    extra={"tile_attrs": _slice_tile(_slice_axis_ranges, _axis_to_attrs)},
     doc="data[..., begin:end, ...] along `axis` (end None = to the end; negatives count from the end).",
 ))
 _inf, _fwd, _tdl = _backward(_slice_axis_ranges, "_backward_slice_axis")
 register(OpDef(
     name="_backward_slice_axis",
-    params=dict(_AXIS_PARAMS, shape=Param("shape", required=True)),
+    params=dict(_AXIS_PARAMS, shape=Param("shape", required=True), **_TILE_PARAMS),
     arguments=lambda attrs: ["dy"],
+    extra={"tile_attrs": _unslice_tile},
     infer_shape=_inf,
     forward=_fwd,
     tdl=_tdl,
@@ -177,14 +227,16 @@ register(OpDef(
     forward=_fwd,
     gradient=_grad("_backward_slice", ["begin", "end", "step"]),
     tdl=_tdl,
+    extra={"tile_attrs": _slice_tile(_slice_ranges, _slice_to_attrs)},
     doc="data[b0:e0:s0, b1:e1:s1, ...] with Python semantics per dim (None = default).",
 ))
 alias("crop", "slice")
 _inf, _fwd, _tdl = _backward(_slice_ranges, "_backward_slice")
 register(OpDef(
     name="_backward_slice",
-    params=dict(_SLICE_PARAMS, shape=Param("shape", required=True)),
+    params=dict(_SLICE_PARAMS, shape=Param("shape", required=True), **_TILE_PARAMS),
     arguments=lambda attrs: ["dy"],
+    extra={"tile_attrs": _unslice_tile},
     infer_shape=_inf,
     forward=_fwd,
     tdl=_tdl,
