@@ -42,14 +42,43 @@ def _fc_backward(attrs, ins, outs, in_shapes, out_shapes):
     return {**attrs, "num_hidden": _size(ins[0], len(in_shapes[0]) - 1)}
 
 
+def _check_groups(attrs, channel_boxes, channel_sizes):
+    """Grouped convolution runs on a channel slice only when every group is whole in it and
+    the slice keeps the group structure; depthwise (one channel per group) always does."""
+    groups = attrs.get("num_group", 1)
+    if groups <= 1:
+        return
+    for (lo, hi), full in zip(channel_boxes, channel_sizes):
+        if (lo, hi) != (0, full):
+            raise NotImplementedError(
+                f"grouped convolution (num_group={groups}) split along channels: the sub-operator would "
+                "need its groups regrouped; plan this node with splits of other dims")
+
+
 @hook("Convolution")
 def _conv(attrs, ins, outs, in_shapes, out_shapes):
+    groups = attrs.get("num_group", 1)
+    depthwise = groups > 1 and in_shapes[0][1] == groups and out_shapes[0][1] == groups
+    if not depthwise:
+        _check_groups(attrs, [(ins[0][0][1], ins[0][1][1]), (outs[0][0][1], outs[0][1][1])],
+                      [in_shapes[0][1], out_shapes[0][1]])
+    if depthwise:
+        return {**attrs, "num_filter": _size(outs[0], 1), "num_group": _size(outs[0], 1)}
     return {**attrs, "num_filter": _size(outs[0], 1)}
 
 
 @hook("Reshape")
 def _reshape(attrs, ins, outs, in_shapes, out_shapes):
     return {**attrs, "shape": _shape(outs[0]), "reverse": False}
+
+
+@hook("_backward_SoftmaxOutput")
+def _softmax_output_backward(attrs, ins, outs, in_shapes, out_shapes):
+    # normalization='batch' divides by the batch size the kernel sees: scale to the full batch.
+    if attrs.get("normalization") == "batch":
+        local, full = _size(outs[0], 0), out_shapes[0][0]
+        return {**attrs, "grad_scale": attrs["grad_scale"] * local / full}
+    return attrs
 
 
 def tile_attrs(op_name: str, attrs: dict, in_boxes, out_boxes, in_shapes, out_shapes) -> dict:

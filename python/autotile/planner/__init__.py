@@ -38,6 +38,22 @@ def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], d
     return result
 
 
+def with_head_grads(tg, shapes: Dict[str, tuple]) -> Dict[str, tuple]:
+    """`shapes` plus the shapes of the training graph's head-gradient inputs (those of the
+    non-loss outputs they belong to)."""
+    if not tg.head_grad_names:
+        return shapes
+    from ..symbol.infer import infer_entry_shapes
+
+    known = infer_entry_shapes(tg.forward, {k: v for k, v in shapes.items() if k in set(tg.forward.list_inputs())})
+    by_output = dict(zip(tg.output_names, tg.forward.entries))
+    result = dict(shapes)
+    for head, out in tg.head_grad_of.items():
+        node, i = by_output[out]
+        result[head] = known[(id(node), i)]
+    return result
+
+
 def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: Optional[int] = None,
          algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None, optimizer: str = "sgd",
          replicate_fallback: bool = False) -> Plan:
@@ -59,7 +75,7 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
     sym = as_symbol(model, batch=batch)
     t0 = time.perf_counter()
     tg = training_graph(sym, optimizer=optimizer)
-    in_shapes = data_shapes(sym, shapes, batch, tg.data_names)
+    in_shapes = with_head_grads(tg, data_shapes(sym, shapes, batch, tg.data_names))
     lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes,
                     {g: f for f, g in tg.gradient_entry.items()},
                     replicate_fallback=replicate_fallback)

@@ -79,6 +79,9 @@ def lower(symbol, shapes: Dict[str, tuple], param_names=(), backward_of: Optiona
         nid = g.add_node(node.name, node.op, ins, outs, tdl, role)
         for key, value in node.attrs.items():
             g.set_attr(nid, key, value)
+        group = timestep_group(node)
+        if group:
+            g.set_attr(nid, "__timestep_group__", group)
         node_id[node.name] = nid
         lowered.node_names.append(node.name)
         lowered.node_ops.append(node.op)
@@ -95,6 +98,19 @@ def lower(symbol, shapes: Dict[str, tuple], param_names=(), backward_of: Optiona
         if grad in name_to_tensor and fwd in name_to_tensor:
             g.set_gradient(name_to_tensor[fwd], name_to_tensor[grad])
     return lowered
+
+
+def timestep_group(node: Node) -> str:
+    """The key shared by one op of an unrolled RNN across its timesteps (Tofu Sec 5.1):
+    nodes named ``{cell}_t{t}_{op}`` (and their backward nodes) with ``__rnn_cell__`` and
+    ``__timestep__`` attributes map to ``{cell}:{op}``."""
+    cell, step = node.attrs.get("__rnn_cell__"), node.attrs.get("__timestep__")
+    if cell is None or step is None:
+        return ""
+    prefix = f"{cell}_t{step}_"
+    if not node.name.startswith(prefix):
+        return ""
+    return f"{cell}:{node.name[len(prefix):]}"
 
 
 def _add_tensor(lowered: LoweredGraph, name: str, key, shape, dtype: str, is_param: bool) -> int:
