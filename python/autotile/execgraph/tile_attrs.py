@@ -72,15 +72,6 @@ def _reshape(attrs, ins, outs, in_shapes, out_shapes):
     return {**attrs, "shape": _shape(outs[0]), "reverse": False}
 
 
-@hook("_backward_SoftmaxOutput")
-def _softmax_output_backward(attrs, ins, outs, in_shapes, out_shapes):
-    # normalization='batch' divides by the batch size the kernel sees: scale to the full batch.
-    if attrs.get("normalization") == "batch":
-        local, full = _size(outs[0], 0), out_shapes[0][0]
-        return {**attrs, "grad_scale": attrs["grad_scale"] * local / full}
-    return attrs
-
-
 def tile_attrs(op_name: str, attrs: dict, in_boxes, out_boxes, in_shapes, out_shapes) -> dict:
     """The attributes op `op_name` runs with on a tile (unchanged when the op needs no hook)."""
     fn = _HOOKS.get(op_name)
