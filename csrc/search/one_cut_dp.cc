@@ -1,6 +1,7 @@
 #include "search/one_cut_dp.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <tuple>
 
@@ -20,6 +21,60 @@ std::vector<int> level_order(const CutProblem& p, const std::vector<int>& level_
   std::vector<int> order;
   for (auto& k : key) order.push_back(std::get<2>(k));
   return order;
+}
+
+std::vector<int> layer_order(const Graph& g, const CutProblem& p) {
+  std::vector<NodeId> topo = g.topo_order();
+  std::vector<int> layer(g.num_nodes(), 0);
+  int pos = 0;
+  for (NodeId n : topo) {
+    const Node& node = g.node(n);
+    int l = pos++;
+    if (node.forward_node != kNone) {
+      l = layer[node.forward_node];
+    } else if (node.role != NodeRole::kForward) {
+      int m = -1;
+      for (TensorId t : node.inputs)
+        if (g.tensor(t).producer != kNone) m = std::max(m, layer[g.tensor(t).producer]);
+      if (m >= 0) l = m;
+    }
+    layer[n] = l;
+  }
+  std::vector<int> key(p.num_vars(), 1 << 30);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    for (const auto& e : p.edges[n]) key[e.var] = std::min(key[e.var], layer[n]);
+    if (p.node_var[n] >= 0) key[p.node_var[n]] = std::min(key[p.node_var[n]], layer[n]);
+  }
+  std::vector<int> order(p.num_vars());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return key[a] < key[b]; });
+  return order;
+}
+
+double sweep_width(const CutProblem& p, const std::vector<int>& order) {
+  const int V = p.num_vars();
+  std::vector<int> pos(V);
+  for (int i = 0; i < V; ++i) pos[order[i]] = i;
+  std::vector<int> last(V);
+  for (int v = 0; v < V; ++v) last[v] = pos[v];
+  for (size_t n = 0; n < p.edges.size(); ++n) {
+    int at = -1;
+    std::vector<int> vars;
+    for (const auto& e : p.edges[n]) vars.push_back(e.var);
+    if (p.node_var[n] >= 0) vars.push_back(p.node_var[n]);
+    for (int v : vars) at = std::max(at, pos[v]);
+    for (int v : vars) last[v] = std::max(last[v], at);
+  }
+  // Variable v is in the table from pos[v] through last[v].
+  std::vector<double> delta(V + 1, 0);
+  for (int v = 0; v < V; ++v) {
+    double w = std::log2(static_cast<double>(std::max(1, p.domain[v])));
+    delta[pos[v]] += w;
+    delta[last[v] + 1] -= w;
+  }
+  double cur = 0, best = 0;
+  for (int i = 0; i < V; ++i) best = std::max(best, cur += delta[i]);
+  return best;
 }
 
 namespace {

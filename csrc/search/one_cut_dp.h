@@ -24,4 +24,12 @@ CutSolution solve_one_cut_dp(const CutProblem& p, const std::vector<int>& order,
 /// \brief Visiting order of the variables: by BFS level of their group, then group, then id.
 std::vector<int> level_order(const CutProblem& p, const std::vector<int>& level_of_group, const Coarsening& c);
 
+/// \brief Alternative visiting order: by the layer of the nodes using each variable (a
+/// backward node counts at its forward node's position, other nodes after their inputs'
+/// producers), which keeps weight and gradient tensors of wide graphs near their layer.
+std::vector<int> layer_order(const Graph& g, const CutProblem& p);
+
+/// \brief log2 of the largest DP table a visiting order leads to (cheap simulation).
+double sweep_width(const CutProblem& p, const std::vector<int>& order);
+
 }  // namespace autotile

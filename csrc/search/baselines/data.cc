@@ -15,9 +15,18 @@ PlanConstraint data_parallel_constraint(const Graph& g) {
   std::vector<char> weight_class(g.num_tensors(), 0);
   for (TensorId t = 0; t < g.num_tensors(); ++t)
     if (g.tensor(t).is_param) weight_class[c.tensor_tie[t]] = 1;
+  // The batch size: dim 0 of the largest producer-less non-weight tensor (the data input).
+  // Tensors whose dim 0 is not the batch (e.g. BatchNorm moving statistics) are left free.
+  int64_t batch = -1, biggest = -1;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) {
+    const Tensor& x = g.tensor(t);
+    if (x.producer == kNone && !weight_class[c.tensor_tie[t]] && !x.shape.empty() && x.num_elements() > biggest)
+      biggest = x.num_elements(), batch = x.shape[0];
+  }
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const Tensor& x = g.tensor(t);
     if (weight_class[c.tensor_tie[t]]) (*kind)[t] = kWeight;
+    else if (!x.shape.empty() && x.shape[0] != batch) (*kind)[t] = kFree;
     else if (x.gradient_of != kNone && weight_class[c.tensor_tie[x.gradient_of]]) (*kind)[t] = kFree;
     else if (x.shape.empty()) (*kind)[t] = kScalar;
   }
