@@ -364,6 +364,29 @@ def test_sum_and_constant_arithmetic_folds():
     assert list(sym.params.values())[0].shape == (1, 3, 1, 1)
 
 
+def test_sum_with_broadcasting():
+    need_ops("broadcast_add", "expand_dims")
+    check([helper.make_node("Sum", ["a", "b", "c"], ["y"]), helper.make_node("Sum", ["a", "b"], ["z"])],
+          {"a": (2, 3, 4), "b": (3, 1), "c": (4,)}, ["y", "z"], opset=8)
+
+
+def test_external_weight_data(tmp_path):
+    need_ops("FullyConnected")
+    w, b = rand(3, 4), rand(3)
+    model = make_model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], {"x": (2, 4)}, ["y"],
+                       {"w": w, "b": b})
+    path = tmp_path / "ext.onnx"
+    onnx.save(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True, location="ext.bin",
+              size_threshold=0)
+    sym = at.onnx.load(str(path))
+    np.testing.assert_array_equal(sym.params["w"], w)
+    x = rand(2, 4)
+    np.testing.assert_allclose(at.backend.run(sym, inputs={"x": x}).outputs[0], x @ w.T + b, rtol=1e-5)
+    (tmp_path / "ext.bin").write_bytes(b"\0" * 8)
+    with pytest.raises(Error, match="ext.onnx.*external"):
+        at.onnx.load(str(path))
+
+
 def test_initializers_listed_as_graph_inputs_are_params():
     need_ops("FullyConnected")
     model = make_model([helper.make_node("Gemm", ["x", "w", "b"], ["y"], transB=1)], {"x": (2, 4)}, ["y"],
@@ -461,6 +484,15 @@ def test_old_opset_and_data_dependent_shape_errors():
     model = make_model([helper.make_node("Reshape", ["x", "s"], ["y"], name="dyn")], {"x": (2, 3), "s": (2,)},
                        ["y"], dtypes={"s": TensorProto.INT64})
     with pytest.raises(Error, match="'dyn' \\(Reshape\\).*'s'.*must be a constant"):
+        at.onnx.load(model)
+
+
+def test_undefined_tensor_and_even_lrn_errors():
+    model = make_model([helper.make_node("Relu", ["ghost"], ["y"], name="r1")], {"x": (2, 3)}, ["y"])
+    with pytest.raises(Error, match="'r1' \\(Relu\\) uses tensor 'ghost'"):
+        at.onnx.load(model)
+    model = make_model([helper.make_node("LRN", ["x"], ["y"], size=4, name="norm1")], {"x": (1, 6, 2, 2)}, ["y"])
+    with pytest.raises(Error, match="'norm1' \\(LRN\\).*size=4"):
         at.onnx.load(model)
 
 

@@ -722,4 +722,12 @@ def sum_(ctx):
         return [ctx.op("add_n", *[ctx.input(i) for i in present], num_args=len(present))]
     if len(present) == 2:
         return [_binary(ctx, "add", present[0], present[1])]
-    raise ctx.error(f"Sum of {len(present)} inputs with different or unknown shapes {shapes} is not supported")
+    ranks = [ctx.rank(i) for i in present]
+    if None in ranks:
+        raise ctx.error(f"Sum of {len(present)} inputs of unknown rank is not supported")
+    top = max(ranks)  # NumPy broadcasting: align every input to the largest rank, then add pairwise
+    total = None
+    for k, i in enumerate(present):
+        term = _ranked(ctx, i, ranks[k], top)
+        total = term if total is None else ctx.op("broadcast_add", total, term, suffix=f"acc{k}")
+    return [total]
