@@ -96,6 +96,11 @@ for dshape, lshape, attrs in SO:
     CASES.append(("SoftmaxOutput", [N(*dshape), lab], attrs, pert))
     out = P(*dshape)
     CASES.append(("_backward_SoftmaxOutput", [out, lab], attrs, pert))
+    if attrs.get("normalization") == "valid":
+        CASES.append(("_backward_SoftmaxOutput", [out, lab, np.array([3.0])], dict(attrs, with_count=True), pert))
+        CASES.append(("_backward_SoftmaxOutput_valid_count", [lab], {"ignore_label": 1}, None))
+    else:
+        CASES.append(("_backward_SoftmaxOutput", [out, lab], dict(attrs, norm_scale=0.25), pert))
 CASES.append(("_backward_SoftmaxOutput", [P(4, 5), labels(5, 4), N(4, 5)], {"out_grad": True}, _label_perturb(5)))
 for op, bwd in [("LinearRegressionOutput", "_backward_linear_reg_out"),
                 ("LogisticRegressionOutput", "_backward_logistic_reg_out"),
@@ -104,9 +109,13 @@ for op, bwd in [("LinearRegressionOutput", "_backward_linear_reg_out"),
     CASES.append((op, [N(4, 1), N(4)], {}, None))
     CASES.append((bwd, [N(4, 3), N(4, 3)], {"grad_scale": 2.0}, None))
     CASES.append((bwd, [N(4, 1), N(4)], {}, None))
+    CASES.append((bwd, [N(4, 6), N(4, 2, 3)], {"norm_scale": 0.5}, None))
 for norm in ["null", "batch", "valid"]:
     CASES.append(("MakeLoss", [N(3, 4)], {"normalization": norm}, None))
     CASES.append(("_backward_MakeLoss", [N(3, 4)], {"normalization": norm}, None))
+CASES.append(("_backward_MakeLoss", [N(3, 4), np.array([5.0])], {"normalization": "valid", "with_count": True}, None))
+CASES.append(("_backward_MakeLoss", [N(3, 4)], {"normalization": "batch", "norm_scale": 0.1}, None))
+CASES.append(("_backward_MakeLoss_valid_count", [N(3, 4)], {"valid_thresh": 0.1}, None))
 CASES.append(("sgd_update", [N(3, 4), N(3, 4)], {"lr": 0.1}, None))
 CASES.append(("sgd_mom_update", [N(3, 4), N(3, 4), N(3, 4)], {"lr": 0.1, "momentum": 0.9}, None))
 CASES.append(("adam_update", [N(3, 4), N(3, 4), N(3, 4), P(3, 4)], {"lr": 0.1}, None))

@@ -75,12 +75,14 @@ def normalize_axis(op: str, axis: int, rank: int) -> int:
 
 
 def reduce_to(dy, shape: Shape):
-    """Sums `dy` over the dims that broadcasting expanded to reach it from `shape`."""
+    """Sums `dy` over the dims that broadcasting expanded to reach it from `shape`: its extra
+    leading dims and the dims where `shape` is 1. Other dims keep dy's size, so the kernel
+    also runs on a tile of dy (a partitioned run) with the full operand's `shape`."""
     shape = tuple(shape)
     lead = dy.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape) if n == 1 and dy.shape[lead + d] != 1)
+    axes = tuple(range(lead)) + tuple(lead + d for d, n in enumerate(shape) if n == 1)
     out = dy.sum(axis=axes, keepdims=True) if axes else dy
-    return out.reshape(shape)
+    return out.reshape(tuple(1 if n == 1 else dy.shape[lead + d] for d, n in enumerate(shape)))
 
 
 def reduce_tdl(dy_shape: Shape, shape: Shape, inputs: List[str]) -> str:

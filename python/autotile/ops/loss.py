@@ -65,9 +65,43 @@ def _so_forward(attrs, ins, ctx):
     return [cast(softmax_np(x.reshape(x.shape[0], -1), 1).reshape(x.shape), x)]
 
 
+def _so_norm_scale(attrs, data_shape, label_shape):
+    """grad_scale / divisor of the batch and null normalizations, from the full shapes (a tile
+    of a partitioned run must still divide by the whole batch); None for valid (the divisor
+    is a count of labels) and unknown shapes."""
+    if data_shape is None or label_shape is None:
+        return None
+    data_shape, label_shape = tuple(data_shape), tuple(label_shape)
+    scale, norm = attrs["grad_scale"], attrs["normalization"]
+    if label_shape == data_shape:  # probability labels: no normalization
+        return scale
+    if norm == "valid":
+        return None
+    if attrs["multi_output"]:
+        n = data_shape[0]
+        s = int(np.prod(data_shape[2:])) if len(data_shape) > 2 else 1
+        return scale / s / (n if norm == "batch" else 1)
+    return scale / (int(np.prod(label_shape)) if norm == "batch" else 1)
+
+
+def _so_uses_count(attrs, data_shape, label_shape):
+    return attrs["normalization"] == "valid" and (
+        data_shape is None or label_shape is None or tuple(data_shape) != tuple(label_shape))
+
+
 def _so_gradient(ctx):
-    args = [ctx.outputs[0], ctx.inputs[1]] + ([ctx.out_grads[0]] if ctx.attrs["out_grad"] else [])
-    return [ctx.op("_backward_SoftmaxOutput", *args, **{k: ctx.attrs[k] for k in _SO_PARAMS}), None]
+    shapes = list(ctx.in_shapes or []) + [None, None]
+    data_shape, label_shape = shapes[0], shapes[1]
+    out, label = ctx.outputs[0], ctx.inputs[1]
+    attrs = {k: ctx.attrs[k] for k in _SO_PARAMS}
+    attrs["norm_scale"] = _so_norm_scale(ctx.attrs, data_shape, label_shape)
+    args = [out, label]
+    if _so_uses_count(ctx.attrs, data_shape, label_shape):
+        attrs["with_count"] = True
+        args.append(ctx.op("_backward_SoftmaxOutput_valid_count", label, ignore_label=ctx.attrs["ignore_label"]))
+    if ctx.attrs["out_grad"]:
+        args.append(ctx.out_grads[0])
+    return [ctx.op("_backward_SoftmaxOutput", *args, **attrs), None]
 
 
 def _class_targets(labels, k: int, alpha: float, op: str):
@@ -82,43 +116,6 @@ def _class_targets(labels, k: int, alpha: float, op: str):
     return np.where(onehot, 1.0 - alpha, alpha / max(k - 1, 1))
 
 
-def softmax_output_grad(attrs, out, label, dy=None):
-    """Gradient of SoftmaxOutput w.r.t. its data from the forward output, as MXNet 1.x
-    computes it (softmax_output-inl.h): (out - target) * grad_scale / norm, rows with
-    ignore_label zeroed when use_ignore; probability labels (same shape as data) skip
-    ignoring and normalization."""
-    scale = attrs["grad_scale"]
-    if tuple(label.shape) == tuple(out.shape):  # probability labels
-        grad = (out - label) * scale
-        return grad * dy if dy is not None else grad
-    ignore = int(attrs["ignore_label"])
-    norm = attrs["normalization"]
-    flat = label.reshape(-1)
-    ignored_count = int(np.sum(flat.astype(np.int64) == ignore))
-    if attrs["multi_output"]:
-        n, k = out.shape[0], out.shape[1]
-        s = out.size // (n * k)
-        o = out.reshape(n, k, s)
-        lab = flat.reshape(n, s)
-        target = np.moveaxis(_class_targets_safe(attrs, lab, k), -1, 1)  # (n, k, s)
-        grad = o - target
-        if attrs["use_ignore"]:
-            grad = grad * (lab.astype(np.int64) != ignore)[:, None, :]
-        count = {"batch": n, "valid": max(flat.size - ignored_count, 1), "null": 1}[norm]
-        grad = grad * (scale / (1 if norm == "valid" else s) / count)
-    else:
-        k = out.shape[-1] if attrs["preserve_shape"] else out.size // out.shape[0]
-        o = out.reshape(-1, k)
-        lab = flat[:o.shape[0]]  # MXNet reads one label per row of the 2-D view
-        grad = o - _class_targets_safe(attrs, lab, k)
-        if attrs["use_ignore"]:
-            grad = grad * (lab.astype(np.int64) != ignore)[:, None]
-        count = {"batch": flat.size, "valid": max(flat.size - ignored_count, 1), "null": 1}[norm]
-        grad = grad * (scale / count)
-    grad = grad.reshape(out.shape)
-    return grad * dy if dy is not None else grad
-
-
 def _class_targets_safe(attrs, lab, k):
     """Targets where ignored rows (use_ignore) may carry any label value, even out of range."""
     if attrs["use_ignore"]:
@@ -126,24 +123,72 @@ def _class_targets_safe(attrs, lab, k):
     return _class_targets(lab, k, attrs["smooth_alpha"], "SoftmaxOutput")
 
 
-def _so_row_index(attrs, data_shape, label_shape, ov):
-    """Index of the label element that output element `ov` uses, or None when it is no
-    affine function of `ov` (MXNet's odd N-d case without preserve_shape/multi_output)."""
-    data_shape, label_shape = tuple(data_shape), tuple(label_shape)
-    if label_shape == data_shape:
-        return list(ov)
+def valid_label_count(labels, ignore_label) -> int:
+    """Number of labels that are not ignore_label (compared as integers, as MXNet does)."""
+    return int(np.sum(labels.astype(np.int64).reshape(-1) != int(ignore_label)))
+
+
+def softmax_output_grad(attrs, out, label, count=None, dy=None):
+    """Gradient of SoftmaxOutput w.r.t. its data from the forward output, as MXNet 1.x
+    computes it (softmax_output-inl.h): (out - target) * grad_scale / norm, rows with
+    ignore_label zeroed when use_ignore; probability labels (same shape as data) skip
+    ignoring and normalization. `out` holds whole rows (all classes) of the rows it covers
+    and `label` their labels; the divisor comes from attrs["norm_scale"] (batch, null) or
+    `count`, the number of valid labels (valid), else from the shapes seen here."""
+    scale = attrs.get("norm_scale")
+    if tuple(label.shape) == tuple(out.shape):  # probability labels
+        grad = (out - label) * (attrs["grad_scale"] if scale is None else scale)
+        return grad * dy if dy is not None else grad
+    ignore = int(attrs["ignore_label"])
+    norm = attrs["normalization"]
+    flat = label.reshape(-1)
+    if norm == "valid":
+        valid = valid_label_count(flat, ignore) if count is None else int(round(float(np.asarray(count).reshape(-1)[0])))
+        scale = attrs["grad_scale"] / max(valid, 1)
     if attrs["multi_output"]:
+        n, k = out.shape[0], out.shape[1]
+        s = out.size // (n * k)
+        lab = flat.reshape(n, s)
+        grad = out.reshape(n, k, s) - np.moveaxis(_class_targets_safe(attrs, lab, k), -1, 1)
+        if attrs["use_ignore"]:
+            grad = grad * (lab.astype(np.int64) != ignore)[:, None, :]
+        if scale is None:
+            scale = _so_norm_scale(attrs, out.shape, label.shape)
+    else:
+        k = out.shape[-1] if attrs["preserve_shape"] else out.size // out.shape[0]
+        o = out.reshape(-1, k)
+        lab = flat[:o.shape[0]]  # MXNet reads one label per row of the 2-D view
+        grad = o - _class_targets_safe(attrs, lab, k)
+        if attrs["use_ignore"]:
+            grad = grad * (lab.astype(np.int64) != ignore)[:, None]
+        if scale is None:
+            scale = _so_norm_scale(attrs, out.shape, label.shape)
+    grad = (grad * scale).reshape(out.shape)
+    return grad * dy if dy is not None else grad
+
+
+def _so_accesses(attrs, data_shape, label_shape, ov):
+    """(row, label index): the data/output region one output element's softmax needs (class
+    dims as ':') and the label element of its row. Where the label of a row is no box of the
+    label (MXNet's N-d case without preserve_shape/multi_output, and flattened multi_output
+    labels of several spatial dims) the rows widen until it is."""
+    data_shape, label_shape = tuple(data_shape), tuple(label_shape)
+    rank = len(data_shape)
+    if label_shape == data_shape:
+        return list(ov), list(ov)
+    if attrs["multi_output"]:
+        row = [ov[0], ":"] + list(ov[2:])
         spatial = data_shape[2:]
         if label_shape == (data_shape[0],) + spatial:
-            return [ov[0]] + list(ov[2:])
+            return row, [ov[0]] + list(ov[2:])
         if label_shape == (data_shape[0], 1) + spatial:
-            return [ov[0], "0"] + list(ov[2:])
-        strides = [int(np.prod(spatial[d + 1:])) for d in range(len(spatial))]
-        flat = " + ".join(f"{st}*{v}" if st != 1 else v for st, v in zip(strides, ov[2:])) or "0"
-        return [ov[0], flat]
-    if attrs["preserve_shape"] or len(data_shape) == 2:
-        return list(ov[:-1])
-    return None
+            return row, [ov[0], "0"] + list(ov[2:])
+        if len(spatial) <= 1:
+            return row, [ov[0], ov[2] if spatial else "0"]
+        return [ov[0]] + [":"] * (rank - 1), [ov[0], ":"]
+    if attrs["preserve_shape"] or rank == 2:
+        return list(ov[:-1]) + [":"], list(ov[:-1])
+    return [":"] * rank, [":"] * len(label_shape)
 
 
 def _so_tdl(attrs, in_shapes, out_shapes):
@@ -158,11 +203,10 @@ def _so_tdl(attrs, in_shapes, out_shapes):
     row = [f"k{d}" if d in axes else ov[d] for d in range(len(data))]
     red = ", ".join(f"k{d}" for d in axes)
     body = f"exp({access('data', ov)}) / sum({red}) {{ exp({access('data', row)}) }}"
-    lidx = _so_row_index(attrs, data, label, ov)
+    _, lidx = _so_accesses(attrs, data, label, ov)
     # The forward never reads the label; "0 * label[row]" keeps it aligned with its rows
     # instead of forcing every worker to hold all of it.
-    if lidx is not None:
-        body += f" + 0 * {access('label', lidx)}"
+    body += f" + 0 * {access('label', lidx)}"
     return f"{header(['data', 'label'], ['out'])}: {access('out', ov)} = {body}"
 
 
@@ -179,39 +223,82 @@ register(OpDef(
 ))
 alias("Softmax", "SoftmaxOutput")
 
+_SO_BWD_PARAMS = {
+    **_SO_PARAMS,
+    # grad_scale / divisor for the whole tensor, fixed when the gradient is built
+    "norm_scale": Param("optional_float", None),
+    # a third input holds the number of valid labels (normalization='valid')
+    "with_count": Param("bool", False),
+}
+
 
 def _so_bwd_args(attrs):
-    return ["output", "label"] + (["dy"] if attrs["out_grad"] else [])
+    return ["output", "label"] + (["count"] if attrs["with_count"] else []) + (["dy"] if attrs["out_grad"] else [])
 
 
 def _so_bwd_shape(attrs, in_shapes):
     (out, label), _ = _so_shape(attrs, in_shapes[:2])
-    return [out, label] + ([out] if attrs["out_grad"] else []), [out]
+    return [out, label] + ([(1,)] if attrs["with_count"] else []) + ([out] if attrs["out_grad"] else []), [out]
+
+
+def _so_bwd_forward(attrs, ins, ctx):
+    out, label = ins[0], ins[1]
+    rest = list(ins[2:])
+    count = rest.pop(0) if attrs["with_count"] else None
+    dy = rest.pop(0) if attrs["out_grad"] else None
+    return [cast(softmax_output_grad(attrs, out, label, count, dy), out)]
 
 
 def _so_bwd_tdl(attrs, in_shapes, out_shapes):
     out, label = in_shapes[0], in_shapes[1]
     ov = index_vars(len(out))
-    lidx = _so_row_index(attrs, out, label, ov)
-    reads = [access("output", ov), access("label", lidx) if lidx is not None
-             else access("label", [":"] * len(label))]
+    row, lidx = _so_accesses(attrs, out, label, ov)
+    probability = tuple(out) == tuple(label)
+    norm = attrs["normalization"]
+    if not probability and attrs["norm_scale"] is None and not attrs["with_count"]:
+        # Without the divisor fixed at gradient time the kernel derives it from what it sees:
+        # the number of labels (batch), of valid labels (valid) or the spatial size of a row
+        # (multi_output): it must see all of them.
+        if norm in ("batch", "valid"):
+            row, lidx = [":"] * len(out), [":"] * len(label)
+        elif attrs["multi_output"]:
+            row = [ov[0]] + [":"] * (len(out) - 1)
+            lidx = [ov[0]] + [":"] * (len(label) - 1)
+    reads = [access("output", row), access("label", lidx)]
+    if attrs["with_count"]:
+        reads.append("count[0]")
     if attrs["out_grad"]:
-        reads.append(access("dy", ov))
-    body = f"softmax_ce_grad({', '.join(reads)})"
-    if tuple(label) != tuple(out) and attrs["normalization"] == "valid":
-        red = index_vars(len(label), "m")
-        body += f" / sum({', '.join(red)}) {{ valid({access('label', red)}) }}"  # count of non-ignored labels
-    return f"{header(_so_bwd_args(attrs), ['dx'])}: {access('dx', ov)} = {body}"
+        reads.append(access("dy", row))
+    return f"{header(_so_bwd_args(attrs), ['dx'])}: {access('dx', ov)} = softmax_ce_grad({', '.join(reads)})"
 
 
 register(OpDef(
     name="_backward_SoftmaxOutput",
-    params=_SO_PARAMS,
+    params=_SO_BWD_PARAMS,
     arguments=_so_bwd_args,
     infer_shape=_so_bwd_shape,
-    forward=lambda attrs, ins, ctx: [cast(softmax_output_grad(attrs, ins[0], ins[1], ins[2] if len(ins) > 2 else None),
-                                          ins[0])],
+    forward=_so_bwd_forward,
     tdl=_so_bwd_tdl,
+))
+
+
+def _count_tdl(fn):
+    def tdl(attrs, in_shapes, out_shapes):
+        red = index_vars(len(in_shapes[0]), "m")
+        name = "label" if fn == "valid_label" else "output"  # the op's only input
+        return f"{name} -> count: count[c] = sum({', '.join(red)}) {{ {fn}({access(name, red)}) }}"
+
+    return tdl
+
+
+register(OpDef(
+    name="_backward_SoftmaxOutput_valid_count",
+    params={"ignore_label": Param("float", -1.0)},
+    arguments=lambda attrs: ["label"],
+    infer_shape=lambda attrs, s: ([s[0]], [(1,)]),
+    forward=lambda attrs, ins, ctx: [np.full((1,), valid_label_count(ins[0], attrs["ignore_label"]), dtype=ins[0].dtype)],
+    tdl=_count_tdl("valid_label"),
+    doc="Number of labels that are not ignore_label, shape (1,) (SoftmaxOutput's valid normalization).",
 ))
 
 # ============================================================================= regression heads
@@ -248,18 +335,24 @@ def _reg_shape(name):
     return infer
 
 
+def _reg_accesses(data, label, ov):
+    """(data/output index, label index) of one element; a label of another layout than data
+    (same size) is read whole, and then so is data, so a tile's kernel sees matching arrays."""
+    if tuple(label) == tuple(data):
+        return list(ov), list(ov)
+    if len(label) == 1:
+        return list(ov), list(ov[:1])
+    return [":"] * len(data), [":"] * len(label)
+
+
 def _reg_tdl(fn):
     def tdl(attrs, in_shapes, out_shapes):
         data, label = in_shapes
         ov = index_vars(len(data))
-        if tuple(label) == tuple(data):
-            lab = access("label", ov)
-        elif len(label) == 1:
-            lab = access("label", ov[:1])
-        else:
-            lab = access("label", [":"] * len(label))
+        _, lab = _reg_accesses(data, label, ov)
         # label is not read by the forward; "0 * label" keeps it aligned with data
-        return f"data, label -> out: {access('out', ov)} = {fn}({access('data', ov)}) + 0 * {lab}"
+        return (f"data, label -> out: {access('out', ov)} = {fn}({access('data', ov)}) "
+                f"+ 0 * {access('label', lab)}")
 
     return tdl
 
@@ -268,25 +361,42 @@ def _reg_bwd_tdl(fn):
     def tdl(attrs, in_shapes, out_shapes):
         out, label = in_shapes
         ov = index_vars(len(out))
-        if tuple(label) == tuple(out):
-            lab = access("label", ov)
-        elif len(label) == 1:
-            lab = access("label", ov[:1])
-        else:
-            lab = access("label", [":"] * len(label))
-        return f"output, label -> dx: {access('dx', ov)} = {fn}({access('output', ov)}, {lab})"
+        idx, lab = _reg_accesses(out, label, ov)
+        if attrs["norm_scale"] is None and len(label) > 1 and lab[0] != ":":
+            # the kernel divides by the label elements per example it sees: whole examples
+            idx = [ov[0]] + [":"] * (len(out) - 1)
+            lab = [ov[0]] + [":"] * (len(label) - 1)
+        return f"output, label -> dx: {access('dx', ov)} = {fn}({access('output', idx)}, {access('label', lab)})"
 
     return tdl
+
+
+def _reg_norm_scale(grad_scale, label_shape):
+    """grad_scale / num_output, num_output = label elements per example (whole label)."""
+    if not label_shape:
+        return grad_scale
+    return grad_scale / (int(np.prod(label_shape)) // label_shape[0])
 
 
 def _reg_bwd_forward(grad_fn):
     def forward(attrs, ins, ctx):
         out, label = ins
-        num_output = label.size // label.shape[0] if label.ndim else 1
-        d = grad_fn(out - label.reshape(out.shape))
-        return [cast(d * (attrs["grad_scale"] / num_output), out)]
+        scale = attrs["norm_scale"]
+        if scale is None:
+            scale = _reg_norm_scale(attrs["grad_scale"], label.shape)
+        return [cast(grad_fn(out - label.reshape(out.shape)) * scale, out)]
 
     return forward
+
+
+def _reg_gradient(bwd):
+    def gradient(ctx):
+        shapes = list(ctx.in_shapes or []) + [None, None]
+        scale = None if shapes[1] is None else _reg_norm_scale(ctx.attrs["grad_scale"], tuple(shapes[1]))
+        return [ctx.op(bwd, ctx.outputs[0], ctx.inputs[1], grad_scale=ctx.attrs["grad_scale"], norm_scale=scale),
+                None]
+
+    return gradient
 
 
 for _name, (_bwd, _fwd, _gfn) in _REGRESSION.items():
@@ -296,20 +406,18 @@ for _name, (_bwd, _fwd, _gfn) in _REGRESSION.items():
         arguments=lambda attrs: ["data", "label"],
         infer_shape=_reg_shape(_name),
         forward=(lambda f: lambda attrs, ins, ctx: [cast(f(ins[0]), ins[0])])(_fwd),
-        gradient=(lambda b: lambda ctx: [ctx.op(b, ctx.outputs[0], ctx.inputs[1],
-                                                grad_scale=ctx.attrs["grad_scale"]), None])(_bwd),
+        gradient=_reg_gradient(_bwd),
         tdl=_reg_tdl(_name),
         doc=f"{_name}: forward {'sigmoid(data)' if 'Logistic' in _name else 'data'}; backward "
             f"grad_scale / num_output * {'sign(out - label)' if 'MAE' in _name else '(out - label)'}.",
     ))
     register(OpDef(
         name=_bwd,
-        params=_REG_PARAMS,
+        params={**_REG_PARAMS, "norm_scale": Param("optional_float", None)},
         arguments=lambda attrs: ["output", "label"],
         infer_shape=(lambda n: lambda attrs, s: (_reg_shape(n)(attrs, s)[0], [s[0]]))(_bwd),
         forward=_reg_bwd_forward(_gfn),
         tdl=_reg_bwd_tdl(_bwd[1:]),
-        elementwise=False,
     ))
 
 # ============================================================================= MakeLoss
@@ -321,26 +429,54 @@ _ML_PARAMS = {
 }
 
 
+_ML_BWD_PARAMS = {
+    **_ML_PARAMS,
+    "norm_scale": Param("optional_float", None),  # grad_scale / batch size, fixed from the whole shape
+    "with_count": Param("bool", False),  # a second input holds the number of valid elements
+}
+
+
 def _ml_bwd_forward(attrs, ins, ctx):
     out = ins[0]
     norm = attrs["normalization"]
-    if norm == "batch":
-        count = out.shape[0] if out.ndim else 1
-    elif norm == "valid":
-        count = max(int(np.sum(out > attrs["valid_thresh"])), 1)
+    if norm == "valid":
+        count = float(np.asarray(ins[1]).reshape(-1)[0]) if attrs["with_count"] else \
+            float(np.sum(out > attrs["valid_thresh"]))
+        scale = attrs["grad_scale"] / max(count, 1.0)
+    elif attrs["norm_scale"] is not None:
+        scale = attrs["norm_scale"]
     else:
-        count = 1
-    return [np.full_like(out, attrs["grad_scale"] / count)]
+        scale = attrs["grad_scale"] / (out.shape[0] if norm == "batch" and out.ndim else 1)
+    return [np.full_like(out, scale)]
 
 
 def _ml_bwd_tdl(attrs, in_shapes, out_shapes):
-    shape = in_shapes[0]
-    ov = index_vars(len(shape))
-    body = f"make_loss_grad({access('output', ov)})"
-    if attrs["normalization"] == "valid":
-        red = index_vars(len(shape), "m")
-        body += f" / sum({', '.join(red)}) {{ valid({access('output', red)}) }}"
-    return f"output -> dx: {access('dx', ov)} = {body}"
+    ov = index_vars(len(in_shapes[0]))
+    count = ", count[0]" if attrs["with_count"] else ""
+    idx = list(ov)
+    if attrs["normalization"] == "valid" and not attrs["with_count"]:
+        idx = [":"] * len(ov)  # the kernel counts the valid elements over all of output
+    elif attrs["normalization"] == "batch" and attrs["norm_scale"] is None and ov:
+        idx[0] = ":"  # the kernel divides by the batch size it sees: the whole batch
+    return (f"{header(_ml_bwd_args(attrs), ['dx'])}: {access('dx', ov)} = "
+            f"make_loss_grad({access('output', idx)}{count})")
+
+
+def _ml_bwd_args(attrs):
+    return ["output"] + (["count"] if attrs["with_count"] else [])
+
+
+def _ml_gradient(ctx):
+    attrs = {k: ctx.attrs[k] for k in _ML_PARAMS}
+    args = [ctx.outputs[0]]
+    shape = (list(ctx.in_shapes or []) + [None])[0]
+    if ctx.attrs["normalization"] == "valid":
+        attrs["with_count"] = True
+        args.append(ctx.op("_backward_MakeLoss_valid_count", ctx.outputs[0], valid_thresh=ctx.attrs["valid_thresh"]))
+    elif shape is not None:
+        batch = shape[0] if ctx.attrs["normalization"] == "batch" and len(shape) else 1
+        attrs["norm_scale"] = ctx.attrs["grad_scale"] / batch
+    return [ctx.op("_backward_MakeLoss", *args, **attrs)]
 
 
 register(OpDef(
@@ -348,8 +484,7 @@ register(OpDef(
     params=_ML_PARAMS,
     infer_shape=lambda attrs, s: ([s[0]], [s[0]]),
     forward=lambda attrs, ins, ctx: [ins[0].copy()],
-    gradient=lambda ctx: [ctx.op("_backward_MakeLoss", ctx.outputs[0],
-                                 **{k: ctx.attrs[k] for k in _ML_PARAMS})],
+    gradient=_ml_gradient,
     tdl=lambda attrs, i, o: multi_elementwise(i, o[0], ["identity"], ["data"], ["out"]),
     elementwise=True,
     doc="Marks data as a loss: forward identity; backward grad_scale / norm everywhere (head gradient ignored).",
@@ -358,9 +493,19 @@ alias("make_loss", "MakeLoss")
 
 register(OpDef(
     name="_backward_MakeLoss",
-    params=_ML_PARAMS,
-    arguments=lambda attrs: ["output"],
-    infer_shape=lambda attrs, s: ([s[0]], [s[0]]),
+    params=_ML_BWD_PARAMS,
+    arguments=_ml_bwd_args,
+    infer_shape=lambda attrs, s: ([s[0]] + ([(1,)] if attrs["with_count"] else []), [s[0]]),
     forward=_ml_bwd_forward,
     tdl=_ml_bwd_tdl,
+))
+
+register(OpDef(
+    name="_backward_MakeLoss_valid_count",
+    params={"valid_thresh": Param("float", 0.0)},
+    arguments=lambda attrs: ["output"],
+    infer_shape=lambda attrs, s: ([s[0]], [(1,)]),
+    forward=lambda attrs, ins, ctx: [np.full((1,), np.sum(ins[0] > attrs["valid_thresh"]), dtype=ins[0].dtype)],
+    tdl=_count_tdl("above_valid_thresh"),
+    doc="Number of elements above valid_thresh, shape (1,) (MakeLoss's valid normalization).",
 ))

@@ -144,7 +144,8 @@ def _bwd_tdl(kind):
         shape = in_shapes[0]
         axis = normalize_axis(f"_backward_{kind}", attrs["axis"], len(shape))
         body = ("{x_output} * ({x_dy} - sum({red}) {{ {row_dy} * {row_output} }})" if kind == "softmax" else
-                "{x_dy} - exp({x_output}) * sum({red}) {{ {row_dy} }}")
+                # / sum(exp(output)) = 1 over a row: the kernel normalises whole rows of output
+                "{x_dy} - exp({x_output}) * sum({red}) {{ {row_dy} }} / sum({red}) {{ exp({row_output}) }}")
         return softmax_tdl(shape, [axis], body, inputs=("dy", "output"), output="dx")
 
     return tdl

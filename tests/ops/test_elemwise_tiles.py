@@ -1,0 +1,81 @@
+"""The ops of the element-wise/broadcast/LeakyReLU/softmax/loss families run on tiles: a
+training step under random plans (every tiling and strategy their TDL allows) on virtual
+devices equals the single-device step. This checks that each kernel, run by partition-n-
+reduce on the regions its TDL describes, computes its part of the whole op (e.g. the loss
+normalization of the whole batch, broadcast-gradient sums, whole softmax rows)."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+import autotile as at
+
+pytest.importorskip("autotile._core")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "execgraph"))
+from random_plans import random_plan  # noqa: E402
+
+from autotile.autodiff import training_graph  # noqa: E402
+from autotile.backend.multi_device import run_multi_device  # noqa: E402
+from autotile.planner.lower import lower  # noqa: E402
+
+
+def _lowered(net, shapes):
+    tg = training_graph(net)
+    return lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
+                 {g: f for f, g in tg.gradient_entry.items()})
+
+
+def _softmax_head_net():
+    x, label = at.sym.Variable("data"), at.sym.Variable("softmax_label")
+    w, g = at.sym.Variable("w", shape=(8,)), at.sym.Variable("g", shape=(8,))
+    h = at.sym.broadcast_mul(x, w, name="scale")
+    h = at.sym.LeakyReLU(h, g, act_type="prelu", name="prelu")
+    h = h * 2.0 + 1.0
+    h = at.sym.elemwise_add(h, at.sym.tanh(x), name="skip")
+    h = at.sym.broadcast_add(h, w, name="shift")
+    return at.sym.SoftmaxOutput(h, label, normalization="valid", use_ignore=True, ignore_label=3, name="softmax")
+
+
+def _regression_net():
+    x, label, w = at.sym.Variable("data"), at.sym.Variable("label"), at.sym.Variable("w", shape=(8,))
+    h = at.sym.broadcast_sub(x, w, name="diff")
+    h = at.sym.softmax(h, axis=1, name="sm")
+    h = at.sym.LeakyReLU(h, act_type="elu", slope=0.5, name="elu")
+    a = at.sym.LinearRegressionOutput(h, label, grad_scale=2.0, name="reg")
+    b = at.sym.MakeLoss(at.sym.square(at.sym.broadcast_div(x, w)), normalization="batch", name="aux")
+    return at.sym.Group([a, b])
+
+
+def _check(net, shapes, vals, factors, seed, n_plans=4):
+    low = _lowered(net, shapes)
+    rng = np.random.default_rng(seed)
+    ref = at.backend.run(net, inputs={k: vals[k] for k in shapes},
+                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    for _ in range(n_plans):
+        plan = random_plan(low, factors, rng, input_shapes=shapes)
+        res = run_multi_device(net, plan.devices, vals, plan=plan)
+        for got, want in zip(res.outputs, ref.outputs):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        for p in ref.grads:
+            np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-4, atol=1e-6, err_msg=f"grad of {p}")
+            np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-4, atol=1e-6, err_msg=f"update of {p}")
+
+
+@pytest.mark.parametrize("factors", [[2], [2, 2]])
+def test_softmax_output_network_on_tiles(factors):
+    rng = np.random.default_rng(1)
+    vals = {"data": rng.standard_normal((8, 8)).astype(np.float32),
+            "softmax_label": np.array([0, 3, 5, 2, 3, 7, 1, 6], np.float32),
+            "w": rng.uniform(0.5, 1.5, 8).astype(np.float32),
+            "g": rng.uniform(0.1, 0.3, 8).astype(np.float32)}
+    _check(_softmax_head_net(), {"data": (8, 8), "softmax_label": (8,)}, vals, factors, seed=sum(factors))
+
+
+@pytest.mark.parametrize("factors", [[2], [2, 2]])
+def test_regression_and_make_loss_network_on_tiles(factors):
+    rng = np.random.default_rng(2)
+    vals = {"data": rng.standard_normal((8, 8)).astype(np.float32),
+            "label": rng.standard_normal((8, 8)).astype(np.float32),
+            "w": rng.uniform(0.5, 1.5, 8).astype(np.float32)}
+    _check(_regression_net(), {"data": (8, 8), "label": (8, 8)}, vals, factors, seed=10 + sum(factors))
