@@ -430,6 +430,20 @@ def test_batch_size_overrides_fixed_batch_and_baked_reshape(tmp_path):
     assert as_symbol(str(path), batch=7).infer_shape()[1] == [(7, 3)]
 
 
+def test_symbolic_batch_model_runs_at_any_batch():
+    need_ops("Convolution", "Flatten", "FullyConnected", "softmax", "Reshape")
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Softmax", ["c"], ["s"], axis=2),  # opset 11: rows of (N*2, 36)
+             helper.make_node("Flatten", ["s"], ["f"]),
+             helper.make_node("Gemm", ["f", "fc"], ["y"], transB=1)]
+    model = make_model(nodes, {"x": ("N", 3, 6, 6)}, ["y"], {"w": rand(2, 3, 3, 3), "fc": rand(4, 72)}, opset=11)
+    sym = at.onnx.load(model)
+    for batch in (2, 5):
+        x = rand(batch, 3, 6, 6)
+        (got,) = at.backend.run(sym, inputs={"x": x}).outputs
+        np.testing.assert_allclose(got, run_ort(model, {"x": x})[0], rtol=1e-4, atol=1e-5)
+
+
 def test_symbolic_batch_without_batch_size_is_left_open():
     need_ops("Activation")
     model = make_model([helper.make_node("Relu", ["x"], ["y"])], {"x": ("batch", 4)}, ["y"])
@@ -556,10 +570,12 @@ NODE_RANDOM = {
 def _node_cases():
     import onnx.backend.test.case.node as node
 
+    state = np.random.get_state()  # the case generators reseed NumPy's global generator
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for family in NODE_FAMILIES:
             importlib.import_module(f"onnx.backend.test.case.node.{family}")
+    np.random.set_state(state)
     return {c.name: c for c in node._NodeTestCases}
 
 

@@ -64,7 +64,10 @@ def _reshape(ctx, x, shape: Sequence[int], suffix: str = ""):
 
 
 def _reshape_to(ctx, x, dims: Sequence, suffix: str = "reshape"):
-    """Reshape `x` to `dims` (ints; one unknown allowed, written as -1)."""
+    """Reshape `x` to `dims` (ints; one unknown allowed, written as -1). The leading (batch)
+    dim is written as -1 when the others are known, so the symbol works for any batch."""
+    if len(dims) > 1 and all(isinstance(d, int) for d in dims[1:]):
+        dims = [-1] + list(dims[1:])
     unknown = [i for i, d in enumerate(dims) if not isinstance(d, int)]
     if len(unknown) > 1:
         raise ctx.error(f"cannot restore shape {tuple(dims)} with more than one unknown dimension")
@@ -223,7 +226,7 @@ def matmul(ctx):
     a3 = _reshape(ctx, a, (-1,) + sa[-2:], "a3d")
     b3 = _reshape(ctx, b, (-1,) + sb[-2:], "b3d")
     y = ctx.op("batch_dot", a3, b3, suffix="bdot")
-    return [_reshape(ctx, y, sa[:-1] + (sb[-1],))]
+    return [_reshape(ctx, y, (-1,) + sa[1:-1] + (sb[-1],))]
 
 
 # ----------------------------------------------------------------------------- activations
