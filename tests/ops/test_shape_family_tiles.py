@@ -77,10 +77,7 @@ def _run_tiled(op, attrs, inputs, k):
                     lo[make["dim"]], hi[make["dim"]] = w * n, (w + 1) * n
                 out_boxes.append((tuple(lo), tuple(hi)))
             tiles = [x[tuple(slice(l, h) for l, h in zip(*b))] for x, b in zip(inputs, in_boxes)]
-            a = tile_attrs(op.name, attrs, in_boxes, out_boxes, in_shapes, outs)
-            hook = op.extra.get("tile_attrs")
-            if hook is not None:
-                a = hook(a, in_boxes, out_boxes, in_shapes, outs)
+            a = tile_attrs(op.name, attrs, in_boxes, out_boxes, in_shapes, outs)  # applies the op's hook
             got = op.forward(a, tiles, KernelContext())
             for o, (make, box, value) in enumerate(zip(s["outputs"], out_boxes, got)):
                 want_shape = tuple(h - l for l, h in zip(*box))

@@ -282,6 +282,20 @@ def _tdl(attrs, in_shapes, out_shapes):
             f"weight[{', '.join(['co', 'ci'] + kv)}] }}{bias}")
 
 
+def _tile(attrs, ins, outs, in_shapes, out_shapes):
+    """A tile's convolution has as many filters as the tile's output channels. A grouped
+    convolution (not depthwise) split along channels would need its groups regrouped: refused."""
+    groups = attrs["num_group"]
+    (ilo, ihi), (olo, ohi) = ins[0], outs[0]
+    channels_split = (ihi[1] - ilo[1], ohi[1] - olo[1]) != (in_shapes[0][1], out_shapes[0][1])
+    depthwise = groups == in_shapes[0][1] == out_shapes[0][1]
+    if groups > 1 and channels_split and not depthwise:
+        raise Error(f"grouped convolution (num_group={groups}) split along channels: the sub-operator "
+                    "would need its groups regrouped; plan this node with splits of other dims")
+    local = ohi[1] - olo[1]
+    return {**attrs, "num_filter": local, **({"num_group": local} if depthwise else {})}
+
+
 register(OpDef(
     name="Convolution",
     params=_PARAMS,
@@ -290,6 +304,7 @@ register(OpDef(
     forward=_forward,
     gradient=_gradient,
     tdl=_tdl,
+    extra={"tile_attrs": _tile},
     doc="N-D convolution (NCW/NCHW/NCDHW) with stride, dilation, zero padding and groups.",
 ))
 

@@ -84,6 +84,17 @@ _PARAMS = {
     "flatten": Param("bool", True),
 }
 
+def _fc_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """On a tile the output has as many units as the tile's last dim."""
+    lo, hi = outs[0]
+    return {**attrs, "num_hidden": hi[-1] - lo[-1]}
+
+
+def _fc_backward_tile(attrs, ins, outs, in_shapes, out_shapes):
+    lo, hi = ins[0]  # dy
+    return {**attrs, "num_hidden": hi[-1] - lo[-1]}
+
+
 register(OpDef(
     name="FullyConnected",
     params=_PARAMS,
@@ -92,6 +103,7 @@ register(OpDef(
     forward=_forward,
     gradient=_gradient,
     tdl=_tdl,
+    extra={"tile_attrs": _fc_tile},
     doc="out = flatten(data) . weight^T + bias",
 ))
 
@@ -123,6 +135,7 @@ register(OpDef(
     infer_shape=_bwd_data_shape,
     forward=_bwd_data_forward,
     tdl=_bwd_data_tdl,
+    extra={"tile_attrs": _fc_backward_tile},
 ))
 
 
@@ -163,6 +176,7 @@ register(OpDef(
     infer_shape=_bwd_weight_shape,
     forward=_bwd_weight_forward,
     tdl=_bwd_weight_tdl,
+    extra={"tile_attrs": _fc_backward_tile},
 ))
 
 
@@ -183,4 +197,5 @@ register(OpDef(
     infer_shape=lambda attrs, s: ([s[0]], [(attrs["num_hidden"],)]),
     forward=_bwd_bias_forward,
     tdl=_bwd_bias_tdl,
+    extra={"tile_attrs": _fc_backward_tile},
 ))

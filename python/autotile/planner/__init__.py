@@ -1,6 +1,7 @@
 """``autotile.plan``: find how to tile every tensor of a model's training graph."""
 from __future__ import annotations
 
+import os
 import time
 from typing import Dict, Optional, Sequence
 
@@ -13,8 +14,11 @@ ALGORITHMS = ("tofu", "soybean", "data", "model", "owt", "hypar", "spartan", "al
               "bruteforce")
 
 
-def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], data_names: Sequence[str]):
-    """Shapes of the data inputs: as given, else their declared shapes with the batch dim set."""
+def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], data_names: Sequence[str],
+                override_batch: bool = True):
+    """Shapes of the data inputs: as given, else their declared shapes, with dim 0 set to
+    `batch` when `override_batch` (a Symbol the caller built; zoo models and ONNX files are
+    already built for the batch, and an RNN's batch is not its dim 0)."""
     from ..symbol.infer import _declared_shape
 
     by_name = {n.name: n for n in sym.topo_nodes() if n.is_variable}
@@ -26,7 +30,7 @@ def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], d
             if batch is not None and shape and shape[0] != batch:
                 raise Error(f"batch={batch} contradicts the shape {shape} given for input '{name}'")
         elif declared is not None:
-            shape = declared if batch is None else (batch,) + tuple(declared[1:])
+            shape = declared if batch is None or not override_batch else (batch,) + tuple(declared[1:])
         else:
             raise Error(f"the shape of input '{name}' is unknown: pass shapes={{'{name}': (...)}}")
         result[name] = shape
@@ -75,7 +79,8 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
     sym = as_symbol(model, batch=batch)
     t0 = time.perf_counter()
     tg = training_graph(sym, optimizer=optimizer)
-    in_shapes = with_head_grads(tg, data_shapes(sym, shapes, batch, tg.data_names))
+    in_shapes = with_head_grads(tg, data_shapes(sym, shapes, batch, tg.data_names,
+                                                override_batch=not isinstance(model, (str, os.PathLike))))
     lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes,
                     {g: f for f, g in tg.gradient_entry.items()},
                     replicate_fallback=replicate_fallback)
