@@ -668,7 +668,18 @@ def gather(ctx):
         return [ctx.op("squeeze", part, axis=(axis,))]
     if idx.ndim == 1 and idx.size and (np.diff(idx) == 1).all():
         return [_slice_axis(ctx, x, axis, int(idx[0]), int(idx[-1]) + 1)]
-    return [ctx.op("take", x, ctx.param(idx, ctx.input_name(1), "idx"), axis=axis)]
+    from ..ops import registry
+
+    if registry.exists("take") or idx.size > 64:
+        return [ctx.op("take", x, ctx.param(idx, ctx.input_name(1), "idx"), axis=axis)]
+    # No take op: gather the few indexed slices and concatenate them (then unflatten indices).
+    parts = [_slice_axis(ctx, x, axis, int(i), int(i) + 1, f"at{k}") for k, i in enumerate(idx.ravel())]
+    y = parts[0] if len(parts) == 1 else ctx.op("Concat", *parts, dim=axis, num_args=len(parts),
+                                                  suffix="" if idx.ndim == 1 else "rows")
+    if idx.ndim == 1:
+        return [y]
+    dims = list(ctx.dims(0))
+    return [_reshape_to(ctx, y, dims[:axis] + list(idx.shape) + dims[axis + 1:], "")]
 
 
 # ----------------------------------------------------------------------------- element-wise
