@@ -506,8 +506,8 @@ class Parser {
   }
 
   // ------------------------------------------------------------------ structure
-  // The statement's expression is a reduction R, or for sum/max/min also R plus or minus
-  // terms outside it (bias). Directly nested reductions with the same reducer merge.
+  // The statement's expression is a reduction R, or for max/min also R plus or minus terms
+  // outside it. Directly nested reductions with the same reducer merge.
   void mark_top_level(const ENode& root) {
     std::vector<std::pair<int, const ENode*>> terms;  // (sign, term)
     collect_terms(root, 1, &terms);
@@ -521,7 +521,10 @@ class Parser {
       }
     }
     if (count != 1 || sign < 0) return;
-    if (terms.size() > 1 && red->reducer == Reducer::kProd) return;
+    // Each worker runs the op's (opaque) kernel, which also evaluates the terms outside the
+    // reduction: max/min absorb a term every worker adds (max(a+t, b+t) = max(a, b) + t);
+    // sum and prod would count it k times, so there the reduction must stand alone.
+    if (terms.size() > 1 && (red->reducer == Reducer::kSum || red->reducer == Reducer::kProd)) return;
     st_->has_top = true;
     st_->top_reducer = red->reducer;
     for (const ENode* n = red; n && n->op == 'R' && n->reducer == red->reducer; n = n->a.get())

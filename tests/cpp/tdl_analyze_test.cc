@@ -16,6 +16,7 @@ void PrintTo(const Interval& v, std::ostream* os) { *os << "[" << v.lo << ", " <
 namespace {
 
 const char* kFc = "data, weight, bias -> out: out[n, o] = sum(k) { data[n, k] * weight[o, k] } + bias[o]";
+const char* kFcNoBias = "data, weight -> out: out[n, o] = sum(k) { data[n, k] * weight[o, k] }";
 const char* kConv =
     "data, weight -> out: out[n, co, y, x] = sum(ci, ky, kx) "
     "{ data[n, ci, 2*y + ky - 1, 2*x + kx - 1] * weight[co, ci, ky, kx] }";
@@ -33,7 +34,7 @@ std::vector<Interval> iv(std::initializer_list<std::pair<int64_t, int64_t>> l) {
 }
 
 TEST(TdlAnalyze, FullyConnected) {
-  OpStrategies s = analyze_tdl(kFc, {{4, 6}, {8, 6}, {8}}, {{4, 8}}, 2);
+  OpStrategies s = analyze_tdl(kFcNoBias, {{4, 6}, {8, 6}}, {{4, 8}}, 2);
   ASSERT_EQ(s.strategies.size(), 3u);
   EXPECT_FALSE(s.elementwise);
   const Strategy* k = find(s, "k");
@@ -43,7 +44,14 @@ TEST(TdlAnalyze, FullyConnected) {
   EXPECT_EQ(k->outputs[0].reducer, Reducer::kSum);
   EXPECT_EQ(k->inputs[0].dim, 1);
   EXPECT_EQ(k->inputs[0].per_worker, iv({{0, 3}, {3, 6}}));
-  EXPECT_TRUE(k->inputs[2].replicate);
+  EXPECT_EQ(k->inputs[1].per_worker, iv({{0, 3}, {3, 6}}));
+}
+
+TEST(TdlAnalyze, FullyConnectedWithBias) {
+  // The bias term outside the sum would be added by every worker: no reduction split.
+  OpStrategies s = analyze_tdl(kFc, {{4, 6}, {8, 6}, {8}}, {{4, 8}}, 2);
+  ASSERT_EQ(s.strategies.size(), 2u);
+  EXPECT_EQ(find(s, "k"), nullptr);
   const Strategy* o = find(s, "o");
   EXPECT_EQ(o->outputs[0].dim, 1);
   EXPECT_TRUE(o->inputs[0].replicate);

@@ -45,14 +45,31 @@ TEST(TdlParser, FullyConnected) {
   EXPECT_EQ(st.rank, 2);
   ASSERT_EQ(st.vars.size(), 3u);
   EXPECT_EQ(st.vars[2].name, "k");
-  EXPECT_TRUE(st.vars[2].top_level);
-  EXPECT_TRUE(st.has_top);
-  EXPECT_EQ(st.top_reducer, Reducer::kSum);
+  EXPECT_TRUE(st.has_reduction);
+  EXPECT_FALSE(st.has_top);  // sum plus a bias term: not a top-level reduction
+  EXPECT_FALSE(st.vars[2].top_level);
   ASSERT_EQ(st.accesses.size(), 3u);
   EXPECT_TRUE(st.accesses[0].indices[1].form.is_exactly(2));
   EXPECT_EQ(p->input_arity, (std::vector<int>{2, 2, 1}));
-  EXPECT_EQ(p->split_names, (std::vector<std::string>{"n", "o", "k"}));
+  EXPECT_EQ(p->split_names, (std::vector<std::string>{"n", "o"}));
   EXPECT_FALSE(st.elementwise_form);
+}
+
+TEST(TdlParser, TopLevelReductions) {
+  auto top = [](const std::string& body) {
+    auto p = parse("x, b -> y: y[i] = " + body);
+    return p->statements[0].has_top;
+  };
+  EXPECT_TRUE(top("sum(k) { x[i, k] }"));
+  EXPECT_TRUE(top("((sum(k) { x[i, k] }))"));
+  EXPECT_TRUE(top("max(k) { x[i, k] } + b[i]"));
+  EXPECT_TRUE(top("b[i] + min(k) { x[i, k] } - 1"));
+  EXPECT_FALSE(top("sum(k) { x[i, k] } + b[i]"));
+  EXPECT_FALSE(top("prod(k) { x[i, k] } + b[i]"));
+  EXPECT_FALSE(top("b[i] - max(k) { x[i, k] }"));
+  EXPECT_FALSE(top("exp(x[i, 0]) / sum(k) { x[i, k] }"));
+  auto p = parse("x -> y: y[] = sum(a) { sum(b) { max(c) { x[a, b, c] } } }");
+  EXPECT_EQ(p->split_names, (std::vector<std::string>{"a", "b"}));
 }
 
 TEST(TdlParser, IndexNormalForm) {

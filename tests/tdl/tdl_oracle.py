@@ -110,7 +110,7 @@ def _top_level(tokens: List[str]) -> Tuple[Optional[str], List[str]]:
         return None, []
     _, term, (names, lb, rb) = reds[0]
     reducer = term[0]
-    if len(terms) > 1 and reducer == "prod":
+    if len(terms) > 1 and reducer in ("sum", "prod"):  # a term outside would count k times
         return None, []
     out = list(names)
     body = term[lb + 1:rb]

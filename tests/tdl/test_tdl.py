@@ -15,6 +15,7 @@ from autotile.errors import Error
 import tdl_oracle
 
 FC = "data, weight, bias -> out: out[n, o] = sum(k) { data[n, k] * weight[o, k] } + bias[o]"
+FC_NB = "data, weight -> out: out[n, o] = sum(k) { data[n, k] * weight[o, k] }"
 CONV = ("data, weight -> out: out[n, co, y, x] = sum(ci, ky, kx) "
         "{ data[n, ci, y + ky - 1, x + kx - 1] * weight[co, ci, ky, kx] }")
 
@@ -40,21 +41,28 @@ def test_tofu_shift_two():
 
 
 def test_fully_connected_strategies():
-    res, by = analyze(FC, [(4, 6), (8, 6), (8,)], [(4, 8)], 2)
+    res, by = analyze(FC_NB, [(4, 6), (8, 6)], [(4, 8)], 2)
     assert list(by) == ["n", "o", "k"]
     assert not res["elementwise"]
     assert need(by["n"], 0) == (0, [(0, 2), (2, 4)])
-    assert need(by["n"], 1) == "replicate" and need(by["n"], 2) == "replicate"
+    assert need(by["n"], 1) == "replicate"
     assert need(by["o"], 0) == "replicate"
-    assert need(by["o"], 1) == (0, [(0, 4), (4, 8)]) and need(by["o"], 2) == (0, [(0, 4), (4, 8)])
+    assert need(by["o"], 1) == (0, [(0, 4), (4, 8)])
     k = by["k"]
     assert k["reduction"] and k["outputs"] == [{"partial": True, "reducer": "sum", "dim": -1}]
     assert need(k, 0) == (1, [(0, 3), (3, 6)]) and need(k, 1) == (1, [(0, 3), (3, 6)])
-    assert need(k, 2) == "replicate"  # the bias term outside the reduction
+
+
+def test_fully_connected_with_bias_has_no_reduction_split():
+    # Every worker's kernel would add the bias: summing k partial results counts it k times.
+    _, by = analyze(FC, [(4, 6), (8, 6), (8,)], [(4, 8)], 2)
+    assert list(by) == ["n", "o"]
+    assert need(by["n"], 2) == "replicate"
+    assert need(by["o"], 1) == (0, [(0, 4), (4, 8)]) and need(by["o"], 2) == (0, [(0, 4), (4, 8)])
 
 
 def test_fully_connected_k3_skips_indivisible():
-    _, by = analyze(FC, [(4, 6), (8, 6), (8,)], [(4, 8)], 3)
+    _, by = analyze(FC_NB, [(4, 6), (8, 6)], [(4, 8)], 3)
     assert list(by) == ["k"]
     assert need(by["k"], 0) == (1, [(0, 2), (2, 4), (4, 6)])
 
@@ -147,7 +155,7 @@ def test_variable_in_two_dims_is_no_strategy():
 
 
 def test_k1_and_zero_extents():
-    _, by = analyze(FC, [(4, 6), (8, 6), (8,)], [(4, 8)], 1)
+    _, by = analyze(FC_NB, [(4, 6), (8, 6)], [(4, 8)], 1)
     assert list(by) == ["n", "o", "k"]
     assert need(by["k"], 0) == (1, [(0, 6)])
     _, by = analyze("x -> y: y[i, j] = x[i, j]", [(0, 4)], [(0, 4)], 2)
@@ -181,14 +189,20 @@ def test_reducers_and_top_level_rules():
     assert by["j"]["outputs"][0]["reducer"] == "min"
     _, by = analyze("x -> y: y[i] = prod(j) { x[i, j] }", [(4, 6)], [(4,)], 2)
     assert by["j"]["outputs"][0]["reducer"] == "prod"
-    for text in ["x, b -> y: y[i] = prod(j) { x[i, j] } + b[i]",     # prod does not distribute over +
+    _, by = analyze("x, b -> y: y[i] = max(j) { x[i, j] } - b[i]", [(4, 6), (4,)], [(4,)], 2)
+    assert by["j"]["outputs"][0]["reducer"] == "max"
+    for text in ["x, b -> y: y[i] = prod(j) { x[i, j] } + b[i]",     # a term every worker adds would
+                 "x, b -> y: y[i] = sum(j) { x[i, j] } + b[i]",      # count k times in sum/prod
                  "x, b -> y: y[i] = b[i] - sum(j) { x[i, j] }",       # negated reduction
+                 "x, b -> y: y[i] = b[i] - max(j) { x[i, j] }",
                  "x -> y: y[i] = 2 * sum(j) { x[i, j] }",
-                 "x -> y: y[i] = sum(j) { x[i, j] } + sum(k) { x[i, k] }",
+                 "x -> y: y[i] = max(j) { x[i, j] } + max(k) { x[i, k] }",
                  "x -> y: y[i] = sum(j) { x[i, j] } > 0"]:
         ins = [(4, 6), (4,)] if text.startswith("x, b") else [(4, 6)]
         _, by = analyze(text, ins, [(4,)], 2)
         assert list(by) == ["i"], text
+    _, by = analyze("x -> y: y[i] = (sum(j) { x[i, j] })", [(4, 6)], [(4,)], 2)
+    assert list(by) == ["i", "j"]
     # directly nested reductions with one reducer are one reduction over both variables
     _, by = analyze("x -> y: y[] = sum(a) { sum(b) { x[a, b] } }", [(4, 6)], [()], 2)
     assert list(by) == ["a", "b"]
@@ -239,8 +253,10 @@ def test_parse_tdl_description():
     assert d["inputs"] == ["data", "weight", "bias"] and d["outputs"] == ["out"]
     st0 = d["statements"][0]
     assert st0["vars"] == ["n", "o"] and st0["reduction_vars"] == ["k"]
+    assert st0["top_reducer"] is None and st0["top_reduction_vars"] == []  # the bias term
+    assert d["split_vars"] == ["n", "o"] and d["input_arity"] == [2, 2, 1]
+    st0 = _core.parse_tdl(FC_NB)["statements"][0]
     assert st0["top_reducer"] == "sum" and st0["top_reduction_vars"] == ["k"]
-    assert d["split_vars"] == ["n", "o", "k"] and d["input_arity"] == [2, 2, 1]
 
 
 def test_parse_cache_reuses_programs():
