@@ -343,6 +343,7 @@ class Parser {
   // (e.g. max(a[i], b[i])) is an ordinary call.
   bool looks_like_reduction() const {
     size_t i = 1;  // peek(0) is '('
+    if (peek(i).kind == Tok::kRParen) return peek(i + 1).kind == Tok::kLBrace;  // sum() { e } = e
     if (peek(i).kind != Tok::kIdent) return false;
     ++i;
     while (peek(i).kind == Tok::kComma) {
@@ -359,7 +360,9 @@ class Parser {
     n->op = 'R';
     n->reducer = r;
     scopes_.emplace_back();
-    while (true) {
+    // An empty variable list reduces over nothing: the body itself (generated descriptions
+    // of a reduction over zero axes stay valid).
+    while (peek().kind != Tok::kRParen) {
       const Token& v = expect(Tok::kIdent, "a reduction variable");
       int id = declare_var(v, -1);
       scopes_.back().push_back(id);
@@ -368,7 +371,7 @@ class Parser {
     }
     expect(Tok::kRParen, "')' after the reduction variables");
     expect(Tok::kLBrace, "'{' starting the reduction body");
-    st_->has_reduction = true;
+    if (!scopes_.back().empty()) st_->has_reduction = true;
     n->vars = scopes_.back();
     n->a = parse_expr();
     scopes_.pop_back();

@@ -95,9 +95,11 @@ def _infer(op, attrs, in_shapes):
     return [tuple(int(d) for d in s) for s in ins], [tuple(int(d) for d in s) for s in outs]
 
 
-def samples() -> Iterator[Tuple[str, dict, list, list]]:
+def samples(base_shapes=None) -> Iterator[Tuple[str, dict, list, list]]:
     """(op name, typed attrs, input shapes, output shapes) for every op with a TDL that a
-    sample could be built for. Aliases are visited once (by their first name)."""
+    sample could be built for. Aliases are visited once (by their first name). Ops without
+    hand-written configurations are tried on `base_shapes` (default: a fixed small set)."""
+    base_shapes = base_shapes or _BASE_SHAPES
     seen = set()
     for name, op in sorted(registry.all_ops().items()):
         if op.tdl is None or op.infer_shape is None or id(op) in seen:
@@ -106,7 +108,7 @@ def samples() -> Iterator[Tuple[str, dict, list, list]]:
         configs = list(_EXPLICIT.get(name, []))
         if not configs:
             for raw in _generic_attrs(op) or [{}]:
-                for base in _BASE_SHAPES:
+                for base in base_shapes:
                     configs.append((raw, "base", base))
         found = 0
         for cfg in configs:

@@ -4,6 +4,8 @@ For sample configurations of every op (tests/tdl/op_samples.py), the strategies 
 per-worker input intervals analyze_tdl reports must equal what enumerating each worker's
 share of the index space gives (tests/tdl/tdl_oracle.py, an independent reading of the text).
 """
+import random
+
 import pytest
 
 from autotile import _core
@@ -81,3 +83,57 @@ def test_partition_n_reduce_covers_each_output_exactly_once():
                         assert 0 <= lo <= hi <= ins[i][need["dim"]], (name, s["var"], need)
                 for o, make in enumerate(s["outputs"]):
                     assert make["partial"] or outs[o][make["dim"]] % k == 0
+
+
+def _check(name, attrs, ins, outs, ks=(2, 3)):
+    text = registry.get(name).tdl(attrs, ins, outs)
+    for k in ks:
+        got = _core.analyze_tdl(text, ins, outs, k)
+        want = tdl_oracle.strategies(text, ins, outs, k)
+        assert [s["var"] for s in got["strategies"]] == list(want), (text, ins, outs, k)
+        for s in got["strategies"]:
+            assert s == want[s["var"]], (name, text, ins, outs, k, s["var"])
+        assert got["elementwise"] == tdl_oracle.elementwise(text, ins, outs), text
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_ops_on_random_small_shapes(seed):
+    rng = random.Random(seed)
+    bases = [tuple(rng.randint(1, 6) for _ in range(rng.randint(1, 4))) for _ in range(3)]
+    count = 0
+    for name, attrs, ins, outs in op_samples.samples(bases):
+        _check(name, attrs, ins, outs)
+        count += 1
+    assert count > 50
+
+
+@pytest.mark.parametrize("seed", range(25))
+def test_random_convolution_windows(seed):
+    """Convolution forward and backward descriptions with random kernel, stride, pad and
+    dilation: halo intervals against enumeration."""
+    if not registry.exists("Convolution"):
+        pytest.skip("Convolution not registered")
+    rng = random.Random(seed)
+    nd = rng.choice([1, 2])
+    kernel = tuple(rng.randint(1, 3) for _ in range(nd))
+    stride = tuple(rng.randint(1, 3) for _ in range(nd))
+    dilate = tuple(rng.randint(1, 2) for _ in range(nd))
+    pad = tuple(rng.randint(0, 2) for _ in range(nd))
+    spatial = tuple(rng.randint((k - 1) * d + 1, 12) for k, d in zip(kernel, dilate))
+    raw = {"kernel": str(kernel), "stride": str(stride), "dilate": str(dilate), "pad": str(pad),
+           "num_filter": str(rng.choice([2, 4, 6]))}
+    op = registry.get("Convolution")
+    attrs = registry.parse_attrs(op, raw)
+    data = (rng.choice([2, 4]), rng.choice([2, 3, 4])) + spatial
+    res = op.infer_shape(attrs, [data, None, None])
+    ins, outs = [tuple(s) for s in res[0]], [tuple(s) for s in res[1]]
+    _check("Convolution", attrs, ins, outs, ks=(2, 3, 4))
+    dy, w = outs[0], ins[1]
+    bwd = "_backward_Convolution_data"
+    if registry.exists(bwd):
+        battrs = registry.parse_attrs(registry.get(bwd), dict(raw, data_spatial=str(spatial)))
+        _check(bwd, battrs, [dy, w], [data], ks=(2, 3, 4))
+    bwd = "_backward_Convolution_weight"
+    if registry.exists(bwd):
+        battrs = registry.parse_attrs(registry.get(bwd), raw)
+        _check(bwd, battrs, [dy, data], [w], ks=(2, 3))

@@ -210,6 +210,12 @@ def test_reducers_and_top_level_rules():
     assert list(by) == ["a"]
 
 
+def test_empty_reduction_is_its_body():
+    res, by = analyze("x -> y: y[i] = x[i] * sum() { x[i] }", [(4,)], [(4,)], 2)
+    assert list(by) == ["i"] and res["elementwise"]
+    assert _core.parse_tdl("x -> y: y[i] = sum() { x[i] }")["statements"][0]["top_reduction_vars"] == []
+
+
 def test_sibling_reductions_may_reuse_names():
     text = "x -> y: y[i] = sum(k) { x[i, k] } / sum(k) { x[i, k] * x[i, k] }"
     _, by = analyze(text, [(4, 6)], [(4,)], 2)
@@ -454,3 +460,6 @@ def test_shape_arguments_are_validated_in_python():
         _core.analyze_tdl(FC, [(4, 6), (8, 6), None], [(4, 8)], 2)
     with pytest.raises(Error):
         _core.analyze_tdl(FC, [(4, 6), (8, 6), (2 ** 70,)], [(4, 8)], 2)
+    for k in (2.0, "2", 2 ** 40, None):
+        with pytest.raises(Error, match="k must be"):
+            _core.analyze_tdl(FC, [(4, 6), (8, 6), (8,)], [(4, 8)], k)

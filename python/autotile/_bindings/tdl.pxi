@@ -80,7 +80,7 @@ cdef vector[vector[int64_t]] _shape_list(object shapes, str what) except *:
     return out
 
 
-def analyze_tdl(text, in_shapes, out_shapes, int k):
+def analyze_tdl(text, in_shapes, out_shapes, k):
     """Partition strategies of the op described by TDL `text` for a k-way cut.
 
     Returns {"elementwise": bool, "strategies": [{"var", "reduction", "inputs", "outputs"}]}
@@ -88,13 +88,18 @@ def analyze_tdl(text, in_shapes, out_shapes, int k):
     intervals along "dim", one per worker) and each output is {"partial", "reducer", "dim"}
     (reducer: "sum" | "max" | "min" | "prod" when partial, else None). Raises autotile.Error
     on malformed text or shapes that do not match the description."""
+    cdef int ck
+    try:
+        ck = k.__index__()
+    except (AttributeError, TypeError, OverflowError):
+        raise _AutotileError(f"analyze_tdl: k must be an integer number of workers (got {k!r})") from None
     cdef string ctext = _s(text)
     cdef vector[vector[int64_t]] ins = _shape_list(in_shapes, "in_shapes")
     cdef vector[vector[int64_t]] outs = _shape_list(out_shapes, "out_shapes")
     cdef COpStrategies res
     try:
         with nogil:
-            res = c_analyze_tdl(ctext, ins, outs, k)
+            res = c_analyze_tdl(ctext, ins, outs, ck)
     except RuntimeError as e:
         _raise_core(e)
     strategies = []
