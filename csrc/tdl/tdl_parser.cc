@@ -310,7 +310,7 @@ class Parser {
     }
     if (peek().kind == Tok::kLParen) {
       Reducer r;
-      if (is_reducer(name.text, &r) && looks_like_reduction()) return parse_reduction(name, r);
+      if (is_reducer(name.text, &r) && looks_like_reduction()) return parse_reduction(r);
       next();  // '('
       if (peek().kind != Tok::kRParen) {
         while (true) {
@@ -353,8 +353,7 @@ class Parser {
     return peek(i).kind == Tok::kRParen && peek(i + 1).kind == Tok::kLBrace;
   }
 
-  ENodeP parse_reduction(const Token& name, Reducer r) {
-    (void)name;
+  ENodeP parse_reduction(Reducer r) {
     expect(Tok::kLParen);
     auto n = std::make_unique<ENode>();
     n->op = 'R';
