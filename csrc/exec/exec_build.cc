@@ -229,6 +229,9 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
     if (all) {
       for (int d = 0; d < f[i]; ++d) choices[i].push_back(d);
       if (levels[i].kind == LevelKind::kPartial && f[i] > 1) reduce = true;
+    } else if (keep[i] && levels[i].kind == LevelKind::kReplicate && mine[i] != 0) {
+      // Replicated values kept as a partial sum: group 0 holds them, the others hold zeros.
+      reduce = true;
     } else {
       choices[i].push_back(mine[i]);
       if (keep[i] && levels[i].kind == LevelKind::kSplit && f[i] > 1) reduce = true;  // zero outside our slab

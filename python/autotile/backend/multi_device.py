@@ -26,10 +26,9 @@ def run_multi_device(sym, devices: int, values: Dict[str, np.ndarray], train: bo
     t0 = time.perf_counter()
     data_shapes = {k: tuple(np.shape(v)) for k, v in values.items()}
     if plan is None:
-        from ..autodiff import training_graph
+        from ..autodiff.graph import default_data_names
 
-        tg = training_graph(sym, optimizer=optimizer)
-        shapes = {n: data_shapes[n] for n in tg.data_names if n in data_shapes}
+        shapes = {n: data_shapes[n] for n in default_data_names(sym.list_arguments()) if n in data_shapes}
         plan = planner.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm, optimizer=optimizer,
                             replicate_fallback=replicate_fallback)
     elif plan.devices != devices:

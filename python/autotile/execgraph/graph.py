@@ -110,7 +110,9 @@ def lower_for_plan(sym, plan, replicate_fallback: bool = False):
     """Rebuild the training graph the plan was made for and lower it to the core graph."""
     from ..autodiff import training_graph
 
-    tg = training_graph(sym, optimizer=plan.optimizer)
+    arguments = set(sym.list_arguments())
+    tg = training_graph(sym, optimizer=plan.optimizer,
+                        shapes={k: v for k, v in plan.input_shapes.items() if k in arguments})
     lowered = lower(tg.symbol, dict(plan.input_shapes), tg.param_names, tg.backward_of, tg.update_nodes,
                     {g: f for f, g in tg.gradient_entry.items()}, replicate_fallback=replicate_fallback)
     return tg, lowered

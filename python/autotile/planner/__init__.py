@@ -68,6 +68,7 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
     each cut's cost for hierarchical machines. Returns a :class:`Plan`."""
     from .. import _core
     from ..autodiff import training_graph
+    from ..autodiff.graph import default_data_names
     from .lower import lower
 
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
@@ -78,9 +79,12 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
         raise Error(f"batch must be a positive integer, got {batch!r}")
     sym = as_symbol(model, batch=batch)
     t0 = time.perf_counter()
-    tg = training_graph(sym, optimizer=optimizer)
-    in_shapes = with_head_grads(tg, data_shapes(sym, shapes, batch, tg.data_names,
-                                                override_batch=not isinstance(model, (str, os.PathLike))))
+    names = default_data_names(sym.list_arguments())
+    in_shapes = data_shapes(sym, shapes, batch, names, override_batch=not isinstance(model, (str, os.PathLike)))
+    # Shapes let gradient functions fix divisors from whole tensors (a tile must still divide
+    # by the whole batch) and record them on the training graph's new inputs.
+    tg = training_graph(sym, optimizer=optimizer, shapes=in_shapes)
+    in_shapes = with_head_grads(tg, in_shapes)
     lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes,
                     {g: f for f, g in tg.gradient_entry.items()},
                     replicate_fallback=replicate_fallback)
