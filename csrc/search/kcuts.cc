@@ -56,13 +56,6 @@ void finish(const Graph& g, const SearchState& s, const std::vector<double>& fla
     for (const NodeOption& o : s.option[n]) plan->node_strategies[n].push_back(o.name);
 }
 
-// Soybean's BFS-level order, unless the layer order keeps the DP tables smaller.
-std::vector<int> best_order(const Graph& g, const CutProblem& p, const Levels& L, const Coarsening& c) {
-  std::vector<int> bfs = level_order(p, L.level_of_group, c);
-  std::vector<int> layers = layer_order(g, p);
-  return sweep_width(p, layers) < sweep_width(p, bfs) ? layers : bfs;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -92,7 +85,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     }
     CutSolution sol = options.solver == CutSolver::kBruteforce
                           ? solve_bruteforce(p, options.bruteforce_limit)
-                          : solve_one_cut_dp(p, best_order(g, p, L, c));
+                          : solve_one_cut_dp(g, p, level_priority(p, L.level_of_group, c));
     if (options.cut_check) {
       CutSolution bf = solve_bruteforce(p, options.bruteforce_limit);
       options.cut_check->emplace_back(sol.cost, bf.cost);

@@ -1,0 +1,48 @@
+// Exact min-sum variable elimination over small dense factors (bucket elimination).
+//
+// The one-cut problem is a sum of pairwise terms between a node's strategy and each tensor
+// it touches (one_cut_dp.h builds them). Minimising a sum of factors variable by variable is
+// exact whatever the order; the order only decides the size of the intermediate factors
+// (the induced width). The order is chosen greedily: always eliminate the variable whose
+// elimination creates the smallest table (min-weight, ties by a caller-given priority such
+// as the BFS level), which keeps chains, residual blocks and unrolled RNNs at a few
+// variables per table, so the work grows linearly with depth.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace autotile {
+
+/// \brief A sum of dense factors over discrete variables.
+struct FactorGraph {
+  /// \brief One term: a dense table over `vars` (distinct), mixed radix, last var fastest.
+  struct Factor {
+    std::vector<int> vars;
+    std::vector<double> table;
+  };
+  std::vector<int> domain;       ///< per variable, >= 1
+  std::vector<Factor> factors;
+  double constant = 0;           ///< terms without variables
+
+  /// \brief Adds a variable with `d` values; returns its id.
+  int add_var(int d);
+  /// \brief Adds a term over `vars` (table in mixed radix, last var fastest).
+  void add_factor(std::vector<int> vars, std::vector<double> table);
+};
+
+/// \brief Minimum of the sum and the values reaching it.
+struct EliminationResult {
+  std::vector<int> value;  ///< per variable
+  double cost = 0;
+  double log2_width = 0;   ///< log2 of the largest table built (the induced width in entries)
+};
+
+/// \brief Exact minimum by greedy min-weight elimination. `priority[v]` (optional, may be
+/// empty) breaks ties: lower first. Throws Error (message from `describe(v)`) when a table
+/// would exceed `max_states` entries.
+EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& priority, int64_t max_states,
+                            const std::function<std::string(int)>& describe);
+
+}  // namespace autotile
