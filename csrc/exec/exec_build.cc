@@ -75,6 +75,14 @@ class Builder {
                const std::function<int(int)>& holder_buffer, const std::vector<bool>& keep, BufferRole role,
                NodeId node, int64_t time);
 
+  /// Assemble `want[d]` on every device d (skipping devices whose want is null). When the
+  /// holders' partial sums must be reduced over groups of more than two devices, pick the
+  /// cheaper of pulling every partial (direct) or a reduce-scatter along one dim followed by
+  /// fetching the reduced slabs, exactly as the search's cost model prices it.
+  std::vector<int> convert(TensorId t, const std::vector<const Box*>& want, const std::vector<Level>& levels,
+                           const std::function<int(int)>& holder_buffer, const std::vector<bool>& keep,
+                           BufferRole role, NodeId node, int64_t time);
+
   const Graph& g_;
   const PlanSpec& plan_;
   const ExecOptions& opts_;
@@ -279,6 +287,179 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
   return dest;
 }
 
+std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& want, const std::vector<Level>& levels,
+                                  const std::function<int(int)>& holder_buffer, const std::vector<bool>& keep,
+                                  BufferRole role, NodeId node, int64_t time) {
+  const auto& f = plan_.factors;
+  const int devices = eg_.devices;
+  std::vector<int> out(devices, -1);
+  auto direct = [&]() {
+    for (int d = 0; d < devices; ++d)
+      if (want[d]) out[d] = assemble(d, t, *want[d], levels, holder_buffer, keep, role, node, time);
+    return out;
+  };
+  // Cuts reduced here, and whether this is a plain reduction the search prices.
+  int P = 1;
+  std::vector<bool> reduce_cut(f.size(), false);
+  for (size_t c = 0; c < f.size(); ++c) {
+    if (levels[c].kind == LevelKind::kPartial && !keep[c]) {
+      reduce_cut[c] = true;
+      P *= f[c];
+    } else if (keep[c] && levels[c].kind != LevelKind::kPartial && f[c] > 1) {
+      return direct();  // partial kept where the producer did not reduce: random plans only
+    }
+  }
+  if (P <= 2) return direct();  // pulling the partner's partial is already optimal
+  for (int d = 0; d < devices; ++d)
+    if (!want[d]) return direct();
+  // Reduction groups: devices equal in every digit but the reduced cuts.
+  std::vector<int> leader(devices), member(devices);
+  for (int d = 0; d < devices; ++d) {
+    int lead = 0, idx = 0;
+    for (size_t c = 0; c < f.size(); ++c) {
+      lead = lead * f[c] + (reduce_cut[c] ? 0 : digits_[d][c]);
+      if (reduce_cut[c]) idx = idx * f[c] + digits_[d][c];
+    }
+    leader[d] = lead;
+    member[d] = idx;
+  }
+  auto held = [&](int d) -> const Box& { return eg_.buffers[holder_buffer(d)].box; };
+  double best = 0, rs = 0;
+  for (int d = 0; d < devices; ++d) {
+    double nv = static_cast<double>(want[d]->volume()), in = static_cast<double>(want[d]->intersect(held(d)).volume());
+    best += (P - 1) * in + P * (nv - in);
+    if (leader[d] == d) rs += (P - 1) * static_cast<double>(held(d).volume());
+  }
+  int best_dim = -1;
+  const size_t rank = g_.tensor(t).shape.size();
+  // Balanced slabs (uneven, or empty when the dim is shorter than the group): the same
+  // formula as the cost model's (csrc/search/cost_model.cc).
+  auto slab_of = [&](int d, size_t e) {
+    Box slab = held(leader[d]);
+    const int64_t lo = slab.dims[e].lo, size = slab.dims[e].size();
+    slab.dims[e] = {lo + size * member[d] / P, lo + size * (member[d] + 1) / P};
+    return slab;
+  };
+  for (size_t e = 0; e < rank; ++e) {
+    double fetch = 0;
+    for (int d = 0; d < devices; ++d)
+      fetch += static_cast<double>(want[d]->volume() - want[d]->intersect(slab_of(d, e)).volume());
+    if (rs + fetch < best) {
+      best = rs + fetch;
+      best_dim = static_cast<int>(e);
+    }
+  }
+  const int dsize = dtype_size(g_.tensor(t).dtype);
+  if (rank == 0) {
+    // A scalar: member 0 of each group (the group's leader) reduces it, the others fetch it.
+    double fetch = 0;
+    for (int d = 0; d < devices; ++d)
+      if (member[d] != 0) fetch += static_cast<double>(want[d]->volume());
+    if (!(rs + fetch < best)) return direct();
+    bool partial = false;
+    for (size_t c = 0; c < f.size(); ++c) partial = partial || (keep[c] && levels[c].kind == LevelKind::kPartial);
+    for (int d = 0; d < devices; ++d) {
+      if (member[d] != 0) continue;
+      ExecOp op;
+      op.kind = ExecKind::kFetch;
+      op.device = d;
+      op.node = node;
+      op.outputs = {new_buffer(d, t, *want[d], role, partial)};
+      op.accumulate = true;
+      op.time = time;
+      for (int g = 0; g < devices; ++g) {
+        if (leader[g] != leader[d]) continue;
+        op.pieces.push_back({holder_buffer(g), *want[d]});
+        if (g != d) op.bytes_moved += dsize;
+      }
+      out[d] = op.outputs[0];
+      new_op(std::move(op));
+    }
+    for (int d = 0; d < devices; ++d) {
+      if (member[d] == 0) continue;
+      ExecOp op;
+      op.kind = ExecKind::kFetch;
+      op.device = d;
+      op.node = node;
+      op.outputs = {new_buffer(d, t, *want[d], role, partial)};
+      op.pieces.push_back({out[leader[d]], *want[d]});
+      op.bytes_moved = dsize;
+      op.time = time;
+      out[d] = op.outputs[0];
+      new_op(std::move(op));
+    }
+    return out;
+  }
+  if (best_dim < 0) return direct();
+  // Reduce-scatter: member m of each group sums slab m of the group's partials.
+  std::vector<int> reduced(devices);
+  for (int d = 0; d < devices; ++d) {
+    Box slab = slab_of(d, static_cast<size_t>(best_dim));
+    bool partial = false;
+    for (size_t c = 0; c < f.size(); ++c) partial = partial || (keep[c] && levels[c].kind == LevelKind::kPartial);
+    int dest = new_buffer(d, t, slab, BufferRole::kRegion, partial);
+    ExecOp op;
+    op.kind = ExecKind::kFetch;
+    op.device = d;
+    op.node = node;
+    op.outputs = {dest};
+    op.accumulate = true;
+    op.time = time;
+    for (int g = 0; g < devices; ++g) {
+      if (leader[g] != leader[d]) continue;
+      op.pieces.push_back({holder_buffer(g), slab});
+      if (g != d) op.bytes_moved += slab.volume() * dsize;
+    }
+    new_op(std::move(op));
+    reduced[d] = dest;
+  }
+  // Gather: every device assembles what it wants from the reduced slabs, its own first, then
+  // from the devices nearest to it (longest common prefix of digits: the fastest links).
+  for (int d = 0; d < devices; ++d) {
+    const Box& w = *want[d];
+    std::vector<int> order(devices);
+    for (int e = 0; e < devices; ++e) order[e] = e;
+    auto common = [&](int e) {
+      size_t c = 0;
+      while (c < f.size() && digits_[e][c] == digits_[d][c]) ++c;
+      return c;
+    };
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return common(a) > common(b); });
+    std::vector<Piece> pieces;
+    std::vector<Box> used;
+    int64_t covered = 0, moved = 0;
+    for (int e : order) {
+      const Box& slab = eg_.buffers[reduced[e]].box;
+      if (std::find(used.begin(), used.end(), slab) != used.end()) continue;
+      used.push_back(slab);
+      Box region = w.intersect(slab);
+      if (region.empty()) continue;
+      pieces.push_back({reduced[e], region});
+      covered += region.volume();
+      if (e != d) moved += region.volume() * dsize;
+    }
+    if (covered != w.volume())
+      fail("internal: reduced slabs of tensor '", g_.tensor(t).name, "' cover ", covered, " of ", w.volume(),
+           " elements of region ", w.str(), " on device ", d);
+    if (pieces.size() == 1 && pieces[0].src == reduced[d] && eg_.buffers[reduced[d]].box == w) {
+      out[d] = reduced[d];
+      continue;
+    }
+    int dest = new_buffer(d, t, w, role, eg_.buffers[reduced[d]].partial);
+    ExecOp op;
+    op.kind = ExecKind::kFetch;
+    op.device = d;
+    op.node = node;
+    op.outputs = {dest};
+    op.pieces = std::move(pieces);
+    op.bytes_moved = moved;
+    op.time = time;
+    new_op(std::move(op));
+    out[d] = dest;
+  }
+  return out;
+}
+
 ExecGraph Builder::build() {
   g_.validate();
   check_plan();
@@ -311,6 +492,25 @@ ExecGraph Builder::build() {
     int64_t t_fetch = 6 * static_cast<int64_t>(pos), t_compute = t_fetch + 2, t_out = t_fetch + 4;
     std::vector<SubOp> subs;
     for (int d = 0; d < devices; ++d) subs.push_back(sub_op(n, d));
+    // Input regions of every device's sub-op (one MultiFetch per region that is not local).
+    std::vector<std::vector<int>> in_buf(node.inputs.size());
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      TensorId t = node.inputs[j];
+      int64_t when = t_fetch;
+      if (!opts_.control_deps) {
+        // as early as the sources allow: right after the tensor was produced
+        NodeId p = g_.tensor(t).producer;
+        when = 0;
+        if (p != kNone)
+          for (size_t q = 0; q < pos; ++q)
+            if (order[q] == p) when = 6 * static_cast<int64_t>(q) + 5;
+      }
+      std::vector<const Box*> wants(devices, nullptr);
+      for (int d = 0; d < devices; ++d)
+        if (subs[d].read[j]) wants[d] = &subs[d].in[j];
+      in_buf[j] = convert(t, wants, tensor_levels_[t], [&](int e) { return eg_.tile(t, e); }, no_keep,
+                          BufferRole::kRegion, n, when);
+    }
     std::vector<std::vector<int>> raw(devices);
     for (int d = 0; d < devices; ++d) {
       ExecOp op;
@@ -319,24 +519,8 @@ ExecGraph Builder::build() {
       op.node = n;
       op.time = t_compute;
       for (size_t j = 0; j < node.inputs.size(); ++j) {
-        TensorId t = node.inputs[j];
         op.input_boxes.push_back(subs[d].in[j]);
-        if (!subs[d].read[j]) {
-          op.inputs.push_back(-1);
-          continue;
-        }
-        int64_t when = t_fetch;
-        if (!opts_.control_deps) {
-          // as early as the sources allow: right after the tensor was produced
-          NodeId p = g_.tensor(t).producer;
-          when = p == kNone ? 0 : -1;
-          if (p != kNone)
-            for (size_t q = 0; q < pos; ++q)
-              if (order[q] == p) when = 6 * static_cast<int64_t>(q) + 5;
-        }
-        op.inputs.push_back(assemble(
-            d, t, subs[d].in[j], tensor_levels_[t], [&](int e) { return eg_.tile(t, e); }, no_keep,
-            BufferRole::kRegion, n, when));
+        op.inputs.push_back(subs[d].read[j] ? in_buf[j][d] : -1);
       }
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         bool partial = false;
@@ -352,11 +536,12 @@ ExecGraph Builder::build() {
       const auto& levels = subs[0].out_levels[o];
       std::vector<bool> keep(f.size());
       for (size_t i = 0; i < f.size(); ++i) keep[i] = tensor_levels_[t][i].kind == LevelKind::kPartial;
-      for (int d = 0; d < devices; ++d) {
-        Box box = holder_box(g_.tensor(t).shape, tensor_levels_[t], f, digits_[d]);
-        eg_.tile_of[static_cast<size_t>(t) * devices + d] =
-            assemble(d, t, box, levels, [&](int e) { return raw[e][o]; }, keep, BufferRole::kTile, n, t_out);
-      }
+      std::vector<Box> boxes;
+      for (int d = 0; d < devices; ++d) boxes.push_back(holder_box(g_.tensor(t).shape, tensor_levels_[t], f, digits_[d]));
+      std::vector<const Box*> wants;
+      for (const Box& b : boxes) wants.push_back(&b);
+      std::vector<int> tiles = convert(t, wants, levels, [&](int e) { return raw[e][o]; }, keep, BufferRole::kTile, n, t_out);
+      for (int d = 0; d < devices; ++d) eg_.tile_of[static_cast<size_t>(t) * devices + d] = tiles[d];
     }
   }
   for (const ExecOp& op : eg_.ops) eg_.bytes_moved += op.bytes_moved;

@@ -41,26 +41,32 @@ double conversion_elements(const DeviceLayout& held, const DeviceLayout& need, c
     member[d] = idx;
   }
 
-  double direct = 0, rs = 0, flat = 0;
+  // Options the execution graph can build from box-shaped pieces: pull every partial
+  // (direct), or reduce-scatter along one dim then fetch the reduced slabs (csrc/exec).
+  double direct = 0, rs = 0;
   for (int d = 0; d < K; ++d) {
     double nv = box_volume(need.box[d]), in = box_overlap(need.box[d], held.box[d]);
     direct += (P - 1) * in + P * (nv - in);
     if (leader[d] == d) rs += (P - 1) * box_volume(held.box[d]);
-    flat += nv - in / P;
   }
-  double best = std::min(direct, rs + flat);
+  double best = direct;
   const size_t rank = held.box.empty() ? 0 : held.box[0].size();
+  // Reduce-scatter along dim e: member m of a group reduces the balanced slab m of the
+  // group's box (slabs may be uneven, or empty when the dim is shorter than the group).
   for (size_t e = 0; e < rank; ++e) {
-    bool even = true;
-    for (int d = 0; d < K && even; ++d) even = held.box[d][e].size() % P == 0;
-    if (!even) continue;
     double fetch = 0;
     for (int d = 0; d < K; ++d) {
       Box slab = held.box[leader[d]];
-      int64_t n = slab[e].size() / P;
-      slab[e] = Interval{slab[e].lo + n * member[d], slab[e].lo + n * (member[d] + 1)};
+      const int64_t lo = slab[e].lo, size = slab[e].size();
+      slab[e] = Interval{lo + size * member[d] / P, lo + size * (member[d] + 1) / P};
       fetch += box_volume(need.box[d]) - box_overlap(need.box[d], slab);
     }
+    best = std::min(best, rs + fetch);
+  }
+  if (rank == 0) {  // a scalar: member 0 of each group reduces it, the others fetch it
+    double fetch = 0;
+    for (int d = 0; d < K; ++d)
+      if (member[d] != 0) fetch += box_volume(need.box[d]);
     best = std::min(best, rs + fetch);
   }
   return best;
