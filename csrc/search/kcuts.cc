@@ -1,7 +1,10 @@
 #include "search/kcuts.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 
 #include "search/bfs_levels.h"
 #include "search/bruteforce.h"
@@ -71,14 +74,29 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
+  // AUTOTILE_SEARCH_PROFILE=1 prints where each cut's time goes (stderr), for bench/ work.
+  const bool profile = std::getenv("AUTOTILE_SEARCH_PROFILE") != nullptr;
+  auto lap = std::chrono::steady_clock::now();
+  auto tick = [&](const char* what) {
+    if (!profile) return;
+    auto now = std::chrono::steady_clock::now();
+    std::fprintf(stderr, "  %-10s %8.4f s\n", what, std::chrono::duration<double>(now - lap).count());
+    lap = now;
+  };
+  tick("validate");
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
     const int k = plan.factors[cut];
+    if (profile) std::fprintf(stderr, "cut %zu (%d-way)\n", cut + 1, k);
     std::vector<char> elementwise;
     auto opts = node_options(g, s, k, static_cast<int>(cut), provider, options.constraint, options.replicate_fallback,
                              &elementwise);
+    tick("options");
     Coarsening c = coarsen(g, elementwise);
+    tick("coarsen");
     CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint);
+    tick("tables");
     Levels L = bfs_levels(g, c);
+    tick("levels");
     if (cut == 0) {
       plan.num_groups = c.num_groups;
       plan.num_levels = L.num_levels;
@@ -90,6 +108,9 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       CutSolution bf = solve_bruteforce(p, options.bruteforce_limit);
       options.cut_check->emplace_back(sol.cost, bf.cost);
     }
+    if (profile) std::fprintf(stderr, "  (%d variables, %d groups, %d levels, widest table 2^%.1f)\n", p.num_vars(),
+                              c.num_groups, L.num_levels, sol.log2_width);
+    tick("solve");
     if (!(sol.cost < kInfCost)) fail("cut ", cut + 1, " (", k, "-way) has no feasible plan");
     std::vector<Tiling> tilings(g.num_tensors());
     for (TensorId t = 0; t < g.num_tensors(); ++t) tilings[t] = p.var_tilings[p.tensor_var[t]][sol.value[p.tensor_var[t]]];
@@ -100,6 +121,10 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       chosen[n] = p.options[n][best];
     }
     s.apply(g, k, tilings, chosen);
+    tick("apply");
+    // The state prices the chosen plan edge by edge, independently of the solver's tables.
+    if (std::abs(s.flat_bytes - sol.cost) > 1e-9 * std::max(1.0, std::abs(s.flat_bytes)))
+      fail("internal: cut ", cut + 1, " solver cost ", sol.cost, " != priced cost ", s.flat_bytes);
     flat.push_back(s.flat_bytes);
   }
   finish(g, s, flat, options.bandwidths, &plan);
