@@ -91,7 +91,11 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
         if (constraint.allow_strategy && !constraint.allow_strategy(n, o, cut)) continue;
         opts[n].push_back(std::move(o));
       }
-      if (opts[n].empty() && replicate_fallback) opts[n].push_back(whole);
+      // No dim of this op divides k ways (a bias of 8 on a 3-way cut): it runs replicated,
+      // as a replicated op computes the same thing on every device (no error: the plan is
+      // still valid, only redundant for this op).
+      if (opts[n].empty() && (!constraint.allow_strategy || constraint.allow_strategy(n, whole, cut)))
+        opts[n].push_back(whole);
     }
     if (opts[n].empty())
       fail("node '", node.name, "' (op ", node.op, "): no partition strategy ",

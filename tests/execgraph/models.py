@@ -1,0 +1,79 @@
+"""Small training graphs for execution tests: MLP, CNN, residual, concat-branch, LSTM."""
+from __future__ import annotations
+
+import numpy as np
+
+import autotile as at
+
+B = 24  # divisible by 2, 4, 6 and 8 devices
+
+
+def mlp():
+    x = at.sym.Variable("data")
+    h = at.sym.FullyConnected(x, num_hidden=16, name="fc1")
+    h = at.sym.Activation(h, act_type="relu", name="relu1")
+    h = at.sym.FullyConnected(h, num_hidden=8, name="fc2")
+    return at.sym.SoftmaxOutput(h, name="softmax"), {"data": (B, 12), "softmax_label": (B,)}, 8
+
+
+def cnn():
+    x = at.sym.Variable("data")
+    h = at.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=8, name="conv1")
+    h = at.sym.Activation(h, act_type="relu", name="relu1")
+    h = at.sym.Pooling(h, kernel=(2, 2), stride=(2, 2), pool_type="max", name="pool1")
+    h = at.sym.Convolution(h, kernel=(3, 3), pad=(1, 1), num_filter=8, name="conv2")
+    h = at.sym.Activation(h, act_type="tanh", name="tanh2")
+    h = at.sym.Flatten(h, name="flat")
+    h = at.sym.FullyConnected(h, num_hidden=4, name="fc")
+    return at.sym.SoftmaxOutput(h, name="softmax"), {"data": (B, 4, 8, 8), "softmax_label": (B,)}, 4
+
+
+def residual():
+    x = at.sym.Variable("data")
+    a = at.sym.FullyConnected(x, num_hidden=16, name="fc1")
+    b = at.sym.Activation(a, act_type="tanh", name="act")
+    b = at.sym.FullyConnected(b, num_hidden=16, name="fc2")
+    h = at.sym.elemwise_add(a, b, name="add")  # fc1's output is used twice
+    h = at.sym.FullyConnected(h, num_hidden=8, name="fc3")
+    return at.sym.SoftmaxOutput(h, name="softmax"), {"data": (B, 12), "softmax_label": (B,)}, 8
+
+
+def concat_branch():
+    x = at.sym.Variable("data")
+    a = at.sym.FullyConnected(x, num_hidden=8, name="left")
+    b = at.sym.FullyConnected(x, num_hidden=16, name="right")
+    h = at.sym.Concat(at.sym.Activation(a, act_type="relu", name="ra"),
+                      at.sym.Activation(b, act_type="sigmoid", name="rb"), dim=1, name="cat")
+    h = at.sym.FullyConnected(h, num_hidden=8, name="head")
+    return at.sym.SoftmaxOutput(h, name="softmax"), {"data": (B, 12), "softmax_label": (B,)}, 8
+
+
+def lstm():
+    sym = at.models.rnn(layers=1, hidden=8, steps=3, batch=B, vocab=16)
+    shapes = {}
+    for n in sym.topo_nodes():
+        if n.is_variable and (n.name == "data" or n.name.endswith("label")):
+            shapes[n.name] = tuple(int(v) for v in n.attrs["__shape__"].strip("()").split(",") if v.strip())
+    return sym, shapes, 16
+
+
+MODELS = {"mlp": mlp, "cnn": cnn, "residual": residual, "concat": concat_branch, "lstm": lstm}
+
+
+def vals_names(sym):
+    return set(sym.list_arguments())
+
+
+def values(sym, shapes, classes, seed=0):
+    """Random inputs and params (float32), labels in range, LSTM token ids in range."""
+    rng = np.random.default_rng(seed)
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    vals = {}
+    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
+        if name.endswith("label") or (name == "data" and "embed_weight" in vals_names(sym)):
+            vals[name] = rng.integers(0, classes, size=shape).astype(np.float32)
+        elif name.endswith("moving_var"):
+            vals[name] = np.ones(shape, np.float32)
+        else:
+            vals[name] = (rng.standard_normal(shape) * 0.3).astype(np.float32)
+    return vals
