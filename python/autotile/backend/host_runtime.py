@@ -14,25 +14,7 @@ import numpy as np
 
 from .. import _core
 from ..errors import Error
-from ..execgraph.tile_attrs import tile_attrs
-from ..ops import registry
-from ..ops.registry import KernelContext
-
-
-def _crop(value: np.ndarray, buf: dict, full_shape) -> np.ndarray:
-    """A kernel that read whole dims of its inputs (e.g. softmax's class dim when the plan
-    splits it) computes those dims in full: keep the part the tile owns."""
-    if value.shape == tuple(h - l for l, h in zip(buf["lo"], buf["hi"])) or value.ndim != len(full_shape):
-        return value
-    index = []
-    for d, (lo, hi) in enumerate(zip(buf["lo"], buf["hi"])):
-        if value.shape[d] == hi - lo:
-            index.append(slice(None))
-        elif value.shape[d] == full_shape[d]:
-            index.append(slice(lo, hi))
-        else:
-            return value
-    return value[tuple(index)]
+from .sub_op import SubOpRunner
 
 
 class _Failure:
@@ -56,8 +38,7 @@ class HostRuntime:
         self.dtypes = [np.dtype(d) for d in low.tensor_dtypes]
         self.arenas = [np.zeros(max(int(b), 1), dtype=np.uint8) for b in eg.core.arena_bytes]
         self.views = [self._view(b) for b in eg.buffers]
-        # Symbol nodes of the training graph by name (kernels and attributes).
-        self.nodes = {n.name: n for n in eg.training.symbol.topo_nodes() if not n.is_variable}
+        self.runner = SubOpRunner(eg)
 
     def _view(self, b: dict) -> np.ndarray:
         dtype = self.dtypes[b["tensor"]]
@@ -105,42 +86,9 @@ class HostRuntime:
 
     # ------------------------------------------------------------------ execution
     def _compute(self, op: dict, is_train: bool, rng):
-        low = self.eg.lowered
-        name = low.node_names[op["node"]]
-        node = self.nodes[name]
-        opdef = node.opdef()
-        attrs = node.parsed_attrs()
-        in_tensors = self.eg.core_tensor_inputs[op["node"]]
-        inputs = []
-        for j, b in enumerate(op["inputs"]):
-            if b >= 0:
-                inputs.append(self.views[b])
-            else:  # the op needs only this input's shape (a shape donor, e.g. of its output)
-                lo, hi = op["input_boxes"][j]
-                shape = tuple(h - l for l, h in zip(lo, hi))
-                full = tuple(low.tensor_shapes[in_tensors[j]])
-                for t, b in zip(self.eg.core_tensor_outputs[op["node"]], op["outputs"]):
-                    if tuple(low.tensor_shapes[t]) == full:
-                        ob = self.eg.buffers[b]
-                        shape = tuple(h - l for l, h in zip(ob["lo"], ob["hi"]))
-                        break
-                inputs.append(np.broadcast_to(np.zeros((), self.dtypes[in_tensors[j]]), shape))
-        in_shapes = [low.tensor_shapes[t] for t in in_tensors]
-        out_tensors = self.eg.core_tensor_outputs[op["node"]]
-        out_shapes = [low.tensor_shapes[t] for t in out_tensors]
-        out_boxes = [(self.eg.buffers[b]["lo"], self.eg.buffers[b]["hi"]) for b in op["outputs"]]
-        attrs = tile_attrs(node.op, attrs, op["input_boxes"], out_boxes, in_shapes, out_shapes)
-        n_args = len(opdef.arguments(attrs))
-        ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng)
-        outs = opdef.forward(attrs, inputs, ctx)
-        for b, t, value in zip(op["outputs"], out_tensors, outs):
-            view = self.views[b]
-            value = _crop(np.asarray(value), self.eg.buffers[b], low.tensor_shapes[t])
-            if value.shape != view.shape:
-                raise Error(f"node '{name}' (op {node.op}) on device {op['device']} produced shape {value.shape} "
-                            f"for its tile, expected {view.shape}: the op cannot run on this tile "
-                            f"(a tile_attrs hook is missing for {node.op})")
-            np.copyto(view, value, casting="unsafe")
+        outs = self.runner.run(op, lambda b: self.views[b], is_train, rng)
+        for b, value in zip(op["outputs"], outs):
+            np.copyto(self.views[b], value, casting="unsafe")
 
     def _fetch(self, op: dict):
         dst_b = self.eg.buffers[op["outputs"][0]]
