@@ -38,9 +38,25 @@ PlanConstraint layerwise_constraint(const LayerView& v, const PlanConstraint& da
   pc.allow_tiling = [pin_t, data_t, dp_touch](TensorId t, const Tiling& ti, int cut) {
     return pin_t(t, ti, cut) && (!(*dp_touch)[t] || data_t(t, ti, cut));
   };
-  auto mp_nodes = std::make_shared<std::vector<char>>(mp_node);
-  pc.allow_strategy = [pin_s, data_s, mp_nodes](NodeId n, const NodeOption& o, int cut) {
-    return (*mp_nodes)[n] ? pin_s(n, o, cut) : data_s(n, o, cut);
+  // A dp node none of whose options splits the batch the data way (BatchNorm's batch
+  // statistics, a slice along the batch-sized axis) is left to the search, as an mp node
+  // with nothing pinned would be: data parallelism has no way to run it.
+  auto mode = std::make_shared<std::vector<char>>(g.num_nodes(), 0);  // 0 dp, 1 mp, 2 free
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    if (mp_node[n]) {
+      (*mode)[n] = 1;
+      continue;
+    }
+    bool any = false;
+    for (const NodeOption& o : ctx.options[n]) any = any || data_s(n, o, ctx.cut);
+    if (!any) (*mode)[n] = 2;
+  }
+  pc.allow_strategy = [pin_s, data_s, mode](NodeId n, const NodeOption& o, int cut) {
+    switch ((*mode)[n]) {
+      case 0: return data_s(n, o, cut);
+      case 1: return pin_s(n, o, cut);
+      default: return true;
+    }
   };
   pc.explain = data.explain;
   return pc;
