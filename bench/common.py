@@ -1,0 +1,162 @@
+"""Helpers shared by the benchmark scripts: timing, tables, output files."""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import time
+from typing import Callable, List, Sequence
+
+OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+
+
+def median_seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:
+    """Median wall time of `fn` over `repeat` runs after `warmup` runs."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def table(headers: Sequence[str], rows: List[Sequence]) -> str:
+    """A plain-text table with right-aligned columns."""
+    cells = [[str(h) for h in headers]] + [[_fmt(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+    lines = ["  ".join(c.rjust(w) for c, w in zip(row, widths)) for row in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(c) -> str:
+    if isinstance(c, float):
+        if c == 0:
+            return "0"
+        if abs(c) >= 100:
+            return f"{c:.0f}"
+        if abs(c) >= 1:
+            return f"{c:.2f}"
+        return f"{c:.3g}"
+    return str(c)
+
+
+def write_json(name: str, data) -> str:
+    os.makedirs(OUT_DIR, exist_ok=True)
+    path = os.path.join(OUT_DIR, name)
+    with open(path, "w") as f:
+        json.dump(data, f, indent=1)
+    return path
+
+
+def out_path(name: str) -> str:
+    os.makedirs(OUT_DIR, exist_ok=True)
+    return os.path.join(OUT_DIR, name)
+
+
+# ---------------------------------------------------------------------------- shared by the
+# simulator benchmarks (speedup, mlp, algorithms, memory_fit, sim_validate)
+
+def use_tree_package() -> None:
+    """Import autotile from this checkout (python/) when a development build is there, as
+    tests/conftest.py does, so the scripts measure the code next to them."""
+    import glob
+    import sys
+
+    tree = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "python")
+    if glob.glob(os.path.join(tree, "autotile", "_core*.so")) and tree not in sys.path:
+        sys.path.insert(0, tree)
+
+
+def arg_parser(description: str):
+    """The options every simulator benchmark takes: --quick and --profile NAME (repeatable)."""
+    import argparse
+
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="small sizes (CI smoke run, < 2 minutes)")
+    p.add_argument("--profile", action="append", default=None,
+                   help="hardware profile name or JSON path (repeatable; default per benchmark)")
+    return p
+
+
+def error_text(e: BaseException, width: int = 60) -> str:
+    """One short line for a table cell: the first line of an error."""
+    text = str(e).strip().split("\n")[0]
+    return (text[: width - 3] + "...") if len(text) > width else text
+
+
+def plan_and_transform(model, devices: int, algorithm: str, batch=None, **plan_kwargs):
+    """(plan, ExecGraph) of `model` (zoo name or Symbol) on `devices` devices; autotile
+    Errors propagate (a baseline not implemented yet, a model too large to plan)."""
+    import autotile as at
+
+    plan = at.plan(model, devices=devices, batch=batch, algorithm=algorithm, **plan_kwargs)
+    return plan, at.transform(model, plan)
+
+
+class Cache:
+    """Memoises plan/transform/simulate results within one script run."""
+
+    def __init__(self):
+        self.items = {}
+
+    def get(self, key, fn):
+        if key not in self.items:
+            try:
+                self.items[key] = (fn(), None)
+            except Exception as e:  # noqa: BLE001 - reported in the table row, the run goes on
+                from autotile.errors import Error
+
+                if not isinstance(e, (Error, MemoryError)):
+                    raise
+                self.items[key] = (None, e)
+        return self.items[key]
+
+
+def save_figure(fig, name: str) -> str:
+    """Write a matplotlib figure to bench/out/<name> and close it."""
+    import matplotlib.pyplot as plt
+
+    path = out_path(name)
+    fig.savefig(path, dpi=110, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def pyplot():
+    """matplotlib.pyplot on the non-interactive Agg backend."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+#: the algorithms of the speedup/MLP/algorithm comparisons, in table order
+ALGORITHMS = ("tofu", "soybean", "data", "model", "owt", "hypar", "spartan")
+
+
+def simulate_config(model, devices: int, algorithm: str, profiles, batch=None, calibration=None):
+    """Plan, transform and simulate `model` on each of `profiles` (Hardware objects).
+
+    Returns {"ok": True, "comm_bytes", "search_seconds", "peak_memory", "sims": {profile:
+    SimResult.summary()}} or {"ok": False, "error": short text} when planning or the
+    transform fails (an algorithm not implemented yet, a graph too large)."""
+    from autotile.errors import Error
+    from autotile.sim import Simulator
+
+    try:
+        plan, eg = plan_and_transform(model, devices, algorithm, batch=batch)
+    except (Error, MemoryError) as e:
+        return {"ok": False, "error": error_text(e)}
+    result = {"ok": True, "comm_bytes": plan.comm_bytes, "search_seconds": plan.search_seconds,
+              "peak_memory": max(eg.stats()["peak_memory"]), "sims": {}}
+    for hw in profiles:
+        sim = Simulator(hw, calibration).run(eg)
+        result["sims"][hw.name] = dict(sim.summary(), device_compute=sim.device_compute,
+                                       device_comm=sim.device_comm)
+    del eg
+    return result

@@ -1,0 +1,144 @@
+"""Validate the simulator against the host runtime on this machine.
+
+For MLP, AlexNet and VGG-16 at small batch (small images, to keep each step under a second
+or so) on k virtual devices: run the training step's ExecGraph with the host runtime
+(median step time of a few runs, MEASURED) and simulate the same ExecGraph on the `host`
+profile calibrated on this machine (SIMULATED); print both and the relative error.
+
+    python bench/sim_validate.py [--quick]
+"""
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+
+# One BLAS thread per virtual device, before NumPy loads: k device threads each running a
+# 2-thread OpenBLAS oversubscribe the 2 cores (spinning workers); the host profile says so.
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+common.use_tree_package()
+
+
+def cases(quick: bool):
+    """(label, Symbol builder) of the validation models; small images keep steps short."""
+    from autotile.models import alexnet, mlp, vgg
+
+    if quick:
+        return [("mlp-4-1024 b64", lambda: mlp(64, layers=4, hidden=1024)),
+                ("alexnet-i96 b8", lambda: alexnet(8, image=96, classes=100))]
+    return [("mlp-4-2048 b128", lambda: mlp(128, layers=4, hidden=2048)),
+            ("alexnet-i128 b16", lambda: alexnet(16, image=128, classes=200)),
+            ("vgg16-i64 b8", lambda: vgg(16, 8, image=64, classes=200))]
+
+
+def step_inputs(eg):
+    """Random inputs for every graph input of `eg` (labels valid class ids)."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    tg = eg.training
+    values = {}
+    for tid, name in enumerate(eg.lowered.tensor_names):
+        if eg.core.tile(tid, 0) < 0 or eg.buffers[eg.core.tile(tid, 0)]["producer"] >= 0:
+            continue
+        shape = eg.lowered.tensor_shapes[tid]
+        if name.endswith("label"):
+            values[name] = rng.integers(0, 10, size=shape).astype(np.float32)
+        elif name in tg.head_grad_names:
+            values[name] = np.ones(shape, np.float32)
+        else:
+            values[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+    return values
+
+
+def measure(eg, repeat: int) -> float:
+    """Median step time of the host runtime on `eg` (after one warm-up step)."""
+    from autotile.backend.host_runtime import HostRuntime
+
+    rt = HostRuntime(eg)
+    values = step_inputs(eg)
+    times = []
+    for i in range(repeat + 2):
+        rt.load(values)  # the memory plan reuses input regions: reload before every step
+        t0 = time.perf_counter()
+        rt.run()
+        if i >= 2:  # two warm-up steps: first-touch page faults of arenas and temporaries
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(argv=None) -> int:
+    p = common.arg_parser(__doc__.split("\n")[0])
+    p.add_argument("--calibration", default=None, help="calibration JSON (read and extended)")
+    args = p.parse_args(argv)
+    import autotile as at
+    from autotile.sim import Calibration, Simulator, load_profile
+    from autotile.sim.calibrate import calibrate_graphs, default_path
+
+    path = args.calibration or default_path()
+    cal = Calibration.load(path) if os.path.exists(path) else Calibration()
+    profile = load_profile("host")
+    devices = (1, 2) if args.quick else (1, 2, 4)
+    algorithms = ("tofu", "data")
+    repeat = 3 if args.quick else 5
+    rows, raw = [], []
+    t_start = time.perf_counter()
+    load0 = os.getloadavg()[0]  # other jobs on this machine disturb the measurements
+    for label, build in cases(args.quick):
+        sym = build()
+        for k in devices:
+            for algo in algorithms if k > 1 else ("data",):
+                try:
+                    plan = at.plan(sym, devices=k, algorithm=algo)
+                    eg = at.transform(sym, plan)
+                except at.Error as e:
+                    rows.append((label, k, algo, "-", "-", "-", common.error_text(e, 40)))
+                    continue
+                cal = calibrate_graphs([eg], cal, repeat=repeat)
+                measured = measure(eg, repeat)
+                sim = Simulator(profile, cal).run(eg)
+                err = (sim.step_seconds - measured) / measured
+                rows.append((label, k, algo, measured * 1e3, sim.step_seconds * 1e3, f"{100 * err:+.1f}%", ""))
+                raw.append({"model": label, "devices": k, "algorithm": algo, "measured_seconds": measured,
+                            "simulated_seconds": sim.step_seconds, "error": err, **{
+                                f"sim_{k2}": v for k2, v in sim.summary().items() if k2 != "profile"}})
+                print(f"  {label} k={k} {algo}: measured {measured * 1e3:.1f} ms, simulated "
+                      f"{sim.step_seconds * 1e3:.1f} ms", file=sys.stderr)
+    cal.save(path)
+    headers = ("model", "devices", "algorithm", "measured ms", "simulated ms", "error", "note")
+    print("Simulator vs host runtime on this machine (measured: host runtime, median of "
+          f"{repeat} steps; simulated: 'host' profile calibrated here); load average "
+          f"before/after: {load0:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(common.table(headers, rows))
+    errs = [abs(r["error"]) for r in raw]
+    if errs:
+        print(f"\nmean |error| {100 * statistics.mean(errs):.1f}%, max |error| {100 * max(errs):.1f}% "
+              f"over {len(errs)} runs; calibration: {path}; {time.perf_counter() - t_start:.0f}s")
+    common.write_json("sim_validate.json", {"rows": raw, "calibration": path, "fetch": cal.fetch})
+    plt = common.pyplot()
+    if raw:
+        fig, ax = plt.subplots(figsize=(5, 5))
+        xs = [r["measured_seconds"] * 1e3 for r in raw]
+        ys = [r["simulated_seconds"] * 1e3 for r in raw]
+        ax.scatter(xs, ys)
+        for r, x, y in zip(raw, xs, ys):
+            ax.annotate(f"{r['model'].split()[0]} k{r['devices']} {r['algorithm']}", (x, y), fontsize=6)
+        lim = [0, max(xs + ys) * 1.1]
+        ax.plot(lim, lim, "k--", lw=0.8)
+        ax.plot(lim, [1.25 * v for v in lim], "r:", lw=0.6)
+        ax.plot(lim, [0.75 * v for v in lim], "r:", lw=0.6)
+        ax.set_xlabel("measured step (ms, host runtime)")
+        ax.set_ylabel("simulated step (ms, host profile)")
+        ax.set_title("simulator validation (dotted: +-25%)")
+        common.save_figure(fig, "sim_validate.png")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

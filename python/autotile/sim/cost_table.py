@@ -1,0 +1,197 @@
+"""Compute time of one sub-operator (one op of the ExecGraph on one device).
+
+Analytic (any profile): a roofline, ``launch + max(FLOPs / (peak * eff[kind]),
+bytes / (mem_bandwidth * eff["memory"]))``. FLOPs come from the op type and its tile shapes
+(formulas below); bytes are the tiles it reads and writes.
+
+Measured (``autotile bench calibrate``): times of the kernels on this machine, stored in a
+JSON keyed by op and tile shape. A shape that was measured uses its time; another shape of a
+measured op kind is interpolated by FLOPs between the measured ones (linear between the two
+neighbours, proportional beyond the largest, the smallest time below the smallest: small
+kernels are dominated by fixed overhead). Op kinds never measured fall back to the roofline.
+"""
+from __future__ import annotations
+
+import bisect
+import json
+import math
+import os
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from ..errors import Error
+from .hardware import Hardware
+
+Shape = Tuple[int, ...]
+
+#: op kinds that run a BLAS matrix product (they use every core of a host when alone)
+MATMUL_KINDS = {"FullyConnected", "_backward_FullyConnected_data", "_backward_FullyConnected_weight",
+                "Convolution", "_backward_Convolution_data", "_backward_Convolution_weight",
+                "dot", "_backward_dot_lhs", "_backward_dot_rhs", "batch_dot"}
+
+
+def _numel(shape: Sequence[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def flops(kind: str, ins: List[Optional[Shape]], outs: List[Shape]) -> float:
+    """Floating-point operations of op `kind` on these tiles (a multiply-add counts 2).
+
+    `ins` are the input tiles the op reads (None for an input it only takes the shape of),
+    `outs` its output tiles. Products: out elements x the reduced extent, read off the
+    weight-shaped tile, which carries the split of the reduction dims:
+
+    - FullyConnected: out (N, H), weight (H, D):      2 * |out| * D
+    - _backward_FullyConnected_data: out (N, D), weight (H, D): 2 * |out| * H
+    - _backward_FullyConnected_weight: out (H, D), og (N, H):   2 * |out| * N
+    - Convolution: out (N, F, OH, OW), weight (F, C/g, kh, kw): 2 * |out| * C/g*kh*kw
+    - _backward_Convolution_data: og (N, F, OH, OW), weight:    2 * |og| * C/g*kh*kw
+    - _backward_Convolution_weight: out = weight grad, og:      2 * |og| * C/g*kh*kw
+    - dot and its backward ops (any transposes): A(M,K) B(K,N) C(M,N): 2*sqrt(|A||B||C|) = 2MNK
+    - batch_dot: as dot with the batch b factored out: 2*sqrt(|A||B||C| / b)
+    - anything else (element-wise, pooling, reductions, updates): max elements in or out.
+    """
+    out = outs[0] if outs else ()
+    present = [s for s in ins if s is not None]
+    if kind == "FullyConnected" and len(present) >= 2:
+        return 2.0 * _numel(out) * _numel(present[1][1:]) + (_numel(out) if len(present) > 2 else 0)
+    if kind == "_backward_FullyConnected_data" and len(present) >= 2:
+        return 2.0 * _numel(out) * present[1][0]
+    if kind == "_backward_FullyConnected_weight" and present:
+        og = present[0]
+        return 2.0 * _numel(out) * _numel(og[:-1])
+    if kind == "Convolution" and len(present) >= 2:
+        return 2.0 * _numel(out) * _numel(present[1][1:])
+    if kind == "_backward_Convolution_data" and len(present) >= 2:
+        return 2.0 * _numel(present[0]) * _numel(present[1][1:])
+    if kind == "_backward_Convolution_weight" and present:
+        return 2.0 * _numel(present[0]) * _numel(out[1:])
+    if kind in ("dot", "_backward_dot_lhs", "_backward_dot_rhs") and len(present) >= 2:
+        return 2.0 * math.sqrt(float(_numel(present[0])) * _numel(present[1]) * _numel(out))
+    if kind == "batch_dot" and len(present) >= 2 and out:
+        return 2.0 * math.sqrt(float(_numel(present[0])) * _numel(present[1]) * _numel(out) / max(out[0], 1))
+    sizes = [_numel(s) for s in present] + [_numel(s) for s in outs]
+    return float(max(sizes) if sizes else 0)
+
+
+def bytes_touched(ins: List[Optional[Shape]], outs: List[Shape], itemsize: int = 4) -> float:
+    """Bytes read and written (inputs read once, outputs written once)."""
+    return float(itemsize * (sum(_numel(s) for s in ins if s is not None) + sum(_numel(s) for s in outs)))
+
+
+def shape_key(kind: str, ins: List[Optional[Shape]], outs: List[Shape]) -> str:
+    """The calibration key of an op on tiles: ``kind|4x3x224x224,-,96|4x96x54x54``."""
+    def fmt(s):
+        return "-" if s is None else "x".join(str(int(d)) for d in s) or "scalar"
+    return f"{kind}|{','.join(fmt(s) for s in ins)}|{','.join(fmt(s) for s in outs)}"
+
+
+def op_tiles(eg, op: dict) -> Tuple[str, List[Optional[Shape]], List[Shape]]:
+    """(op kind, input tiles or None for shape-only inputs, output tiles) of a compute op."""
+    kind = eg.lowered.node_ops[op["node"]]
+    ins = []
+    for b, (lo, hi) in zip(op["inputs"], op["input_boxes"]):
+        ins.append(None if b < 0 else tuple(int(h) - int(l) for l, h in zip(lo, hi)))
+    outs = []
+    for b in op["outputs"]:
+        buf = eg.buffers[b]
+        outs.append(tuple(int(h) - int(l) for l, h in zip(buf["lo"], buf["hi"])))
+    return kind, ins, outs
+
+
+class Calibration:
+    """Measured kernel times by (op kind, tile shapes), plus the host's copy figures."""
+
+    def __init__(self, doc: Optional[dict] = None):
+        doc = doc or {}
+        self.ops: Dict[str, dict] = dict(doc.get("ops", {}))
+        self.fetch: Dict[str, float] = dict(doc.get("fetch", {}))
+        self.machine: Dict[str, object] = dict(doc.get("machine", {}))
+        self._by_kind: Optional[Dict[str, Tuple[List[float], List[float]]]] = None
+
+    @staticmethod
+    def load(path: str) -> "Calibration":
+        if not os.path.exists(path):
+            raise Error(f"no calibration at {path}: run `autotile bench calibrate` first")
+        with open(path) as f:
+            return Calibration(json.load(f))
+
+    def save(self, path: str) -> None:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        with open(path, "w") as f:
+            json.dump({"machine": self.machine, "fetch": self.fetch, "ops": self.ops}, f, indent=1, sort_keys=True)
+
+    def add(self, kind: str, ins, outs, seconds: float) -> None:
+        self.ops[shape_key(kind, ins, outs)] = {"kind": kind, "seconds": float(seconds),
+                                                "flops": flops(kind, ins, outs), "bytes": bytes_touched(ins, outs)}
+        self._by_kind = None
+
+    def _index(self):
+        if self._by_kind is None:
+            groups: Dict[str, List[Tuple[float, float]]] = {}
+            for e in self.ops.values():
+                groups.setdefault(e["kind"], []).append((float(e["flops"]), float(e["seconds"])))
+            self._by_kind = {}
+            for kind, pts in groups.items():
+                pts.sort()
+                self._by_kind[kind] = ([p[0] for p in pts], [p[1] for p in pts])
+        return self._by_kind
+
+    def lookup(self, kind: str, ins, outs) -> Optional[float]:
+        """Measured or interpolated seconds, or None when `kind` was never measured."""
+        hit = self.ops.get(shape_key(kind, ins, outs))
+        if hit is not None:
+            return float(hit["seconds"])
+        pts = self._index().get(kind)
+        if not pts:
+            return None
+        xs, ys = pts
+        f = flops(kind, ins, outs)
+        if f <= xs[0]:
+            return ys[0]
+        if f >= xs[-1]:
+            return ys[-1] * f / xs[-1] if xs[-1] > 0 else ys[-1]
+        i = bisect.bisect_left(xs, f)
+        x0, x1, y0, y1 = xs[i - 1], xs[i], ys[i - 1], ys[i]
+        return y0 + (y1 - y0) * (f - x0) / (x1 - x0) if x1 > x0 else y1
+
+
+class CostTable:
+    """Seconds per compute op on a hardware profile (roofline, or measured where calibrated)."""
+
+    def __init__(self, hardware: Hardware, calibration: Optional[Calibration] = None):
+        self.hw = hardware
+        self.calibration = calibration
+        self._cache: Dict[str, float] = {}
+
+    def roofline(self, kind: str, ins, outs) -> float:
+        eff = self.hw.efficiency
+        f = flops(kind, ins, outs)
+        b = bytes_touched(ins, outs)
+        t_flops = f / (self.hw.peak_flops * float(eff.get(kind, eff.get("default", 0.5))))
+        t_mem = b / (self.hw.mem_bandwidth * float(eff.get("memory", 0.7)))
+        return self.hw.launch_overhead + max(t_flops, t_mem)
+
+    def time(self, kind: str, ins, outs) -> float:
+        """Seconds op `kind` takes on these tiles on one device running alone."""
+        key = shape_key(kind, ins, outs)
+        t = self._cache.get(key)
+        if t is None:
+            t = self.calibration.lookup(kind, ins, outs) if self.calibration is not None else None
+            if t is None:
+                t = self.roofline(kind, ins, outs)
+            self._cache[key] = t
+        return t
+
+    def op_time(self, eg, op: dict) -> float:
+        return self.time(*op_tiles(eg, op))
+
+    def threads(self, kind: str) -> float:
+        """Cores an op keeps busy when it runs alone on a shared-core host: BLAS kernels use
+        the profile's ``blas_threads`` (default: every core), the other NumPy kernels one."""
+        if not self.hw.cores:
+            return 1.0
+        blas = float(self.hw.device.get("blas_threads", self.hw.cores))
+        return min(blas, float(self.hw.cores)) if kind in MATMUL_KINDS else 1.0

@@ -1,0 +1,200 @@
+"""Hardware profiles: devices, their compute and memory figures, and the interconnect as a
+hierarchy of switches, read from plain JSON files (``profiles/*.json``) a user can edit or
+add to (``load_profile("path/to/my.json")``).
+
+Interconnect model. ``levels`` lists the hierarchy innermost first. Level i groups ``group``
+children (devices at level 0, groups of the level below otherwise) under one switch; every
+child has its own link to that switch with ``bandwidth`` bytes/s *each way* (full duplex) and
+``latency`` seconds. A transfer from device a to device b climbs from a to the lowest level
+whose group holds both and descends to b, using one up-link and one down-link per level
+crossed, so traffic that leaves a group shares the group's uplink. A level with
+``"shared": true`` is one medium for every transfer crossing it (the host's memory bus:
+copies in either direction compete). ``group: null`` means "all the rest" (any k)."""
+from __future__ import annotations
+
+import glob
+import json
+import os
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+from ..errors import Error
+
+PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
+
+#: A link resource: (level, index of the child group at that level, direction "up"/"down"/"bus")
+LinkId = Tuple[int, int, str]
+
+
+@dataclass
+class Level:
+    name: str
+    group: Optional[int]
+    bandwidth: float
+    latency: float
+    shared: bool = False
+
+
+@dataclass
+class Hardware:
+    """A hardware profile: per-device figures, efficiency per op kind and the link hierarchy."""
+
+    name: str
+    description: str
+    devices: Optional[int]  # None: any number (virtual devices)
+    device: Dict[str, float]
+    efficiency: Dict[str, float]
+    levels: List[Level]
+    cores: Optional[int] = None  # set when all devices share this many CPU cores (host)
+    sources: List[str] = field(default_factory=list)
+    path: Optional[str] = None
+
+    # ------------------------------------------------------------------ device figures
+    @property
+    def peak_flops(self) -> float:
+        return float(self.device["peak_flops"])
+
+    @property
+    def mem_bandwidth(self) -> float:
+        return float(self.device["mem_bandwidth"])
+
+    @property
+    def memory_bytes(self) -> float:
+        return float(self.device["memory_bytes"])
+
+    @property
+    def launch_overhead(self) -> float:
+        return float(self.device.get("launch_overhead_s", 0.0))
+
+    @property
+    def copy_engines(self) -> int:
+        """Copy engines per device; 0 means fetches run on the compute stream (host threads)."""
+        return int(self.device.get("copy_engines", 1))
+
+    @property
+    def in_order(self) -> bool:
+        """Whether each device runs its schedule strictly in order (host runtime threads)."""
+        return bool(self.device.get("in_order", False))
+
+    @property
+    def local_copy_bandwidth(self) -> float:
+        return float(self.device.get("local_copy_bandwidth", self.mem_bandwidth / 2))
+
+    def check_devices(self, k: int) -> None:
+        """Error unless `k` devices fit this profile."""
+        if self.devices is not None and k > self.devices:
+            raise Error(f"profile '{self.name}' has {self.devices} devices, cannot simulate {k}")
+
+    # ------------------------------------------------------------------ interconnect
+    def _group_sizes(self, k: int) -> List[int]:
+        """Devices under one switch at each level (cumulative products of `group`)."""
+        sizes, n = [], 1
+        for lv in self.levels:
+            n = n * lv.group if lv.group else max(k, n)
+            sizes.append(n)
+        return sizes
+
+    def route(self, src: int, dst: int, k: int) -> List[Tuple[LinkId, float, float]]:
+        """Links (id, bandwidth each way, latency) a transfer from device src to dst crosses."""
+        if src == dst:
+            return []
+        sizes = self._group_sizes(k)
+        below = 1  # devices per child at the current level
+        links = []
+        for i, (lv, size) in enumerate(zip(self.levels, sizes)):
+            if lv.shared:
+                links.append(((i, src // size, "bus"), lv.bandwidth, lv.latency))
+            else:
+                links.append(((i, src // below, "up"), lv.bandwidth, lv.latency))
+                links.append(((i, dst // below, "down"), lv.bandwidth, lv.latency))
+            if src // size == dst // size:
+                return links
+            below = size
+        raise Error(f"profile '{self.name}': devices {src} and {dst} share no switch (levels cover "
+                    f"{sizes[-1] if sizes else 1} devices)")
+
+    def latency(self, src: int, dst: int, k: int) -> float:
+        """Start-up latency of a transfer: the sum over the switch levels it climbs."""
+        seen, total = set(), 0.0
+        for (lvl, _, _), _, lat in self.route(src, dst, k):
+            if lvl not in seen:
+                seen.add(lvl)
+                total += lat
+        return total
+
+    def cut_bandwidths(self, factors: List[int]) -> List[float]:
+        """Per-cut bandwidths for the planner (slowest first): a cut that splits the devices
+        across a level's switch is priced at that level's link bandwidth."""
+        k = 1
+        for f in factors:
+            k *= f
+        sizes = self._group_sizes(k)
+        result, span = [], k
+        for f in factors:
+            span //= f  # devices per part after this cut
+            # the cut separates groups of `span * f` devices into `f` parts of `span`: the
+            # slowest level any pair crosses is the lowest level holding span * f devices
+            lv = next((i for i, s in enumerate(sizes) if s >= span * f), len(sizes) - 1)
+            result.append(self.levels[lv].bandwidth if self.levels else 1.0)
+        return result
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "description": self.description, "devices": self.devices,
+                "cores": self.cores, "device": dict(self.device), "efficiency": dict(self.efficiency),
+                "levels": [vars(lv).copy() for lv in self.levels], "sources": list(self.sources)}
+
+
+def _parse(doc: dict, path: Optional[str]) -> Hardware:
+    where = path or "profile"
+    for key in ("name", "device", "levels"):
+        if key not in doc:
+            raise Error(f"{where}: hardware profile has no '{key}'")
+    for key in ("peak_flops", "mem_bandwidth", "memory_bytes"):
+        if not isinstance(doc["device"].get(key), (int, float)) or doc["device"][key] <= 0:
+            raise Error(f"{where}: device.{key} must be a positive number")
+    levels = []
+    for i, lv in enumerate(doc["levels"]):
+        try:
+            level = Level(name=str(lv.get("name", f"level{i}")), group=lv.get("group"),
+                          bandwidth=float(lv["bandwidth"]), latency=float(lv.get("latency", 0.0)),
+                          shared=bool(lv.get("shared", False)))
+        except (KeyError, TypeError, ValueError) as e:
+            raise Error(f"{where}: level {i} needs a numeric 'bandwidth' ({e})") from None
+        if level.bandwidth <= 0 or (level.group is not None and int(level.group) < 1):
+            raise Error(f"{where}: level '{level.name}' needs bandwidth > 0 and group >= 1")
+        levels.append(level)
+    devices = doc.get("devices")
+    hw = Hardware(name=doc["name"], description=doc.get("description", ""), devices=devices,
+                  device=dict(doc["device"]), efficiency=dict(doc.get("efficiency", {})), levels=levels,
+                  cores=doc.get("cores"), sources=list(doc.get("sources", [])), path=path)
+    if devices is not None:
+        sizes = hw._group_sizes(devices)
+        if sizes and sizes[-1] < devices:
+            raise Error(f"{where}: levels group {sizes[-1]} devices, the profile says {devices}")
+    return hw
+
+
+def available_profiles() -> List[str]:
+    """Names of the profiles shipped in ``autotile/sim/profiles``."""
+    return sorted(os.path.splitext(os.path.basename(p))[0] for p in glob.glob(os.path.join(PROFILE_DIR, "*.json")))
+
+
+def load_profile(name_or_path: str) -> Hardware:
+    """A profile by name (``p2.8xlarge``, ``dgx-a100``, ``2x8-ib``, ``host``) or JSON path."""
+    if isinstance(name_or_path, Hardware):
+        return name_or_path
+    path = name_or_path if name_or_path.endswith(".json") or os.sep in name_or_path else \
+        os.path.join(PROFILE_DIR, name_or_path + ".json")
+    if not os.path.exists(path):
+        raise Error(f"unknown hardware profile '{name_or_path}' (shipped: {', '.join(available_profiles())})")
+    try:
+        with open(path) as f:
+            doc = json.load(f)
+    except json.JSONDecodeError as e:
+        raise Error(f"{path}: not valid JSON: {e}") from None
+    return _parse(doc, path)
+
+
+def profile_from_dict(doc: dict) -> Hardware:
+    """A profile from a dict of the JSON form (tests, programmatic profiles)."""
+    return _parse(doc, None)

@@ -1,0 +1,354 @@
+"""Event-driven simulation of one training step of an ExecGraph on a hardware profile.
+
+Model (what is simulated, and what is not):
+
+- Streams. Each device has a compute stream and ``copy_engines`` copy engines. Compute ops
+  go to the compute stream, fetch (MultiFetch) ops to the copy engines, each queue in the
+  device's schedule order; with 0 copy engines (the host runtime: one thread per device)
+  fetches run on the compute stream too. An op starts when every op it depends on is done
+  and its stream is free. On an ``in_order`` profile (the host runtime's worker thread runs
+  its schedule strictly in order) it also waits for the ops before it in its queue; otherwise
+  a free stream takes the earliest op of its queue that is ready (a dependency-driven engine
+  such as MXNet's feeding GPU streams), so gradient exchange overlaps the backward pass.
+- Compute. An op takes its cost-table time. On a profile whose devices share CPU cores
+  (``cores`` set: the host), concurrent ops share the cores: an op that runs alone uses
+  ``threads`` cores (all of them for BLAS kernels, one otherwise); when the running ops ask
+  for more cores than there are, each runs ``cores / demand`` as fast (processor sharing).
+- Communication. A fetch gathers remote pieces from their source devices concurrently and
+  finishes after its last piece, plus a local copy of the pieces already on the device (and
+  of the sum, for accumulating fetches) at the device's local copy bandwidth. A remote piece
+  first waits the route's latency (sum over the switch levels it climbs), then moves as a
+  fluid: every link's bandwidth (each way) is split equally among the transfers crossing it,
+  and a transfer moves at the rate of its most contended link. This never over-commits a
+  link; it is simpler than max-min fairness (a transfer held back elsewhere does not give its
+  share away), which can only make the simulation slightly pessimistic under contention.
+- Not simulated: memory allocation time, kernel-launch queues beyond a fixed per-op
+  overhead, the memory-bandwidth contention between concurrent compute kernels, PCIe
+  protocol overheads beyond what the profile's bandwidth figures already include.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+from ..errors import Error
+from .cost_table import Calibration, CostTable, op_tiles
+from .hardware import Hardware, load_profile
+
+_EPS = 1e-15
+
+
+@dataclass
+class SimResult:
+    """Simulated step of an ExecGraph. Times in seconds, memory in bytes.
+
+    compute/comm/exposed are per device: busy time of the compute kernels, time with at least
+    one fetch in flight, and the part of that time with no compute kernel running (the
+    communication the schedule did not hide). The scalar fields are the maxima over devices."""
+
+    step_seconds: float
+    compute_seconds: float
+    comm_seconds: float
+    exposed_comm_seconds: float
+    device_compute: List[float]
+    device_comm: List[float]
+    device_exposed: List[float]
+    device_finish: List[float]
+    peak_memory: List[int]
+    memory_bytes: float
+    bytes_moved: int
+    profile: str
+    op_start: List[float] = field(repr=False, default_factory=list)
+    op_end: List[float] = field(repr=False, default_factory=list)
+
+    @property
+    def fits(self) -> bool:
+        """Whether every device's arena fits the profile's device memory."""
+        return max(self.peak_memory, default=0) <= self.memory_bytes
+
+    def summary(self) -> dict:
+        return {"step_seconds": self.step_seconds, "compute_seconds": self.compute_seconds,
+                "comm_seconds": self.comm_seconds, "exposed_comm_seconds": self.exposed_comm_seconds,
+                "peak_memory": max(self.peak_memory, default=0), "fits": self.fits,
+                "bytes_moved": self.bytes_moved, "profile": self.profile}
+
+
+class _Activity:
+    """A part of an op in flight: fluid work (compute seconds or bytes) or a timer."""
+
+    __slots__ = ("op", "kind", "remaining", "links", "demand", "timer_end", "rate", "then")
+
+    def __init__(self, op, kind, remaining=0.0, links=(), demand=1.0, timer_end=None, then=None):
+        self.op = op
+        self.kind = kind  # "compute" | "transfer" | "timer"
+        self.remaining = remaining
+        self.links = links
+        self.demand = demand
+        self.timer_end = timer_end
+        self.rate = 0.0
+        self.then = then  # for a timer: the activity that starts when it ends (latency -> bytes)
+
+
+def _union_length(intervals) -> float:
+    total, end = 0.0, float("-inf")
+    for a, b in sorted(intervals):
+        if b <= end:
+            continue
+        total += b - max(a, end)
+        end = b
+    return total
+
+
+def _exposed(comm, compute) -> float:
+    """Length of the time covered by `comm` intervals and by no `compute` interval."""
+    events = [(a, 0, 1) for a, b in comm] + [(b, 0, -1) for a, b in comm]
+    events += [(a, 1, 1) for a, b in compute] + [(b, 1, -1) for a, b in compute]
+    events.sort(key=lambda e: (e[0], e[2]))
+    depth = [0, 0]
+    last, total = None, 0.0
+    for t, which, delta in events:
+        if last is not None and depth[0] > 0 and depth[1] == 0:
+            total += t - last
+        depth[which] += delta
+        last = t
+    return total
+
+
+class Simulator:
+    """Simulates ExecGraphs on one hardware profile (``Simulator("p2.8xlarge").run(eg)``)."""
+
+    def __init__(self, hardware, calibration: Optional[Calibration] = None, cost: Optional[CostTable] = None):
+        self.hw: Hardware = load_profile(hardware) if isinstance(hardware, str) else hardware
+        if calibration is not None and calibration.fetch:
+            self.hw = _with_fetch_calibration(self.hw, calibration.fetch)
+        self.cost = cost or CostTable(self.hw, calibration)
+
+    # ------------------------------------------------------------------ op setup
+    def _fetch_parts(self, eg, op: dict, k: int):
+        """(bytes per source device, local seconds) of a fetch op."""
+        dst = op["device"]
+        by_src: Dict[int, int] = {}
+        local = 0
+        total = 0
+        itemsize = 4
+        for src_b, lo, hi in op["pieces"]:
+            buf = eg.buffers[src_b]
+            n = 1
+            for l, h in zip(lo, hi):
+                n *= int(h) - int(l)
+            full = 1
+            for l, h in zip(buf["lo"], buf["hi"]):
+                full *= int(h) - int(l)
+            itemsize = max(1, int(buf["bytes"]) // max(full, 1)) if full else 4
+            nbytes = n * itemsize
+            total += nbytes
+            if buf["device"] == dst:
+                local += nbytes
+            else:
+                by_src[buf["device"]] = by_src.get(buf["device"], 0) + nbytes
+        local_bytes = local + (total if op["accumulate"] else 0)
+        # fetch_overhead_s: the fixed cost of issuing one MultiFetch (the host runtime's Python)
+        overhead = float(self.hw.device.get("fetch_overhead_s", 0.0))
+        return by_src, overhead + local_bytes / self.hw.local_copy_bandwidth
+
+    def run(self, eg) -> SimResult:
+        """Simulate one step of `eg`; returns a :class:`SimResult`."""
+        hw = self.hw
+        k = eg.devices
+        hw.check_devices(k)
+        ops = eg.ops
+        n = len(ops)
+        # streams: per device, the compute queue and the copy queue (or one queue for both)
+        engines = hw.copy_engines
+        queues: List[List[int]] = []
+        capacity: List[int] = []
+        stream_of = [0] * n
+        for d in range(k):
+            comp, copy = [], []
+            for i in eg.schedule(d):
+                (copy if ops[i]["kind"] == "fetch" and engines > 0 else comp).append(i)
+            for q, cap in ((comp, 1), (copy, max(engines, 1))):
+                for i in q:
+                    stream_of[i] = len(queues)
+                queues.append(q)
+                capacity.append(cap)
+        # In-order streams (the host runtime's threads) start only their queue's head; the
+        # others (a dependency-driven engine feeding GPU streams, as MXNet's) start the
+        # earliest op of the queue, in schedule order, whose dependencies are done.
+        in_order = hw.in_order
+        head = [0] * len(queues)
+        running = [0] * len(queues)
+        ready: List[List[int]] = [[] for _ in queues]  # heaps of queue positions (out of order)
+        position = [0] * n
+        for q in queues:
+            for pos, i in enumerate(q):
+                position[i] = pos
+        deps_left = [len(o["deps"]) for o in ops]
+        dependents: List[List[int]] = [[] for _ in range(n)]
+        for i, o in enumerate(ops):
+            for dep in o["deps"]:
+                dependents[dep].append(i)
+        parts_left = [0] * n
+        after_transfers: Dict[int, float] = {}
+        start = [0.0] * n
+        end = [-1.0] * n
+        active: List[_Activity] = []
+        now = 0.0
+        done_count = 0
+
+        def start_op(i: int):
+            o = ops[i]
+            start[i] = now
+            if o["kind"] == "compute":
+                kind, ins, outs = op_tiles(eg, o)
+                active.append(_Activity(i, "compute", remaining=self.cost.time(kind, ins, outs),
+                                        demand=self.cost.threads(kind)))
+                parts_left[i] = 1
+                return
+            by_src, local_seconds = self._fetch_parts(eg, o, k)
+            if not by_src:
+                active.append(_Activity(i, "timer", timer_end=now + local_seconds))
+                parts_left[i] = 1
+                return
+            after_transfers[i] = local_seconds
+            parts_left[i] = len(by_src)
+            for src, nbytes in by_src.items():
+                route = hw.route(src, o["device"], k)
+                links = tuple((lid, bw) for lid, bw, _ in route)
+                transfer = _Activity(i, "transfer", remaining=float(nbytes), links=links)
+                active.append(_Activity(i, "timer", timer_end=now + hw.latency(src, o["device"], k),
+                                        then=transfer))
+
+        def try_start():
+            for s, q in enumerate(queues):
+                if in_order:
+                    while head[s] < len(q) and running[s] < capacity[s] and deps_left[q[head[s]]] == 0:
+                        i = q[head[s]]
+                        head[s] += 1
+                        running[s] += 1
+                        start_op(i)
+                else:
+                    while ready[s] and running[s] < capacity[s]:
+                        i = q[heapq.heappop(ready[s])]
+                        running[s] += 1
+                        start_op(i)
+
+        def finish_op(i: int):
+            nonlocal done_count
+            end[i] = now
+            done_count += 1
+            running[stream_of[i]] -= 1
+            for j in dependents[i]:
+                deps_left[j] -= 1
+                if deps_left[j] == 0 and not in_order:
+                    heapq.heappush(ready[stream_of[j]], position[j])
+
+        if not in_order:
+            for i in range(n):
+                if deps_left[i] == 0:
+                    heapq.heappush(ready[stream_of[i]], position[i])
+
+        try_start()
+        while active:
+            # rates of the fluid activities
+            cores = hw.cores
+            demand = sum(a.demand for a in active if a.kind == "compute") if cores else 0.0
+            share = min(1.0, cores / demand) if cores and demand > 0 else 1.0
+            load: Dict[tuple, int] = {}
+            for a in active:
+                if a.kind == "transfer":
+                    for lid, _ in a.links:
+                        load[lid] = load.get(lid, 0) + 1
+            next_t = float("inf")
+            for a in active:
+                if a.kind == "timer":
+                    next_t = min(next_t, a.timer_end)
+                    continue
+                if a.kind == "compute":
+                    a.rate = share
+                else:
+                    a.rate = min(bw / load[lid] for lid, bw in a.links) if a.links else float("inf")
+                next_t = min(next_t, now + (a.remaining / a.rate if a.rate > 0 else float("inf")))
+            if next_t == float("inf"):
+                raise Error("simulation stalled: an activity can make no progress")
+            dt = next_t - now
+            now = next_t
+            still = []
+            finished = []
+            for a in active:
+                if a.kind == "timer":
+                    if a.timer_end <= now + _EPS:
+                        finished.append(a)
+                    else:
+                        still.append(a)
+                    continue
+                a.remaining -= a.rate * dt
+                scale = 1.0 if a.kind == "compute" else max(1.0, a.rate)
+                if a.remaining <= 1e-9 * scale:
+                    finished.append(a)
+                else:
+                    still.append(a)
+            active = still
+            for a in finished:
+                if a.then is not None:  # latency over: the bytes start moving
+                    if a.then.remaining > 0:
+                        active.append(a.then)
+                        continue
+                i = a.op
+                parts_left[i] -= 1
+                if parts_left[i] == 0:
+                    local = after_transfers.pop(i, 0.0)
+                    if local > 0 and ops[i]["kind"] == "fetch":
+                        parts_left[i] = 1
+                        active.append(_Activity(i, "timer", timer_end=now + local))
+                    else:
+                        finish_op(i)
+            try_start()
+        if done_count != n:
+            stuck = next(i for i in range(n) if end[i] < 0)
+            raise Error(f"simulation deadlocked: op {stuck} ({ops[stuck]['kind']} on device "
+                        f"{ops[stuck]['device']}) never ran; the schedule contradicts the dependencies")
+        return self._result(eg, start, end)
+
+    def _result(self, eg, start, end) -> SimResult:
+        k = eg.devices
+        comp = [[] for _ in range(k)]
+        comm = [[] for _ in range(k)]
+        for i, o in enumerate(eg.ops):
+            (comp if o["kind"] == "compute" else comm)[o["device"]].append((start[i], end[i]))
+        dev_compute = [sum(b - a for a, b in comp[d]) if self.hw.cores is None else _union_length(comp[d])
+                       for d in range(k)]
+        dev_comm = [_union_length(comm[d]) for d in range(k)]
+        dev_exposed = [_exposed(comm[d], comp[d]) for d in range(k)]
+        finish = [max((b for _, b in comp[d] + comm[d]), default=0.0) for d in range(k)]
+        stats = eg.stats()
+        return SimResult(step_seconds=max(finish, default=0.0), compute_seconds=max(dev_compute, default=0.0),
+                         comm_seconds=max(dev_comm, default=0.0), exposed_comm_seconds=max(dev_exposed, default=0.0),
+                         device_compute=dev_compute, device_comm=dev_comm, device_exposed=dev_exposed,
+                         device_finish=finish, peak_memory=[int(eg.peak_memory(d)) for d in range(k)],
+                         memory_bytes=self.hw.memory_bytes, bytes_moved=int(stats["bytes"]),
+                         profile=self.hw.name, op_start=list(start), op_end=list(end))
+
+
+def _with_fetch_calibration(hw: Hardware, fetch: dict) -> Hardware:
+    """The host profile with its memory-bus bandwidth, fetch latency and local copy speed
+    replaced by measured ones."""
+    import copy
+
+    hw = copy.deepcopy(hw)
+    if "bandwidth" in fetch:
+        for lv in hw.levels:
+            lv.bandwidth = float(fetch["bandwidth"])
+        hw.device["local_copy_bandwidth"] = float(fetch["bandwidth"])
+    if "latency" in fetch:
+        for lv in hw.levels:
+            lv.latency = float(fetch["latency"]) / max(len(hw.levels), 1)
+    if "overhead" in fetch:
+        hw.device["fetch_overhead_s"] = float(fetch["overhead"])
+    return hw
+
+
+def simulate(eg, profile="p2.8xlarge", calibration: Optional[Calibration] = None) -> SimResult:
+    """Simulate one training step of ExecGraph `eg` on `profile` (name, path or Hardware)."""
+    return Simulator(profile, calibration).run(eg)
