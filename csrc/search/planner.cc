@@ -1,12 +1,19 @@
 #include "search/planner.h"
 
+#include <algorithm>
+
 #include "search/baselines/data.h"
+#include "search/baselines/registry.h"
 #include "util/error.h"
 
 namespace autotile {
 
 const std::vector<std::string>& search_algorithms() {
-  static const std::vector<std::string> names{"tofu", "bruteforce", "data"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v{"tofu", "bruteforce", "data"};
+    for (const auto& b : baseline_algorithms()) v.push_back(b);
+    return v;
+  }();
   return names;
 }
 
@@ -19,6 +26,9 @@ Plan plan_graph(const Graph& g, int devices, const std::string& algorithm, Searc
   } else if (algorithm == "data") {
     options.solver = CutSolver::kDP;
     options.constraint = data_parallel_constraint(g);
+  } else if (std::find(baseline_algorithms().begin(), baseline_algorithms().end(), algorithm) !=
+             baseline_algorithms().end()) {
+    return baseline_plan(g, devices, algorithm, options);
   } else {
     std::string names;
     for (const auto& n : search_algorithms()) names += (names.empty() ? "" : ", ") + n;
