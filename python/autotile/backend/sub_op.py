@@ -53,6 +53,11 @@ class SubOpRunner:
                 break
         return self.xp.broadcast_to(self.xp.zeros((), self.dtypes[t]), shape)
 
+    def kernel(self, node, opdef, attrs, inputs, ctx):
+        """Runs the op's kernel on the prepared tile inputs; runtimes that pick another
+        implementation per op (the GPU runtime) override this."""
+        return opdef.forward(attrs, inputs, ctx)
+
     def run(self, op: dict, view: Callable[[int], object], is_train: bool, rng) -> List[object]:
         """Outputs of compute op `op` (one per output buffer, shaped like the buffers).
         `view(buffer_id)` returns the array of a buffer on this device."""
@@ -69,7 +74,7 @@ class SubOpRunner:
         attrs = tile_attrs(node.op, node.parsed_attrs(), op["input_boxes"], out_boxes, in_shapes, out_shapes)
         n_args = len(opdef.arguments(attrs))
         ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng, xp=self.xp)
-        outs = opdef.forward(attrs, inputs, ctx)
+        outs = self.kernel(node, opdef, attrs, inputs, ctx)
         result = []
         for b, t, value in zip(op["outputs"], out_tensors, outs):
             buf = self.eg.buffers[b]
