@@ -3,6 +3,7 @@
     autotile plan MODEL --devices 8 --batch 256 [--algorithm tofu] [--json F] [--draw F.png]
     autotile run  MODEL --devices 8 --batch 32 [--ctx cpu] [--steps N]
     autotile info MODEL [--batch B]
+    autotile bench speedup|mlp|algorithms|search|memory|calibrate [--quick] [--profile NAME]
 
 Results go to stdout, progress and errors to stderr; exit status 0 on success, 1 on a
 model/plan error (message on stderr), 2 on bad usage (argparse).
@@ -206,6 +207,10 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=int, default=0)
     sp.set_defaults(fn=cmd_run)
+
+    from .bench_cli import add_parser as add_bench_parser
+
+    add_bench_parser(sub)
     return p
 
 

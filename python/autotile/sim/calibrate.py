@@ -99,3 +99,41 @@ def fit_fetch(samples: List[tuple], previous: Optional[dict] = None) -> dict:
         bandwidth = 1.0 / slope
     return {"overhead": max(float(intercept), 0.0), "bandwidth": bandwidth, "latency": 0.0,
             "samples": len(samples)}
+
+
+def calibration_graphs(quick: bool = False):
+    """ExecGraphs whose ops `autotile bench calibrate` times: the simulator-validation models
+    (MLP, AlexNet, VGG-16 at small batch and image size) on 1, 2 and 4 devices."""
+    from .. import planner
+    from ..execgraph import transform
+    from ..models import alexnet, mlp, vgg
+
+    models = [mlp(64, layers=4, hidden=1024), alexnet(8, image=96, classes=100)] if quick else \
+        [mlp(128, layers=4, hidden=2048), alexnet(16, image=128, classes=200), vgg(16, 8, image=64, classes=200)]
+    for sym in models:
+        for k in ((1, 2) if quick else (1, 2, 4)):
+            for algo in (("data",) if k == 1 else ("tofu", "data")):
+                yield transform(sym, planner.plan(sym, devices=k, algorithm=algo))
+
+
+def main(argv=None) -> int:
+    """``autotile bench calibrate [--quick] [--out PATH]``: time this machine's kernels."""
+    import argparse
+    import sys
+
+    p = argparse.ArgumentParser(prog="autotile bench calibrate")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=None, help=f"calibration JSON (default {default_path()})")
+    p.add_argument("--repeat", type=int, default=5)
+    args = p.parse_args(argv)
+    path = args.out or default_path()
+    cal = Calibration.load(path) if os.path.exists(path) else Calibration()
+    t0 = time.perf_counter()
+    cal = calibrate_graphs(calibration_graphs(args.quick), cal, repeat=args.repeat,
+                           log=lambda s: print(s, file=sys.stderr))
+    cal.save(path)
+    f = cal.fetch
+    print(f"calibrated {len(cal.ops)} op shapes of {len({e['kind'] for e in cal.ops.values()})} op kinds; "
+          f"fetch: {f.get('overhead', 0) * 1e6:.0f} us + bytes / {f.get('bandwidth', 0) / 1e9:.2f} GB/s; "
+          f"{time.perf_counter() - t0:.0f}s; written to {path}")
+    return 0
