@@ -7,7 +7,8 @@ import statistics
 import time
 from typing import Callable, List, Sequence
 
-OUT_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
+#: where tables' raw numbers and plots go ($AUTOTILE_BENCH_OUT overrides, e.g. for tests)
+OUT_DIR = os.environ.get("AUTOTILE_BENCH_OUT") or os.path.join(os.path.dirname(os.path.abspath(__file__)), "out")
 
 
 def median_seconds(fn: Callable[[], object], repeat: int = 5, warmup: int = 1) -> float:

@@ -1,0 +1,220 @@
+"""The simulator against hand-computable cases: a chain of ops on one device, one transfer
+over a link, two transfers contending for a link, compute overlapping communication,
+shared host cores; plus FLOP formulas and a real ExecGraph."""
+import pytest
+
+from autotile.errors import Error
+from autotile.sim import CostTable, Simulator, flops, load_profile, profile_from_dict
+from autotile.sim.hardware import available_profiles
+
+BW = 1e9  # bytes/s each way
+LAT = 1e-5
+
+
+def profile(devices=4, copy_engines=1, cores=None, in_order=False, levels=None):
+    return profile_from_dict({
+        "name": "test", "devices": devices, "cores": cores,
+        "device": {"peak_flops": 1e12, "mem_bandwidth": 1e11, "memory_bytes": 1e9, "copy_engines": copy_engines,
+                   "local_copy_bandwidth": 1e30, "launch_overhead_s": 0.0, "in_order": in_order},
+        "levels": levels or [{"name": "switch", "group": devices, "bandwidth": BW, "latency": LAT}]})
+
+
+class FixedCost(CostTable):
+    """Compute time read from the op's 'seconds' field; one thread per op."""
+
+    def __init__(self, hw):
+        super().__init__(hw)
+
+    def time(self, kind, ins, outs):
+        return float(kind)
+
+    def threads(self, kind):
+        return 1.0
+
+
+class FakeExecGraph:
+    """Just what the simulator reads of an ExecGraph."""
+
+    def __init__(self, devices):
+        self.devices = devices
+        self.ops, self.buffers = [], []
+        self._sched = [[] for _ in range(devices)]
+        self.lowered = type("L", (), {"node_ops": []})()
+
+    def buffer(self, device, nbytes):
+        self.buffers.append({"device": device, "lo": (0,), "hi": (nbytes // 4,), "bytes": nbytes})
+        return len(self.buffers) - 1
+
+    def compute(self, device, seconds, deps=()):
+        self.lowered.node_ops.append(str(seconds))
+        out = self.buffer(device, 4)
+        self.ops.append({"kind": "compute", "device": device, "node": len(self.lowered.node_ops) - 1,
+                         "inputs": [], "input_boxes": [], "outputs": [out], "deps": list(deps), "pieces": [],
+                         "accumulate": False})
+        self._sched[device].append(len(self.ops) - 1)
+        return len(self.ops) - 1, out
+
+    def fetch(self, device, sources, deps=()):
+        pieces = [(b, (0,), self.buffers[b]["hi"]) for b in sources]
+        self.ops.append({"kind": "fetch", "device": device, "node": -1, "inputs": [], "input_boxes": [],
+                         "outputs": [self.buffer(device, 4)], "deps": list(deps), "pieces": pieces,
+                         "accumulate": False})
+        self._sched[device].append(len(self.ops) - 1)
+        return len(self.ops) - 1
+
+    def schedule(self, d):
+        return self._sched[d]
+
+    def stats(self):
+        return {"bytes": 0}
+
+    def peak_memory(self, d):
+        return 0
+
+
+def sim(eg, hw):
+    return Simulator(hw, cost=FixedCost(hw)).run(eg)
+
+
+def test_chain_on_one_device_is_the_sum_of_op_times():
+    eg = FakeExecGraph(1)
+    a, _ = eg.compute(0, 0.5)
+    b, _ = eg.compute(0, 0.25, deps=[a])
+    eg.compute(0, 0.125, deps=[b])
+    r = sim(eg, profile(devices=1))
+    assert r.step_seconds == pytest.approx(0.875)
+    assert r.compute_seconds == pytest.approx(0.875)
+    assert r.comm_seconds == 0
+
+
+def test_one_transfer_takes_latency_plus_bytes_over_bandwidth():
+    eg = FakeExecGraph(2)
+    src = eg.buffer(0, 4_000_000)
+    eg.fetch(1, [src])
+    r = sim(eg, profile(devices=2))
+    assert r.step_seconds == pytest.approx(LAT + 4e6 / BW)
+    assert r.comm_seconds == pytest.approx(LAT + 4e6 / BW)
+
+
+def test_two_transfers_sharing_a_link_split_its_bandwidth():
+    eg = FakeExecGraph(3)
+    src = eg.buffer(0, 2_000_000)
+    eg.fetch(1, [src])  # both leave device 0 over its one up-link
+    eg.fetch(2, [src])
+    r = sim(eg, profile(devices=3))
+    assert r.step_seconds == pytest.approx(LAT + 2 * 2e6 / BW)
+
+
+def test_transfers_on_disjoint_links_do_not_contend():
+    eg = FakeExecGraph(4)
+    eg.fetch(1, [eg.buffer(0, 2_000_000)])
+    eg.fetch(3, [eg.buffer(2, 2_000_000)])
+    r = sim(eg, profile(devices=4))
+    assert r.step_seconds == pytest.approx(LAT + 2e6 / BW)
+
+
+def test_contention_ends_when_one_transfer_finishes():
+    # 1 MB and 3 MB from device 0: shared until the small one is done (2 MB moved in all),
+    # then the big one gets the whole link for its last 2 MB.
+    eg = FakeExecGraph(3)
+    eg.fetch(1, [eg.buffer(0, 1_000_000)])
+    eg.fetch(2, [eg.buffer(0, 3_000_000)])
+    r = sim(eg, profile(devices=3))
+    assert r.step_seconds == pytest.approx(LAT + 2e6 / BW + 2e6 / BW)
+
+
+def test_uplink_of_a_group_is_shared_across_the_hierarchy():
+    levels = [{"name": "board", "group": 2, "bandwidth": 4 * BW, "latency": 0.0},
+              {"name": "root", "group": 2, "bandwidth": BW, "latency": LAT}]
+    hw = profile(devices=4, levels=levels)
+    eg = FakeExecGraph(4)
+    eg.fetch(2, [eg.buffer(0, 1_000_000)])  # both climb through group {0,1}'s uplink
+    eg.fetch(3, [eg.buffer(1, 1_000_000)])
+    r = sim(eg, hw)
+    assert r.step_seconds == pytest.approx(LAT + 2e6 / BW)
+    assert hw.latency(0, 1, 4) == 0.0 and hw.latency(0, 2, 4) == pytest.approx(LAT)
+
+
+def test_compute_overlaps_communication_on_a_copy_engine():
+    eg = FakeExecGraph(2)
+    eg.compute(1, 0.002)
+    eg.fetch(1, [eg.buffer(0, 3_000_000)])  # independent of the compute op
+    r = sim(eg, profile(devices=2))
+    comm = LAT + 3e6 / BW
+    assert r.step_seconds == pytest.approx(max(0.002, comm))
+    assert r.device_exposed[1] == pytest.approx(comm - 0.002)
+
+
+def test_without_copy_engines_fetches_wait_for_the_compute_stream():
+    eg = FakeExecGraph(2)
+    eg.compute(1, 0.002)
+    eg.fetch(1, [eg.buffer(0, 3_000_000)])
+    r = sim(eg, profile(devices=2, copy_engines=0, in_order=True))
+    assert r.step_seconds == pytest.approx(0.002 + LAT + 3e6 / BW)
+
+
+def test_dependent_fetch_waits_for_its_producer():
+    eg = FakeExecGraph(2)
+    a, out = eg.compute(0, 0.001)
+    f = eg.fetch(1, [out], deps=[a])
+    eg.compute(1, 0.001, deps=[f])
+    r = sim(eg, profile(devices=2))
+    assert r.step_seconds == pytest.approx(0.002 + LAT + 4 / BW)
+
+
+def test_shared_cores_slow_concurrent_ops_down():
+    eg = FakeExecGraph(2)
+    eg.compute(0, 0.01)
+    eg.compute(1, 0.01)
+    assert sim(eg, profile(devices=2, cores=1)).step_seconds == pytest.approx(0.02)
+    assert sim(eg, profile(devices=2, cores=2)).step_seconds == pytest.approx(0.01)
+
+
+def test_in_order_stream_blocks_behind_its_head():
+    eg = FakeExecGraph(2)
+    a, out = eg.compute(0, 0.01)
+    eg.compute(1, 0.001, deps=[a])  # device 1's head waits for device 0
+    eg.compute(1, 0.001)  # ready at once, but behind the head
+    in_order = sim(eg, profile(devices=2, in_order=True))
+    free = sim(eg, profile(devices=2))
+    assert in_order.step_seconds == pytest.approx(0.012)
+    assert free.step_seconds == pytest.approx(0.011)
+
+
+def test_flop_formulas():
+    assert flops("FullyConnected", [(8, 16), (32, 16), (32,)], [(8, 32)]) == 2 * 8 * 32 * 16 + 8 * 32
+    assert flops("_backward_FullyConnected_data", [(8, 32), (32, 16), None], [(8, 16)]) == 2 * 8 * 16 * 32
+    assert flops("_backward_FullyConnected_weight", [(8, 32), (8, 16)], [(32, 16)]) == 2 * 8 * 16 * 32
+    conv = 2 * (2 * 8 * 5 * 5) * (3 * 3 * 3)
+    assert flops("Convolution", [(2, 3, 7, 7), (8, 3, 3, 3), (8,)], [(2, 8, 5, 5)]) == conv
+    assert flops("_backward_Convolution_data", [(2, 8, 5, 5), (8, 3, 3, 3), None], [(2, 3, 7, 7)]) == conv
+    assert flops("_backward_Convolution_weight", [(2, 8, 5, 5), (2, 3, 7, 7)], [(8, 3, 3, 3)]) == conv
+    assert flops("dot", [(4, 6), (6, 5)], [(4, 5)]) == pytest.approx(2 * 4 * 5 * 6)
+    assert flops("batch_dot", [(3, 4, 6), (3, 6, 5)], [(3, 4, 5)]) == pytest.approx(2 * 3 * 4 * 5 * 6)
+    assert flops("Activation", [(4, 5)], [(4, 5)]) == 20
+
+
+def test_shipped_profiles_load_and_route():
+    assert {"p2.8xlarge", "dgx-a100", "2x8-ib", "host"} <= set(available_profiles())
+    p2 = load_profile("p2.8xlarge")
+    assert p2.devices == 8 and p2.memory_bytes == 12e9
+    assert len(p2.route(0, 1, 8)) == 2 and len(p2.route(0, 7, 8)) == 6
+    ib = load_profile("2x8-ib")
+    assert min(bw for _, bw, _ in ib.route(0, 8, 16)) == 12.5e9
+    with pytest.raises(Error, match="cannot simulate"):
+        p2.check_devices(16)
+    with pytest.raises(Error, match="unknown hardware profile"):
+        load_profile("no-such-machine")
+
+
+def test_real_execgraph_simulates():
+    import autotile as at
+
+    sym = at.models.get("mlp-4-256", batch=32)
+    eg = at.transform(sym, at.plan(sym, devices=4, algorithm="data"))
+    r = Simulator("p2.8xlarge").run(eg)
+    assert r.step_seconds > 0 and r.compute_seconds > 0 and r.comm_seconds > 0
+    assert r.step_seconds >= r.compute_seconds
+    assert r.bytes_moved == eg.stats()["bytes"]
+    assert r.peak_memory == [eg.peak_memory(d) for d in range(4)]
+    assert all(e >= s for s, e in zip(r.op_start, r.op_end))
