@@ -68,10 +68,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     backward and the optimizer update and returns gradients and updated params. ``head_grads``
     (training only; a list in ``list_outputs()`` order or a dict by output name) are the
     gradients of non-loss outputs, as MXNet's ``backward(out_grads)``; they default to ones.
-    ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy)."""
-    if ctx != "cpu":
-        raise Error(f"ctx='{ctx}' is not available in this build: the runtime runs on ctx='cpu' "
-                    "(the GPU and MPI runtimes are separate features)")
+    ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy) or "gpu"
+    (CuPy; training steps on any device count, workers placed on the visible GPUs, docs/gpu.md)."""
+    if ctx not in ("cpu", "gpu"):
+        raise Error(f"ctx='{ctx}' is not available in this build: the runtime runs on ctx='cpu' or ctx='gpu' "
+                    "(the MPI runtime is a separate feature)")
     sym = as_symbol(model, batch=batch)
     if not isinstance(devices, int) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
@@ -89,6 +90,14 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
             kwargs["head_grads"] = head_grads
         else:
             head_values = _head_grad_values(sym, head_grads, train)
+    if ctx == "gpu":  # every device count runs the planned execution graph on the GPUs (docs/gpu.md)
+        kwargs.pop("head_grads", None)
+        if head_grads is not None:
+            values = {**values, **_head_grad_values(sym, head_grads, train)}
+        from .gpu_runtime import run_gpu
+
+        return run_gpu(sym, devices, values, train=train, optimizer=optimizer, optimizer_args=optimizer_args,
+                       seed=seed, **kwargs)
     if devices > 1:
         try:
             from .multi_device import run_multi_device

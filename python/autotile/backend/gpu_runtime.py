@@ -1,0 +1,495 @@
+"""GPU runtime: the execution graph's workers on CUDA GPUs through CuPy.
+
+Worker i runs on GPU i % n_gpus (workers share a GPU when there are fewer GPUs than
+workers; each keeps its own memory pool, arena and streams). Per worker:
+
+* one memory pool (``cupy.cuda.MemoryPool``) and one arena allocated from it once, laid out
+  by the static memory plan; kernel temporaries come from the same pool;
+* a compute stream (sub-operators) and a copy stream (MultiFetch);
+* one event per op; an op's stream waits on the events of the ops it depends on that ran on
+  another stream (same worker or another one); nothing synchronises a whole device per op.
+
+One host thread enqueues every worker's ops in a merged topological order, so every event an
+op waits on has been recorded before the wait is issued. Kernels, per op type:
+
+* ``gpu``: an array-module-generic kernel of gpu_kernels.KERNELS (cuBLAS GEMMs, im2col
+  convolution, pooling, element-wise) run with CuPy;
+* ``dispatch``: the registry's NumPy kernel called on CuPy arrays (NumPy's
+  ``__array_function__``/``__array_ufunc__`` protocols route the calls to CuPy); tried once
+  per op type and abandoned if it raises (e.g. it builds a NumPy array and mixes it in);
+* ``host``: inputs copied to the host, the NumPy kernel, outputs copied back (the stream is
+  synchronised around it). ``stats['kernels']`` reports which ops took which path.
+
+MultiFetch runs the CUDA kernel of csrc/cuda/multifetch.cu (gpu_fetch.py): one launch per
+fetch op over a record list uploaded once; sources on another GPU are read through UVA
+where peer access is enabled, else copied row-run by row-run with cudaMemcpyPeerAsync
+(into a staging buffer first when the fetch accumulates). ``stats['fetch_paths']`` counts
+the pieces per path.
+
+The device side is behind a small interface (``CupyDevices``); the CPU tests drive the same
+runtime with a NumPy stand-in that defers every stream's work and runs it in random
+interleavings, so a missing wait shows up as a wrong result (tests/gpu/sim_devices.py)."""
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Dict, Iterable, List, Optional
+
+import numpy as np
+
+from ..errors import Error
+from ..ops.registry import KernelContext
+from . import gpu_fetch
+from .gpu_kernels import KERNELS
+from .sub_op import SubOpRunner
+from .tiles import box_index, input_tiles, step_inputs, value_tiles
+
+_INSTALL_HINT = "pip install 'autotile[gpu]' (CuPy for CUDA 12; 'autotile[gpu-cuda13]' for CUDA 13), see docs/gpu.md"
+
+
+def import_cupy():
+    """CuPy, or a clear Error when it is not installed."""
+    try:
+        import cupy
+    except ImportError as e:
+        raise Error(f"ctx='gpu' needs CuPy, which is not installed ({e}): {_INSTALL_HINT}") from None
+    return cupy
+
+
+def _is_oom(e) -> bool:
+    return type(e).__name__ == "OutOfMemoryError" or "cudaErrorMemoryAllocation" in str(e)
+
+
+class CupyDevices:
+    """The device side of the GPU runtime on CUDA GPUs through CuPy: memory, streams, events,
+    copies and the MultiFetch kernel for `workers` workers."""
+
+    def __init__(self, workers: int, cupy=None):
+        cp = cupy if cupy is not None else import_cupy()
+        self.cp = cp
+        self.xp = cp
+        try:
+            n = cp.cuda.runtime.getDeviceCount()
+        except Exception as e:  # CUDARuntimeError: no driver, no device, driver too old
+            raise Error(f"ctx='gpu' needs a CUDA GPU, and CUDA reports none usable: {type(e).__name__}: {e}") from None
+        if n < 1:
+            raise Error("ctx='gpu' needs a CUDA GPU, and none is visible (check CUDA_VISIBLE_DEVICES)")
+        self.n_gpus = n
+        self.gpu = [w % n for w in range(workers)]
+        self.pools, self.streams = [], []
+        for w in range(workers):
+            with cp.cuda.Device(self.gpu[w]):
+                self.pools.append(cp.cuda.MemoryPool())
+                self.streams.append((cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)))
+        used = sorted(set(self.gpu))
+        self.peer = {}
+        for a in used:
+            for b in used:
+                if a != b:
+                    self.peer[a, b] = self._enable_peer(a, b)
+        self._kernels: Dict[int, dict] = {}
+        self.kernel_source = None
+
+    def _enable_peer(self, a: int, b: int) -> bool:
+        """Lets GPU a's kernels read GPU b's memory (UVA); False where the pair cannot."""
+        rt = self.cp.cuda.runtime
+        if not rt.deviceCanAccessPeer(a, b):
+            return False
+        with self.cp.cuda.Device(a):
+            try:
+                rt.deviceEnablePeerAccess(b)
+            except Exception as e:
+                if "PeerAccessAlreadyEnabled" not in str(e):
+                    return False
+        return True
+
+    def describe(self) -> dict:
+        names = {}
+        for g in sorted(set(self.gpu)):
+            try:
+                names[g] = self.cp.cuda.runtime.getDeviceProperties(g)["name"].decode()
+            except Exception:
+                names[g] = "?"
+        return {"gpus": list(self.gpu), "gpu_names": names,
+                "peer_access": {f"{a}->{b}": ok for (a, b), ok in sorted(self.peer.items())}}
+
+    # ---------------------------------------------------------------- memory
+    def alloc(self, worker: int, nbytes: int, what: str):
+        """`nbytes` of worker's pool as a uint8 array; Error naming the device and the bytes
+        when the GPU is out of memory."""
+        cp = self.cp
+        try:
+            with cp.cuda.Device(self.gpu[worker]):
+                mem = self.pools[worker].malloc(max(int(nbytes), 1))
+                return cp.ndarray((max(int(nbytes), 1),), dtype=np.uint8, memptr=mem)
+        except Exception as e:
+            if _is_oom(e):
+                raise Error(f"device {worker} (GPU {self.gpu[worker]}): out of memory allocating {int(nbytes)} bytes "
+                            f"for {what} ({e})") from None
+            raise
+
+    def ptr(self, array) -> int:
+        return int(array.data.ptr)
+
+    def upload(self, worker: int, view, host: np.ndarray):
+        with self.cp.cuda.Device(self.gpu[worker]):
+            view.set(np.ascontiguousarray(host, dtype=view.dtype))
+
+    def download(self, worker: int, view) -> np.ndarray:
+        with self.cp.cuda.Device(self.gpu[worker]):
+            return self.cp.asnumpy(view)
+
+    # ---------------------------------------------------------------- streams and events
+    def stream(self, worker: int, copy: bool):
+        return self.streams[worker][1 if copy else 0]
+
+    def event(self, worker: int):
+        with self.cp.cuda.Device(self.gpu[worker]):
+            return self.cp.cuda.Event(disable_timing=True)
+
+    def record(self, event, stream):
+        event.record(stream)
+
+    def wait(self, stream, event):
+        stream.wait_event(event)
+
+    def enqueue(self, worker: int, stream, fn):
+        """Runs `fn` with worker's GPU, pool and `stream` current: what it launches goes on `stream`."""
+        cp = self.cp
+        with cp.cuda.Device(self.gpu[worker]), cp.cuda.using_allocator(self.pools[worker].malloc), stream:
+            fn()
+
+    def to_host(self, worker: int, array, stream) -> np.ndarray:
+        host = self.cp.asnumpy(array, stream=stream)
+        stream.synchronize()
+        return host
+
+    def to_device(self, worker: int, view, host: np.ndarray, stream):
+        view.set(np.ascontiguousarray(host, dtype=view.dtype), stream=stream)
+        stream.synchronize()  # the host array must outlive the copy
+
+    def synchronize(self):
+        for g in sorted(set(self.gpu)):
+            with self.cp.cuda.Device(g):
+                self.cp.cuda.runtime.deviceSynchronize()
+
+    # ---------------------------------------------------------------- MultiFetch
+    def can_read(self, dst_worker: int, src_worker: int) -> str:
+        """'local' (same GPU), 'peer' (UVA read) or 'memcpy' (no peer access)."""
+        a, b = self.gpu[dst_worker], self.gpu[src_worker]
+        if a == b:
+            return "local"
+        return "peer" if self.peer.get((a, b)) else "memcpy"
+
+    def upload_records(self, worker: int, records: np.ndarray):
+        with self.cp.cuda.Device(self.gpu[worker]):
+            return self.cp.asarray(records)
+
+    def memset0(self, view, stream):
+        self.cp.cuda.runtime.memsetAsync(int(view.data.ptr), 0, int(view.nbytes), stream.ptr)
+
+    def memcpy(self, stream, dst_worker: int, dst_ptr: int, src_worker: int, src_ptr: int, nbytes: int):
+        self.cp.cuda.runtime.memcpyPeerAsync(dst_ptr, self.gpu[dst_worker], src_ptr, self.gpu[src_worker], nbytes,
+                                             stream.ptr)
+
+    def launch_fetch(self, worker: int, stream, name: str, records, n_pieces: int, grid, block):
+        g = self.gpu[worker]
+        if g not in self._kernels:
+            with self.cp.cuda.Device(g):
+                self._kernels[g], self.kernel_source = gpu_fetch.load_kernels(self.cp, g)
+        with stream:
+            self._kernels[g][name](grid, block, (records, np.int32(n_pieces)))
+
+
+class _GpuSubOps(SubOpRunner):
+    """SubOpRunner whose kernel call picks the CuPy kernel, NumPy dispatch or the host."""
+
+    def __init__(self, eg, rt: "GpuRuntime"):
+        super().__init__(eg, xp=rt.dev.xp)
+        self.rt = rt
+
+    def kernel(self, node, opdef, attrs, inputs, ctx):
+        rt, name = self.rt, opdef.name
+        if name not in rt.host_ops:
+            impl = KERNELS.get(name)
+            if impl is not None:
+                rt.kernel_paths[name] = "gpu"
+                return impl(attrs, inputs, ctx)
+            if rt.dispatch and name not in rt.no_dispatch:
+                state = ctx.rng.bit_generator.state if ctx.rng is not None else None
+                try:
+                    outs = [o if isinstance(o, self.xp.ndarray) else self.xp.asarray(o)
+                            for o in opdef.forward(attrs, inputs, ctx)]
+                    rt.kernel_paths[name] = "dispatch"
+                    return outs
+                except Exception as e:
+                    if _is_oom(e):
+                        raise
+                    if state is not None:
+                        ctx.rng.bit_generator.state = state  # the host kernel draws the same numbers
+                    rt.no_dispatch[name] = f"{type(e).__name__}: {e}"[:200]
+        rt.kernel_paths[name] = "host"
+        return rt.host_kernel(opdef, attrs, inputs, ctx)
+
+
+class GpuRuntime:
+    """Runs an ExecGraph on GPUs. `devices` is the device side (CupyDevices by default);
+    `host_ops` names op types forced to the host kernel; `dispatch=False` sends every op
+    without a CuPy kernel to the host."""
+
+    def __init__(self, eg, devices=None, host_ops: Iterable[str] = (), dispatch: bool = True):
+        self.eg = eg
+        self.dev = devices if devices is not None else CupyDevices(eg.devices)
+        self.xp = self.dev.xp
+        self.host_ops = set(host_ops)
+        self.dispatch = dispatch
+        self.no_dispatch: Dict[str, str] = {}
+        self.kernel_paths: Dict[str, str] = {}
+        self.dtypes = [np.dtype(d) for d in eg.lowered.tensor_dtypes]
+        self.arenas = [self.dev.alloc(w, int(b), "its arena (static memory plan)")
+                       for w, b in enumerate(eg.core.arena_bytes)]
+        self.views = [self._view(b) for b in eg.buffers]
+        self.runner = _GpuSubOps(eg, self)
+        self._worker = 0
+        self._stream = None
+        self._prepare_fetches()
+
+    def _view(self, b: dict):
+        dtype = self.dtypes[b["tensor"]]
+        shape = tuple(h - l for l, h in zip(b["lo"], b["hi"]))
+        count = int(np.prod(shape)) if shape else 1
+        arena = self.arenas[b["device"]]
+        return arena[b["offset"]: b["offset"] + count * dtype.itemsize].view(dtype).reshape(shape)
+
+    # ------------------------------------------------------------------ MultiFetch plans
+    def _prepare_fetches(self):
+        """Per fetch op, once: its kernel records (uploaded to the destination GPU), its
+        cudaMemcpyPeerAsync row runs and staging buffers for pieces without peer access."""
+        eg, dev = self.eg, self.dev
+        self.fetch_paths = Counter()
+        self.staging_bytes = [0] * eg.devices
+        self._fetch = {}
+        for i, op in enumerate(eg.ops):
+            if op["kind"] != "fetch":
+                continue
+            w, dst = op["device"], op["outputs"][0]
+            dbuf = eg.buffers[dst]
+            dtype = self.dtypes[dbuf["tensor"]]
+            dshape = [h - l for l, h in zip(dbuf["lo"], dbuf["hi"])]
+            dptr = dev.ptr(self.views[dst])
+            kernel_pieces, runs, staging = [], [], []
+            for src, lo, hi in op["pieces"]:
+                if any(h <= l for l, h in zip(lo, hi)):
+                    continue
+                sbuf = eg.buffers[src]
+                sw = sbuf["device"]
+                sshape = [h - l for l, h in zip(sbuf["lo"], sbuf["hi"])]
+                sptr = dev.ptr(self.views[src])
+                path = dev.can_read(w, sw)
+                self.fetch_paths[path] += 1
+                if path != "memcpy":
+                    kernel_pieces.append((sptr, sbuf["lo"], sshape, lo, hi))
+                elif not op["accumulate"]:  # rows straight into the destination
+                    for so, do, n in gpu_fetch.row_runs(sbuf["lo"], sshape, dbuf["lo"], dshape, lo, hi, dtype.itemsize):
+                        runs.append((sw, sptr + int(so), dptr + int(do), int(n)))
+                else:  # rows into a local staging buffer, which the kernel then adds
+                    pshape = [h - l for l, h in zip(lo, hi)]
+                    nbytes = int(np.prod(pshape)) * dtype.itemsize
+                    stage = dev.alloc(w, nbytes, f"MultiFetch staging of op {i}")
+                    staging.append(stage)
+                    self.staging_bytes[w] += nbytes
+                    stptr = dev.ptr(stage)
+                    for so, do, n in gpu_fetch.row_runs(sbuf["lo"], sshape, lo, pshape, lo, hi, dtype.itemsize):
+                        runs.append((sw, sptr + int(so), stptr + int(do), int(n)))
+                    kernel_pieces.append((stptr, lo, pshape, lo, hi))
+            launch = None
+            if kernel_pieces:
+                name = gpu_fetch.kernel_name(dtype, op["accumulate"])
+                records = gpu_fetch.pack_records(dptr, dbuf["lo"], dshape, kernel_pieces)
+                grid, block = gpu_fetch.launch_grid(records)
+                launch = (name, dev.upload_records(w, records), len(kernel_pieces), grid, block)
+            elif op["accumulate"]:
+                gpu_fetch.kernel_name(dtype, True)  # raises for non-float accumulation
+            self._fetch[i] = (runs, launch, staging)
+
+    # ------------------------------------------------------------------ data in / out
+    def load(self, values: Dict[str, np.ndarray]):
+        """Writes every graph input (data, params, optimizer state) into its planned tiles."""
+        for b, value in input_tiles(self.eg, values):
+            self.dev.upload(self.eg.buffers[b]["device"], self.views[b], value)
+
+    def gather(self, name: str) -> np.ndarray:
+        """The full value of tensor `name` on the host, assembled from the tiles (partials summed)."""
+        tid = self.eg.tensor_id[name]
+        full = np.zeros(self.eg.lowered.tensor_shapes[tid], dtype=self.dtypes[tid])
+        for b in value_tiles(self.eg, name):
+            buf = self.eg.buffers[b]
+            full[box_index(buf["lo"], buf["hi"])] += self.dev.download(buf["device"], self.views[b])
+        return full
+
+    # ------------------------------------------------------------------ kernels
+    def host_kernel(self, opdef, attrs, inputs, ctx):
+        """The NumPy kernel on host copies of the inputs (outputs go back in _compute)."""
+        xp, w, stream = self.xp, self._worker, self._stream
+        host = []
+        for x in inputs:
+            if isinstance(x, np.ndarray):
+                host.append(x)
+            elif x.size and all(s == 0 for s in x.strides):  # a shape-only stand-in
+                host.append(np.broadcast_to(np.zeros((), x.dtype), tuple(x.shape)))
+            else:
+                host.append(self.dev.to_host(w, x, stream))
+        n_aux = len(ctx.aux)
+        hctx = KernelContext(is_train=ctx.is_train, aux=host[len(host) - n_aux:] if n_aux else [], rng=ctx.rng, xp=np)
+        return [np.asarray(o) for o in opdef.forward(attrs, host, hctx)]
+
+    def _compute(self, op: dict, w: int, stream, is_train: bool, rng):
+        self._worker, self._stream = w, stream
+        outs = self.runner.run(op, lambda b: self.views[b], is_train, rng)
+        for b, value in zip(op["outputs"], outs):
+            view = self.views[b]
+            if isinstance(value, np.ndarray) and self.xp is not np:
+                self.dev.to_device(w, view, value, stream)
+            else:
+                self.xp.copyto(view, value, casting="unsafe")
+
+    def _fetch_op(self, i: int, op: dict, w: int, stream):
+        runs, launch, _ = self._fetch[i]
+        if op["accumulate"]:
+            self.dev.memset0(self.views[op["outputs"][0]], stream)
+        for sw, sptr, dptr, n in runs:
+            self.dev.memcpy(stream, w, dptr, sw, sptr, n)
+        if launch is not None:
+            name, records, n_pieces, grid, block = launch
+            self.dev.launch_fetch(w, stream, name, records, n_pieces, grid, block)
+
+    # ------------------------------------------------------------------ execution
+    def enqueue_order(self) -> List[int]:
+        """Every op once, each worker's in its schedule order, interleaved round-robin, every op
+        after the ops it depends on (so every event waited on is already recorded)."""
+        eg = self.eg
+        scheds = [eg.schedule(d) for d in range(eg.devices)]
+        pos = [0] * eg.devices
+        done = [False] * len(eg.ops)
+        order = []
+        while len(order) < len(eg.ops):
+            progress = False
+            for d in range(eg.devices):
+                if pos[d] < len(scheds[d]):
+                    i = scheds[d][pos[d]]
+                    if all(done[j] for j in eg.ops[i]["deps"]):
+                        order.append(i)
+                        done[i] = True
+                        pos[d] += 1
+                        progress = True
+            if not progress:
+                stuck = [scheds[d][pos[d]] for d in range(eg.devices) if pos[d] < len(scheds[d])]
+                raise Error(f"the execution graph's schedules wait on each other (ops {stuck[:8]}): no order to run")
+        return order
+
+    def run(self, is_train: bool = True, seed: int = 0) -> dict:
+        """Enqueues every op on its worker's streams and waits for the GPUs; returns stats.
+        Raises Error naming the device, GPU and node of an op that fails."""
+        eg, dev = self.eg, self.dev
+        rngs = [np.random.default_rng(seed + w) for w in range(eg.devices)]
+        events = [None] * len(eg.ops)
+        stream_of = [None] * len(eg.ops)
+        seq = [0] * len(eg.ops)
+        counters: Dict[int, int] = {}
+        waited: Dict[tuple, int] = {}
+        n_waits = 0
+        t0 = time.perf_counter()
+        for i in self.enqueue_order():
+            op = eg.ops[i]
+            w = op["device"]
+            copy = op["kind"] == "fetch"
+            stream = dev.stream(w, copy)
+            sid = 2 * w + int(copy)
+            try:
+                for j in op["deps"]:
+                    sj = stream_of[j]
+                    if sj == sid or waited.get((sid, sj), -1) >= seq[j]:
+                        continue  # same stream (in order), or a later op of that stream already waited on
+                    dev.wait(stream, events[j])
+                    waited[sid, sj] = seq[j]
+                    n_waits += 1
+                if copy:
+                    dev.enqueue(w, stream, lambda i=i, op=op, w=w, s=stream: self._fetch_op(i, op, w, s))
+                else:
+                    dev.enqueue(w, stream, lambda op=op, w=w, s=stream: self._compute(op, w, s, is_train, rngs[w]))
+                events[i] = dev.event(w)
+                dev.record(events[i], stream)
+            except Exception as e:
+                raise self._op_error(e, op, w) from None
+            stream_of[i] = sid
+            seq[i] = counters.get(sid, 0)
+            counters[sid] = seq[i] + 1
+        t_enqueue = time.perf_counter() - t0
+        try:
+            dev.synchronize()
+        except Exception as e:
+            if isinstance(e, Error):
+                raise
+            raise Error(f"ctx='gpu': a kernel failed while the step ran: {type(e).__name__}: {e}") from None
+        by_path = {"gpu": [], "dispatch": [], "host": []}
+        for name, path in sorted(self.kernel_paths.items()):
+            by_path[path].append(name)
+        return {"step_seconds": time.perf_counter() - t0, "enqueue_seconds": t_enqueue,
+                "kernels": by_path, "dispatch_failed": dict(self.no_dispatch),
+                "fetch_paths": dict(self.fetch_paths), "stream_waits": n_waits,
+                "multifetch_kernel": getattr(dev, "kernel_source", None),
+                "arena_bytes": [int(b) for b in eg.core.arena_bytes], "staging_bytes": list(self.staging_bytes),
+                **dev.describe()}
+
+    def _op_error(self, e, op, w) -> Error:
+        name = self.eg.lowered.node_names[op["node"]] if op["node"] >= 0 else "?"
+        gpu = getattr(self.dev, "gpu", [None] * (w + 1))[w]
+        where = f"device {w} (GPU {gpu})"
+        if _is_oom(e):
+            return Error(f"{where}: out of memory in the {op['kind']} op of node '{name}': {e}")
+        msg = str(e) if isinstance(e, Error) else f"{type(e).__name__}: {e}"
+        return Error(f"{where}: {op['kind']} op of node '{name}' failed: {msg}")
+
+
+def run_gpu(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True, optimizer: str = "sgd",
+            optimizer_args: Optional[dict] = None, seed: int = 0, plan=None, algorithm: str = "tofu",
+            control_deps: bool = True, device_memory: Optional[int] = None, replicate_fallback: bool = False,
+            gpu_devices=None, host_ops: Iterable[str] = (), dispatch: bool = True):
+    """One training step of `sym` on `devices` workers placed on the visible GPUs
+    (``at.backend.run(..., ctx="gpu")``). `gpu_devices` replaces the CuPy device side (tests)."""
+    from .. import planner
+    from ..execgraph import transform
+    from .run import Result
+
+    if not train:
+        raise Error("ctx='gpu' runs training steps (train=True); run inference with ctx='cpu'")
+    if optimizer_args:
+        raise Error("optimizer_args are not supported on the partitioned runtimes yet: the plan uses the "
+                    "optimizer's defaults")
+    dev = gpu_devices if gpu_devices is not None else CupyDevices(devices)  # fail early: no CuPy / GPU
+    stats = {}
+    t0 = time.perf_counter()
+    if plan is None:
+        from ..autodiff.graph import default_data_names
+
+        data_shapes = {k: tuple(np.shape(v)) for k, v in values.items()}
+        shapes = {n: data_shapes[n] for n in default_data_names(sym.list_arguments()) if n in data_shapes}
+        plan = planner.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm, optimizer=optimizer,
+                            replicate_fallback=replicate_fallback)
+    elif plan.devices != devices:
+        raise Error(f"the plan was made for {plan.devices} devices, not {devices}")
+    stats["plan_seconds"] = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    eg = transform(sym, plan, control_deps=control_deps, device_memory=device_memory,
+                   replicate_fallback=replicate_fallback)
+    stats["transform_seconds"] = time.perf_counter() - t1
+    tg = eg.training
+    rt = GpuRuntime(eg, devices=dev, host_ops=host_ops, dispatch=dispatch)
+    rt.load(step_inputs(eg, values))
+    stats.update(rt.run(is_train=True, seed=seed))
+    outputs = [rt.gather(n) for n in tg.output_names]
+    grads = {p: rt.gather(g) for p, g in zip(tg.param_names, tg.grad_names)}
+    params = {p: rt.gather(u) for p, u in zip(tg.param_names, tg.updated_names)}
+    es = eg.stats()
+    stats.update(bytes=es["bytes"], bytes_per_device=es["bytes_per_device"], peak_memory=es["peak_memory"])
+    return Result(outputs=outputs, grads=grads, params=params, plan=plan, stats=stats)
