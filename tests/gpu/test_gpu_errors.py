@@ -116,3 +116,10 @@ def test_bad_ctx_and_inference(exec_models):
         at.backend.run(sym, inputs={k: vals[k] for k in shapes}, ctx="tpu")
     with pytest.raises(Error, match="train=True"):
         gpu_runtime.run_gpu(sym, 1, vals, train=False, gpu_devices=object())
+
+
+def test_gpu_ids():
+    dev = CupyDevices(4, cupy=_fake_cupy(count=4), gpu_ids=[2])
+    assert dev.gpu == [2, 2, 2, 2]
+    with pytest.raises(Error, match="must name visible GPUs"):
+        CupyDevices(4, cupy=_fake_cupy(count=2), gpu_ids=[3])

@@ -37,7 +37,8 @@ def source_dirs() -> Tuple[str, List[str]]:
 
 def fatbin_path():
     """The fatbin CMake built from csrc/cuda/multifetch.cu (when nvcc was found), or None."""
-    for p in (os.path.join(_PKG, "_cuda", "multifetch.fatbin"), os.environ.get("AUTOTILE_MULTIFETCH_FATBIN", "")):
+    for p in (os.environ.get("AUTOTILE_MULTIFETCH_FATBIN", ""), os.path.join(_PKG, "_cuda", "multifetch.fatbin"),
+              os.path.join(os.path.dirname(_REPO_CSRC), "build", "multifetch.fatbin")):  # installed, in-tree build
         if p and os.path.exists(p):
             return p
     return None

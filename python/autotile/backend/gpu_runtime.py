@@ -44,7 +44,8 @@ from .gpu_kernels import KERNELS
 from .sub_op import SubOpRunner
 from .tiles import box_index, input_tiles, step_inputs, value_tiles
 
-_INSTALL_HINT = "pip install 'autotile[gpu]' (CuPy for CUDA 12; 'autotile[gpu-cuda13]' for CUDA 13), see docs/gpu.md"
+_INSTALL_HINT = ("pip install 'autotile[gpu]' (CuPy for CUDA 12 drivers) or 'autotile[gpu-cuda13]' (CUDA 13); "
+                 "see docs/gpu.md")
 
 
 def import_cupy():
@@ -62,9 +63,10 @@ def _is_oom(e) -> bool:
 
 class CupyDevices:
     """The device side of the GPU runtime on CUDA GPUs through CuPy: memory, streams, events,
-    copies and the MultiFetch kernel for `workers` workers."""
+    copies and the MultiFetch kernel for `workers` workers. Worker i runs on
+    ``gpu_ids[i % len(gpu_ids)]`` (all visible GPUs by default)."""
 
-    def __init__(self, workers: int, cupy=None):
+    def __init__(self, workers: int, cupy=None, gpu_ids: Optional[List[int]] = None):
         cp = cupy if cupy is not None else import_cupy()
         self.cp = cp
         self.xp = cp
@@ -74,8 +76,12 @@ class CupyDevices:
             raise Error(f"ctx='gpu' needs a CUDA GPU, and CUDA reports none usable: {type(e).__name__}: {e}") from None
         if n < 1:
             raise Error("ctx='gpu' needs a CUDA GPU, and none is visible (check CUDA_VISIBLE_DEVICES)")
-        self.n_gpus = n
-        self.gpu = [w % n for w in range(workers)]
+        ids = list(range(n)) if gpu_ids is None else [int(g) for g in gpu_ids]
+        bad = [g for g in ids if not 0 <= g < n]
+        if not ids or bad:
+            raise Error(f"gpu_ids {ids} must name visible GPUs (0..{n - 1})")
+        self.n_gpus = len(ids)
+        self.gpu = [ids[w % len(ids)] for w in range(workers)]
         self.pools, self.streams = [], []
         for w in range(workers):
             with cp.cuda.Device(self.gpu[w]):
