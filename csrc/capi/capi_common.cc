@@ -61,6 +61,7 @@ const char* at_status_name(AT_Status status) {
     case AT_ERR_BUFFER_TOO_SMALL: return "AT_ERR_BUFFER_TOO_SMALL";
     case AT_ERR_OUT_OF_MEMORY: return "AT_ERR_OUT_OF_MEMORY";
     case AT_ERR_INTERNAL: return "AT_ERR_INTERNAL";
+    default: break;
   }
   return "unknown status";
 }

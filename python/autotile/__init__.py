@@ -12,6 +12,30 @@ from .errors import Error
 __version__ = "0.1.0"
 
 
+def get_include() -> str:
+    """Directory of the C API headers (``autotile/c_api.h``, ``autotile/autotile.hpp``);
+    docs/embedding.md. In a source checkout without an installed wheel: csrc/include."""
+    import os
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    for path in (os.path.join(here, "include"), os.path.join(here, "..", "..", "csrc", "include")):
+        if os.path.isfile(os.path.join(path, "autotile", "c_api.h")):
+            return os.path.normpath(path)
+    raise Error(f"the C API headers are not installed next to {here} (pip install autotile)")
+
+
+def get_cmake_dir() -> str:
+    """Directory of ``autotileConfig.cmake``, for ``find_package(autotile CONFIG PATHS ...)``
+    and ``target_link_libraries(app autotile::core)``. Installed with the wheel only."""
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "cmake")
+    if not os.path.isfile(os.path.join(path, "autotileConfig.cmake")):
+        raise Error(f"autotile's CMake package is not installed in {path}: it comes with the wheel "
+                    "(pip install .), not with an in-tree development build")
+    return path
+
+
 def __getattr__(name):
     # Heavier or optional parts load on first use (onnx needs the onnx package).
     import importlib
@@ -32,4 +56,4 @@ def __getattr__(name):
     raise AttributeError(f"module 'autotile' has no attribute '{name}'")
 
 
-__all__ = ["Error", "backend", "ops", "sym"]
+__all__ = ["Error", "backend", "get_cmake_dir", "get_include", "ops", "sym"]

@@ -47,6 +47,12 @@ extern "C" {
 /** \brief The id value meaning "none" (a graph input's producer, a tensor not found). */
 #define AT_NONE (-1)
 
+/* Every enum below also lists AT_*_RANGE_MIN_/MAX_ so that its range is all of int32_t
+ * (the Vulkan idiom): a C caller can pass any int through an enum parameter, and in C++
+ * reading such a value is only defined when it lies within the enum's range. Invalid values
+ * are then reported as AT_ERR_INVALID_ARGUMENT instead of being undefined behaviour. */
+#define AT_ENUM_RANGE_(prefix) prefix##RANGE_MIN_ = -0x7fffffff - 1, prefix##RANGE_MAX_ = 0x7fffffff
+
 /** \brief Result of every C API call. */
 typedef enum AT_Status {
   AT_OK = 0,                   /**< success */
@@ -57,7 +63,8 @@ typedef enum AT_Status {
   AT_ERR_INVALID_INPUT = 5,    /**< the core rejected the input (bad TDL, cycle, no feasible plan, ...) */
   AT_ERR_BUFFER_TOO_SMALL = 6, /**< a caller buffer is too small; the needed size was written */
   AT_ERR_OUT_OF_MEMORY = 7,    /**< an allocation failed */
-  AT_ERR_INTERNAL = 8          /**< a bug in autotile (please report the message) */
+  AT_ERR_INTERNAL = 8,         /**< a bug in autotile (please report the message) */
+  AT_ENUM_RANGE_(AT_STATUS_)
 } AT_Status;
 
 /** \brief Element type of a tensor (sizes in bytes: 4, 8, 2, 4, 8, 1, 1, 1). */
@@ -69,23 +76,31 @@ typedef enum AT_DType {
   AT_INT64 = 4,
   AT_INT8 = 5,
   AT_UINT8 = 6,
-  AT_BOOL = 7
+  AT_BOOL = 7,
+  AT_ENUM_RANGE_(AT_DTYPE_)
 } AT_DType;
 
 /** \brief What an op does in a training step. */
-typedef enum AT_Role { AT_ROLE_FORWARD = 0, AT_ROLE_BACKWARD = 1, AT_ROLE_UPDATE = 2 } AT_Role;
+typedef enum AT_Role {
+  AT_ROLE_FORWARD = 0,
+  AT_ROLE_BACKWARD = 1,
+  AT_ROLE_UPDATE = 2,
+  AT_ENUM_RANGE_(AT_ROLE_)
+} AT_Role;
 
 /** \brief Kind of an execution-graph op. */
 typedef enum AT_OpKind {
   AT_OP_COMPUTE = 0, /**< runs the node's kernel on this device's tile */
-  AT_OP_FETCH = 1    /**< MultiFetch: assembles (or, accumulating, reduces) a region from pieces */
+  AT_OP_FETCH = 1,   /**< MultiFetch: assembles (or, accumulating, reduces) a region from pieces */
+  AT_ENUM_RANGE_(AT_OP_KIND_)
 } AT_OpKind;
 
 /** \brief What an execution-graph buffer holds. */
 typedef enum AT_BufferRole {
   AT_BUFFER_TILE = 0,  /**< a device's planned tile of a tensor */
   AT_BUFFER_RAW = 1,   /**< a compute op's output before conversion to the planned tiling */
-  AT_BUFFER_REGION = 2 /**< an input region assembled for one compute op */
+  AT_BUFFER_REGION = 2, /**< an input region assembled for one compute op */
+  AT_ENUM_RANGE_(AT_BUFFER_ROLE_)
 } AT_BufferRole;
 
 /** \brief Flag of at_exec_build: place fetches as early as possible instead of adding
