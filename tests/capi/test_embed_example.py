@@ -8,7 +8,6 @@ Skips when cmake or a C++ compiler is missing, or when autotile is an in-tree de
 (no CMake package: that comes with the wheel)."""
 import json
 import os
-import shutil
 import subprocess
 
 import pytest
@@ -16,43 +15,23 @@ import pytest
 import autotile as at
 from autotile import _core
 
+from capi_build import cmake_build, cmake_dir_or_skip, run
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "embed")
 DEVICES = 8
 
 
-def _compiler():
-    for name in (os.environ.get("CXX"), "c++", "g++", "clang++"):
-        if name and shutil.which(name):
-            return shutil.which(name)
-    return None
-
-
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
-    if shutil.which("cmake") is None:
-        pytest.skip("cmake is not installed")
-    if _compiler() is None:
-        pytest.skip("no C++ compiler")
+    cmake_dir = cmake_dir_or_skip()
     if not os.path.isdir(EXAMPLE):
         pytest.skip("examples/embed is not in this checkout")
-    try:
-        cmake_dir = at.get_cmake_dir()
-    except at.Error as e:
-        pytest.skip(str(e))
-    build = tmp_path_factory.mktemp("embed-build")
-    env = dict(os.environ, CXX=_compiler())
-
-    def run(*cmd):
-        res = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
-        assert res.returncode == 0, f"{' '.join(cmd)} failed:\n{res.stdout}\n{res.stderr}"
-        return res.stdout
-
-    run("cmake", "-S", EXAMPLE, "-B", str(build), f"-DAUTOTILE_CMAKE_DIR={cmake_dir}", "-DCMAKE_BUILD_TYPE=Release")
-    run("cmake", "--build", str(build), "-j", "2")
-    exe = os.path.join(str(build), "embed")
-    out_json = os.path.join(str(build), "graphs.json")
-    stdout = run(exe, "--devices", str(DEVICES), "--json", out_json)
+    build = str(tmp_path_factory.mktemp("embed-build"))
+    cmake_build(EXAMPLE, build, cmake_dir)
+    exe = os.path.join(build, "embed")
+    out_json = os.path.join(build, "graphs.json")
+    stdout = run(exe, "--devices", DEVICES, "--json", out_json)
     with open(out_json) as f:
         doc = json.load(f)
     return {"stdout": stdout, "graphs": {g["name"]: g for g in doc["graphs"]}, "exe": exe}
