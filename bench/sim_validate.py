@@ -37,29 +37,11 @@ def cases(quick: bool):
             ("vgg16-i64 b8", lambda: vgg(16, 8, image=64, classes=200))]
 
 
-def step_inputs(eg):
-    """Random inputs for every graph input of `eg` (labels valid class ids)."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    tg = eg.training
-    values = {}
-    for tid, name in enumerate(eg.lowered.tensor_names):
-        if eg.core.tile(tid, 0) < 0 or eg.buffers[eg.core.tile(tid, 0)]["producer"] >= 0:
-            continue
-        shape = eg.lowered.tensor_shapes[tid]
-        if name.endswith("label"):
-            values[name] = rng.integers(0, 10, size=shape).astype(np.float32)
-        elif name in tg.head_grad_names:
-            values[name] = np.ones(shape, np.float32)
-        else:
-            values[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
-    return values
-
-
 def measure(eg, repeat: int) -> float:
     """Median step time of the host runtime on `eg` (after one warm-up step)."""
     from autotile.backend.host_runtime import HostRuntime
+
+    from autotile.sim.calibrate import step_inputs
 
     rt = HostRuntime(eg)
     values = step_inputs(eg)
@@ -82,7 +64,7 @@ def main(argv=None) -> int:
     from autotile.sim.calibrate import calibrate_graphs, default_path
 
     path = args.calibration or default_path()
-    cal = Calibration.load(path) if os.path.exists(path) else Calibration()
+    cal = Calibration()  # measured afresh, next to the runs it is compared with
     profile = load_profile("host")
     devices = (1, 2) if args.quick else (1, 2, 4)
     algorithms = ("tofu", "data")

@@ -20,7 +20,7 @@ from .errors import Error
 SCRIPTS = {"speedup": "speedup.py", "mlp": "mlp.py", "algorithms": "algorithms.py", "memory": "memory_fit.py",
            "search": "search_time.py", "validate": "sim_validate.py"}
 #: what `autotile bench all` runs, in order
-ALL = ("calibrate", "validate", "speedup", "mlp", "algorithms", "memory", "search")
+ALL = ("validate", "speedup", "mlp", "algorithms", "memory", "search")  # validate calibrates
 
 
 def bench_dir() -> str:

@@ -1,11 +1,12 @@
 """Measure this machine for the ``host`` profile: the time of every distinct compute op of
-some ExecGraphs (by op kind and tile shapes), run through the host runtime's own kernel
-dispatch, and the cost of its MultiFetch ops (fixed overhead + bytes / bandwidth, fitted
-by least squares over the fetches of the graphs)."""
+some ExecGraphs (by op kind and tile shapes), timed in place while the graph is replayed
+serially through the host runtime's own kernel dispatch, and the cost of its MultiFetch ops
+(fixed overhead + bytes / bandwidth, fitted by least squares over the fetches)."""
 from __future__ import annotations
 
 import os
 import platform
+import statistics
 import time
 from typing import Iterable, List, Optional
 
@@ -22,18 +23,6 @@ def default_path() -> str:
     return os.environ.get("AUTOTILE_CALIBRATION", DEFAULT_PATH)
 
 
-def _best_time(fn, repeat: int) -> float:
-    """Least wall time of `fn` over `repeat` runs after a warm-up: on a machine other jobs
-    share, the minimum is the estimate of the kernel's own cost least disturbed by them."""
-    fn()  # warm up (first-touch page faults, BLAS thread start)
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
 def _fetch_bytes(eg, op) -> int:
     total = 0
     for src, lo, hi in op["pieces"]:
@@ -48,11 +37,62 @@ def _fetch_bytes(eg, op) -> int:
     return total
 
 
+def step_inputs(eg, seed: int = 0):
+    """Random values for every graph input of `eg` (labels are class ids below 10)."""
+    rng = np.random.default_rng(seed)
+    heads = set(eg.training.head_grad_names)
+    values = {}
+    for tid, name in enumerate(eg.lowered.tensor_names):
+        if eg.core.tile(tid, 0) < 0 or eg.buffers[eg.core.tile(tid, 0)]["producer"] >= 0:
+            continue
+        shape = eg.lowered.tensor_shapes[tid]
+        if name.endswith("label"):
+            values[name] = rng.integers(0, 10, size=shape).astype(np.float32)
+        elif name in heads:
+            values[name] = np.ones(shape, np.float32)
+        else:
+            values[name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+    return values
+
+
+def serial_order(eg) -> List[int]:
+    """Every op of `eg` in one order that respects the dependencies, devices interleaved
+    by their schedule position (how the devices' threads would meet them)."""
+    import heapq
+
+    rank = {}
+    for d in range(eg.devices):
+        for pos, i in enumerate(eg.schedule(d)):
+            rank[i] = (pos, d)
+    left = [len(o["deps"]) for o in eg.ops]
+    users = [[] for _ in eg.ops]
+    for i, o in enumerate(eg.ops):
+        for dep in o["deps"]:
+            users[dep].append(i)
+    ready = [(rank[i], i) for i in range(len(eg.ops)) if left[i] == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        _, i = heapq.heappop(ready)
+        order.append(i)
+        for j in users[i]:
+            left[j] -= 1
+            if left[j] == 0:
+                heapq.heappush(ready, (rank[j], j))
+    return order
+
+
 def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None, repeat: int = 3,
-                     max_fetches: int = 200, log=None) -> Calibration:
-    """Time the compute ops of `graphs` (ExecGraphs) not measured yet, and the fetch cost;
-    returns the (updated) Calibration. Kernels run on the arena's zeros: their time does not
-    depend on the values."""
+                     log=None, parallelism: bool = True) -> Calibration:
+    """Time the compute ops of `graphs` (ExecGraphs) and fit the fetch cost.
+
+    Each graph is replayed `repeat` times on one thread, every op in a dependency order
+    (devices interleaved as their threads would meet the ops), on random inputs loaded
+    before each replay; an op's time is its median over the replays. Timing kernels in place,
+    rather than one kernel in a loop, keeps what a real step sees: cold caches, the
+    allocator's page faults for large temporaries, the runtime's own dispatch. Shapes
+    measured before (in `calibration`) are measured again and replaced. With `parallelism`,
+    the cores the runtime's threads get now (:func:`measure_parallelism`) are recorded too."""
     from ..backend.host_runtime import HostRuntime
 
     cal = calibration or Calibration()
@@ -60,25 +100,37 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
     samples: List[tuple] = []
     for eg in graphs:
         rt = HostRuntime(eg)
-        measured = 0
-        for op in eg.ops:
-            if op["kind"] != "compute":
-                continue
-            kind, ins, outs = op_tiles(eg, op)
-            if shape_key(kind, ins, outs) in cal.ops:
-                continue
-            cal.add(kind, ins, outs, _best_time(lambda: rt._compute(op, True, rng), repeat))
-            measured += 1
-        fetches = [op for op in eg.ops if op["kind"] == "fetch"]
-        step = max(1, len(fetches) // max_fetches)
-        for op in fetches[::step]:
-            samples.append((_fetch_bytes(eg, op), _best_time(lambda: rt._fetch(op), repeat)))
+        values = step_inputs(eg)
+        order = serial_order(eg)
+        per_key = {}
+        fetch_times = {}
+        for _ in range(repeat + 1):  # the first replay warms up (first touch of the arenas)
+            rt.load(values)
+            for i in order:
+                op = eg.ops[i]
+                t0 = time.perf_counter()
+                if op["kind"] == "compute":
+                    rt._compute(op, True, rng)
+                    per_key.setdefault(i, []).append(time.perf_counter() - t0)
+                else:
+                    rt._fetch(op)
+                    fetch_times.setdefault(i, []).append(time.perf_counter() - t0)
+        by_shape = {}
+        for i, ts in per_key.items():
+            kind, ins, outs = op_tiles(eg, eg.ops[i])
+            by_shape.setdefault(shape_key(kind, ins, outs), (kind, ins, outs, []))[3].extend(ts[1:])
+        for kind, ins, outs, ts in by_shape.values():
+            cal.add(kind, ins, outs, statistics.median(ts))
+        for i, ts in fetch_times.items():
+            samples.append((_fetch_bytes(eg, eg.ops[i]), statistics.median(ts[1:])))
         if log:
-            log(f"calibrated {measured} new op shapes, {len(fetches[::step])} fetches "
+            log(f"calibrated {len(by_shape)} op shapes and {len(fetch_times)} fetches "
                 f"({eg.devices} devices, {len(eg.ops)} ops)")
         del rt
     if samples:
         cal.fetch.update(fit_fetch(samples, cal.fetch))
+    if parallelism:
+        cal.machine["effective_cores"] = measure_parallelism()
     cal.machine.update({"host": platform.node(), "processor": platform.processor() or platform.machine(),
                         "cpus": os.cpu_count(), "numpy": np.__version__,
                         "date": time.strftime("%Y-%m-%d %H:%M:%S")})
@@ -137,3 +189,31 @@ def main(argv=None) -> int:
           f"fetch: {f.get('overhead', 0) * 1e6:.0f} us + bytes / {f.get('bandwidth', 0) / 1e9:.2f} GB/s; "
           f"{time.perf_counter() - t0:.0f}s; written to {path}")
     return 0
+
+
+def measure_parallelism(rounds: int = 3, n: int = 200) -> float:
+    """How many cores two threads of NumPy kernels get now: 2 * t(1 thread) / t(2 threads),
+    median of `rounds`, between 1 and the CPU count. On a machine other jobs share it is
+    below the core count, and the host profile's `cores` must be what the runtime gets."""
+    import threading
+
+    a = np.random.default_rng(0).random((256, 256), dtype=np.float32)
+    v = np.random.default_rng(1).random(1 << 16, dtype=np.float32)
+
+    def work():
+        for _ in range(n):  # a BLAS kernel and an element-wise one, as a training step mixes
+            np.dot(a, a)
+            np.maximum(v, 0, out=np.empty_like(v))
+
+    def timed(threads):
+        ts = [threading.Thread(target=work) for _ in range(threads)]
+        t0 = time.perf_counter()
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        return time.perf_counter() - t0
+
+    work()
+    ratios = [2 * timed(1) / timed(2) for _ in range(rounds)]
+    return float(min(max(statistics.median(ratios), 1.0), float(os.cpu_count() or 1)))

@@ -122,6 +122,12 @@ class Simulator:
         self.hw: Hardware = load_profile(hardware) if isinstance(hardware, str) else hardware
         if calibration is not None and calibration.fetch:
             self.hw = _with_fetch_calibration(self.hw, calibration.fetch)
+        if calibration is not None and self.hw.cores and calibration.machine.get("effective_cores"):
+            import copy
+
+            # the parallelism the runtime's threads got when the kernels were timed
+            self.hw = copy.deepcopy(self.hw)
+            self.hw.cores = float(calibration.machine["effective_cores"])
         self.cost = cost or CostTable(self.hw, calibration)
 
     # ------------------------------------------------------------------ op setup
