@@ -1,6 +1,6 @@
 """Throughput speedup on 8 devices over 1 device, per algorithm and batch size (Soybean
 Fig. 10): AlexNet and VGG-16/19, batch 32..2048, SIMULATED on hardware profiles
-(p2.8xlarge and dgx-a100 by default). Speedup = (batch / simulated 8-device step) /
+(p2.8xlarge and dgx-a100 by default; a profile with more devices, 2x8-ib, uses all 16). Speedup = (batch / simulated 8-device step) /
 (batch / simulated 1-device step of the same model and batch on the same profile).
 
     python bench/speedup.py [--quick] [--profile p2.8xlarge --profile dgx-a100]
@@ -33,13 +33,26 @@ def main(argv=None) -> int:
     algorithms = common.ALGORITHMS
     t0 = time.perf_counter()
     raw = []
+    # every profile runs on DEVICES devices, except a bigger machine (2x8-ib: all 16 of them)
+    counts = sorted({max(DEVICES, hw.devices or DEVICES) for hw in profiles})
     for model in models:
         for batch in batches:
             sym = at.models.get(model, batch=batch)
             base = common.simulate_config(sym, 1, "data", profiles)
             entry = {"model": model, "batch": batch, "single": base, "algorithms": {}}
             for algo in algorithms:
-                entry["algorithms"][algo] = common.simulate_config(sym, DEVICES, algo, profiles)
+                merged = None
+                for k in counts:
+                    group = [hw for hw in profiles if max(DEVICES, hw.devices or DEVICES) == k]
+                    r = common.simulate_config(sym, k, algo, group)
+                    if merged is None or not merged["ok"]:
+                        merged = r
+                    elif r["ok"]:
+                        merged["sims"].update(r["sims"])
+                    for hw in group:
+                        if r["ok"]:
+                            merged["sims"][hw.name]["devices"] = k
+                entry["algorithms"][algo] = merged
             raw.append(entry)
             print(f"  {model} batch {batch}: {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     tables = []
@@ -58,7 +71,8 @@ def main(argv=None) -> int:
                 r["sims"][hw.name]["speedup"] = speed
                 row.append(f"{speed:.2f}" + ("" if s["fits"] else "*"))
             rows.append(row)
-        title = (f"Speedup on {DEVICES} devices over 1 device, SIMULATED on '{hw.name}' "
+        devices = max(DEVICES, hw.devices or DEVICES)
+        title = (f"Speedup on {devices} devices over 1 device, SIMULATED on '{hw.name}' "
                  f"({hw.description.split(':')[0]}); * = a device's memory plan exceeds "
                  f"{hw.memory_bytes / 1e9:.0f} GB; n/a = algorithm or plan not available")
         text = title + "\n" + common.table(["model", "batch", *algorithms], rows)
@@ -90,7 +104,7 @@ def _plot(raw, profiles, models, algorithms):
                 pts = [(b, s) for b, s in pts if s is not None and math.isfinite(s)]
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algo)
-            ax.axhline(DEVICES, color="k", lw=0.6, ls="--")
+            ax.axhline(max(DEVICES, hw.devices or DEVICES), color="k", lw=0.6, ls="--")
             ax.set_xscale("log", base=2)
             ax.set_title(f"{model} on {hw.name} (simulated)", fontsize=9)
             ax.set_xlabel("batch")

@@ -59,6 +59,10 @@ def cmd_bench(args) -> int:
     extra = []
     if args.quick:
         extra.append("--quick")
+    if args.out:
+        if args.what != "calibrate":
+            raise Error("--out is an option of `autotile bench calibrate`")
+        extra += ["--out", args.out]
     for p in args.profile or []:
         if args.what in ("calibrate", "search"):
             raise Error(f"`autotile bench {args.what}` takes no --profile")
@@ -84,4 +88,5 @@ def add_parser(sub) -> None:
     sp.add_argument("--quick", action="store_true", help="small sizes (under 2 minutes)")
     sp.add_argument("--profile", action="append", default=None,
                     help="hardware profile (p2.8xlarge, dgx-a100, 2x8-ib, host or a JSON path); repeatable")
+    sp.add_argument("--out", default=None, help="calibrate: where to write the calibration JSON")
     sp.set_defaults(fn=cmd_bench)

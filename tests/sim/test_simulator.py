@@ -218,3 +218,9 @@ def test_real_execgraph_simulates():
     assert r.bytes_moved == eg.stats()["bytes"]
     assert r.peak_memory == [eg.peak_memory(d) for d in range(4)]
     assert all(e >= s for s, e in zip(r.op_start, r.op_end))
+
+
+def test_cut_bandwidths_price_the_first_cut_at_the_slowest_level():
+    ib = load_profile("2x8-ib")
+    assert ib.cut_bandwidths([2, 2, 2, 2]) == [12.5e9, 300e9, 300e9, 300e9]
+    assert load_profile("dgx-a100").cut_bandwidths([2, 2, 2]) == [300e9] * 3
