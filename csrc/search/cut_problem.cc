@@ -177,20 +177,25 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     }
   }
 
-  // Edge cost tables, from the prefix layouts extended by each candidate.
-  std::vector<std::vector<DeviceLayout>> held_ext(T);
-  auto held_of = [&](TensorId t) -> const std::vector<DeviceLayout>& {
+  // Edge cost tables, from the prefix layouts extended by each candidate (interned, so a
+  // layout or a (held, need) price repeated across blocks or timesteps is computed once).
+  LayoutPool& pool = *s.pool;
+  std::vector<std::vector<int>> held_ext(T);
+  auto held_of = [&](TensorId t) -> const std::vector<int>& {
     if (held_ext[t].empty())
-      for (const Tiling& ti : p.var_tilings[p.tensor_var[t]]) held_ext[t].push_back(extend_held(s.held[t], ti, k));
+      for (const Tiling& ti : p.var_tilings[p.tensor_var[t]]) held_ext[t].push_back(pool.held(s.held[t], ti, k));
     return held_ext[t];
   };
   std::vector<int> factors = s.factors;
   factors.push_back(k);
+  const InputNeed whole_need;
+  const OutputMake no_make;
   p.edges.resize(N);
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     const auto& opts = p.options[n];
     const int O = static_cast<int>(opts.size());
+    p.edges[n].reserve(node.inputs.size() + node.outputs.size());
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       TensorId t = node.inputs[i];
       const auto& held = held_of(t);
@@ -198,10 +203,9 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
       const int D = p.domain[e.var];
       e.cost.resize(static_cast<size_t>(O) * D);
       for (int o = 0; o < O; ++o) {
-        InputNeed rep;
-        const InputNeed& need = opts[o].whole ? rep : opts[o].strategy.inputs[i];
-        DeviceLayout nl = extend_need(s.need[n][i], need, k, g.tensor(t).shape);
-        for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, held[v], nl, factors);
+        const InputNeed& need = opts[o].whole ? whole_need : opts[o].strategy.inputs[i];
+        int nl = pool.need(s.need[n][i], need, k);
+        for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, pool, held[v], nl, factors);
       }
       p.edges[n].push_back(std::move(e));
     }
@@ -212,10 +216,9 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
       const int D = p.domain[e.var];
       e.cost.resize(static_cast<size_t>(O) * D);
       for (int o = 0; o < O; ++o) {
-        OutputMake none;
-        const OutputMake& mk = opts[o].whole ? none : opts[o].strategy.outputs[i];
-        DeviceLayout ml = extend_make(s.make[n][i], mk, opts[o].whole, k);
-        for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, ml, held[v], factors);
+        const OutputMake& mk = opts[o].whole ? no_make : opts[o].strategy.outputs[i];
+        int ml = pool.make(s.make[n][i], mk, opts[o].whole, k);
+        for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, pool, ml, held[v], factors);
       }
       p.edges[n].push_back(std::move(e));
     }

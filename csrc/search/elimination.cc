@@ -141,6 +141,7 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
       }
     }
     const int64_t out_size = static_cast<int64_t>(size);
+    res.work += static_cast<double>(out_size) * Dv * std::max(1, m);
     Step step{v, scope, std::vector<uint16_t>(out_size)};
     std::vector<double> out(out_size);
     off.assign(m, 0);

@@ -37,6 +37,7 @@ struct EliminationResult {
   std::vector<int> value;  ///< per variable
   double cost = 0;
   double log2_width = 0;   ///< log2 of the largest table built (the induced width in entries)
+  double work = 0;         ///< table entries visited in all (sum of table size x factors)
 };
 
 /// \brief Exact minimum by greedy min-weight elimination. `priority[v]` (optional, may be

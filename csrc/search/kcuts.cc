@@ -108,8 +108,12 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       CutSolution bf = solve_bruteforce(p, options.bruteforce_limit);
       options.cut_check->emplace_back(sol.cost, bf.cost);
     }
-    if (profile) std::fprintf(stderr, "  (%d variables, %d groups, %d levels, widest table 2^%.1f)\n", p.num_vars(),
-                              c.num_groups, L.num_levels, sol.log2_width);
+    if (profile)
+      std::fprintf(stderr,
+                   "  (%d variables, %d groups, %d levels, widest table 2^%.1f, %.3g entries visited, %d layouts, "
+                   "%d priced)\n",
+                   p.num_vars(), c.num_groups, L.num_levels, sol.log2_width, sol.work, s.pool->size(),
+                   s.pool->priced());
     tick("solve");
     if (!(sol.cost < kInfCost)) fail("cut ", cut + 1, " (", k, "-way) has no feasible plan");
     std::vector<Tiling> tilings(g.num_tensors());

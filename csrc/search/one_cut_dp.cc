@@ -91,6 +91,7 @@ CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vec
   sol.value.assign(r.value.begin(), r.value.begin() + V);
   sol.cost = r.cost;
   sol.log2_width = r.log2_width;
+  sol.work = r.work;
   return sol;
 }
 

@@ -8,6 +8,8 @@ namespace autotile {
 
 SearchState SearchState::initial(const Graph& g) {
   SearchState s;
+  s.pool = std::make_shared<LayoutPool>();
+  LayoutPool& pool = *s.pool;
   const int T = g.num_tensors(), N = g.num_nodes();
   s.tiling.resize(T);
   s.option.resize(N);
@@ -17,16 +19,16 @@ SearchState SearchState::initial(const Graph& g) {
   s.make.resize(N);
   for (TensorId t = 0; t < T; ++t) {
     s.tensor_shape.push_back(g.tensor(t).shape);
-    s.held.push_back(whole_layout(g.tensor(t).shape));
+    s.held.push_back(pool.whole(g.tensor(t).shape));
   }
   for (NodeId n = 0; n < N; ++n) {
     for (TensorId t : g.node(n).inputs) {
       s.node_in[n].push_back(g.tensor(t).shape);
-      s.need[n].push_back(whole_layout(g.tensor(t).shape));
+      s.need[n].push_back(pool.whole(g.tensor(t).shape));
     }
     for (TensorId t : g.node(n).outputs) {
       s.node_out[n].push_back(g.tensor(t).shape);
-      s.make[n].push_back(whole_layout(g.tensor(t).shape));
+      s.make[n].push_back(pool.whole(g.tensor(t).shape));
     }
   }
   return s;
@@ -35,10 +37,11 @@ SearchState SearchState::initial(const Graph& g) {
 void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tilings,
                         const std::vector<NodeOption>& options) {
   factors.push_back(k);
+  LayoutPool& p = *pool;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const Tiling& ti = tilings[t];
     tiling[t].push_back(ti);
-    held[t] = extend_held(held[t], ti, k);
+    held[t] = p.held(held[t], ti, k);
     if (ti.kind == Tiling::kSplit) tensor_shape[t][ti.dim] /= k;
   }
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
@@ -47,11 +50,11 @@ void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tiling
     const Node& node = g.node(n);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (o.whole) {
-        need[n][i] = extend_need(need[n][i], InputNeed{}, k, g.tensor(node.inputs[i]).shape);
+        need[n][i] = p.need(need[n][i], InputNeed{}, k);
         continue;
       }
       const InputNeed& in = o.strategy.inputs[i];
-      need[n][i] = extend_need(need[n][i], in, k, g.tensor(node.inputs[i]).shape);
+      need[n][i] = p.need(need[n][i], in, k);
       if (!in.replicate) {
         int64_t ext = 0;
         for (const Interval& iv : in.per_worker) ext = std::max(ext, iv.size());
@@ -60,7 +63,7 @@ void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tiling
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const OutputMake& mk = o.whole ? OutputMake{} : o.strategy.outputs[i];
-      make[n][i] = extend_make(make[n][i], mk, o.whole, k);
+      make[n][i] = p.make(make[n][i], mk, o.whole, k);
       if (!o.whole && !mk.partial) node_out[n][i][mk.dim] /= k;
     }
   }
@@ -68,9 +71,9 @@ void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tiling
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const Node& node = g.node(n);
     for (size_t i = 0; i < node.inputs.size(); ++i)
-      total += edge_bytes(g, node.inputs[i], held[node.inputs[i]], need[n][i], factors);
+      total += edge_bytes(g, node.inputs[i], p, held[node.inputs[i]], need[n][i], factors);
     for (size_t i = 0; i < node.outputs.size(); ++i)
-      total += edge_bytes(g, node.outputs[i], make[n][i], held[node.outputs[i]], factors);
+      total += edge_bytes(g, node.outputs[i], p, make[n][i], held[node.outputs[i]], factors);
   }
   flat_bytes = total;
 }
@@ -78,6 +81,11 @@ void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tiling
 double edge_bytes(const Graph& g, TensorId t, const DeviceLayout& held, const DeviceLayout& need,
                   const std::vector<int>& factors) {
   double e = conversion_elements(held, need, factors);
+  return e == 0 ? 0 : e * dtype_size(g.tensor(t).dtype);
+}
+
+double edge_bytes(const Graph& g, TensorId t, LayoutPool& pool, int held, int need, const std::vector<int>& factors) {
+  double e = pool.elements(held, need, factors);
   return e == 0 ? 0 : e * dtype_size(g.tensor(t).dtype);
 }
 

@@ -1,10 +1,12 @@
 // What the recursive search knows after some cuts: per-cut choices, the shrunk shapes the
 // next cut plans (Tofu Sec 5.2), and every tensor's and node edge's per-device layout.
 #pragma once
+#include <memory>
 #include <vector>
 
 #include "graph/graph.h"
 #include "search/layout.h"
+#include "search/layout_pool.h"
 #include "search/strategy_provider.h"
 #include "search/tiling.h"
 
@@ -17,9 +19,10 @@ struct SearchState {
   std::vector<std::vector<NodeOption>> option;       ///< [node][cut]
   std::vector<Shape> tensor_shape;                   ///< per tensor, after the cuts
   std::vector<std::vector<Shape>> node_in, node_out; ///< per node edge, after the cuts
-  std::vector<DeviceLayout> held;                    ///< [tensor] what each device holds
-  std::vector<std::vector<DeviceLayout>> need;       ///< [node][input] what each device reads
-  std::vector<std::vector<DeviceLayout>> make;       ///< [node][output] what each device writes
+  std::shared_ptr<LayoutPool> pool;                  ///< the layouts below are ids into it
+  std::vector<int> held;                             ///< [tensor] what each device holds
+  std::vector<std::vector<int>> need;                ///< [node][input] what each device reads
+  std::vector<std::vector<int>> make;                ///< [node][output] what each device writes
   double flat_bytes = 0;                             ///< total cost of the cuts so far
 
   /// \brief The uncut graph.
@@ -32,5 +35,7 @@ struct SearchState {
 /// \brief Bytes moved over all devices for one tensor->node or node->tensor edge.
 double edge_bytes(const Graph& g, TensorId t, const DeviceLayout& held, const DeviceLayout& need,
                   const std::vector<int>& factors);
+/// \brief The same for interned layouts (memoised in the pool).
+double edge_bytes(const Graph& g, TensorId t, LayoutPool& pool, int held, int need, const std::vector<int>& factors);
 
 }  // namespace autotile

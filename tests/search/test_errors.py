@@ -39,14 +39,18 @@ def test_node_without_tdl_needs_replicate_fallback():
     assert plan["total_bytes"] == 0  # replicated input and output are free
 
 
-def test_node_with_no_strategy_at_these_shapes():
+def test_node_with_no_strategy_at_these_shapes_runs_replicated():
+    # No dim divides 2 ways: the op runs whole on every device (a valid, redundant plan), with
+    # or without replicate_fallback (which is about ops without TDL).
     b = Builder()
     x = b.tensor("x", (3, 5))
     y = b.tensor("y", (3, 5))
     b.g.add_node("odd", "Relu", [x], [y], "x -> y: y[i, j] = relu(x[i, j])", "forward")
-    with pytest.raises(Error, match="node 'odd' \\(op Relu\\): no partition strategy for a 2-way cut"):
-        _core.plan_graph(b.g, 2, "tofu")
-    assert _core.plan_graph(b.g, 2, "tofu", replicate_fallback=True)["node_strategies"] == [["replicate"]]
+    for fallback in (False, True):
+        plan = _core.plan_graph(b.g, 2, "tofu", replicate_fallback=fallback)
+        assert plan["node_strategies"] == [["replicate"]]
+        assert plan["tensor_tilings"] == [["replicate"], ["replicate"]]
+        assert plan["total_bytes"] == 0
 
 
 def test_data_baseline_needs_a_divisible_batch():

@@ -1,0 +1,84 @@
+#include "search/layout_pool.h"
+
+#include "search/cost_model.h"
+#include "util/error.h"
+
+namespace autotile {
+
+namespace {
+template <typename T>
+void put(std::string& key, T v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+}  // namespace
+
+int LayoutPool::find() const {
+  auto it = index_.find(key_);
+  return it == index_.end() ? -1 : it->second;
+}
+
+int LayoutPool::add(DeviceLayout layout, Shape shape) {
+  int id = static_cast<int>(layouts_.size());
+  layouts_.push_back(std::move(layout));
+  shape_.push_back(std::move(shape));
+  index_.emplace(key_, id);
+  return id;
+}
+
+int LayoutPool::whole(const Shape& shape) {
+  key_.assign(1, 'w');
+  for (int64_t d : shape) put(key_, d);
+  int id = find();
+  return id >= 0 ? id : add(whole_layout(shape), shape);
+}
+
+int LayoutPool::held(int prefix, const Tiling& t, int k) {
+  key_.assign(1, 'h');
+  put(key_, prefix);
+  put(key_, k);
+  put(key_, static_cast<int>(t.kind));
+  put(key_, t.dim);
+  int id = find();
+  return id >= 0 ? id : add(extend_held(layouts_[prefix], t, k), shape_[prefix]);
+}
+
+int LayoutPool::need(int prefix, const InputNeed& need, int k) {
+  key_.assign(1, 'n');
+  put(key_, prefix);
+  put(key_, k);
+  put(key_, need.replicate);
+  put(key_, need.read);
+  if (!need.replicate) {
+    put(key_, need.dim);
+    for (const Interval& iv : need.per_worker) put(key_, iv.lo), put(key_, iv.hi);
+  }
+  int id = find();
+  return id >= 0 ? id : add(extend_need(layouts_[prefix], need, k, shape_[prefix]), shape_[prefix]);
+}
+
+int LayoutPool::make(int prefix, const OutputMake& make, bool whole, int k) {
+  key_.assign(1, 'm');
+  put(key_, prefix);
+  put(key_, k);
+  put(key_, whole);
+  if (!whole) {
+    put(key_, make.partial);
+    put(key_, make.dim);
+  }
+  int id = find();
+  return id >= 0 ? id : add(extend_make(layouts_[prefix], make, whole, k), shape_[prefix]);
+}
+
+double LayoutPool::elements(int held, int need, const std::vector<int>& factors) {
+  uint64_t key = static_cast<uint64_t>(static_cast<uint32_t>(held)) << 32 | static_cast<uint32_t>(need);
+  auto it = elements_.find(key);
+  if (it != elements_.end()) return it->second;
+  const DeviceLayout &h = layouts_[held], &n = layouts_[need];
+  if (h.num_cuts != n.num_cuts || h.num_cuts != static_cast<int>(factors.size()))
+    fail("internal: pricing layouts of ", h.num_cuts, " and ", n.num_cuts, " cuts with ", factors.size(), " factors");
+  double e = conversion_elements(h, n, factors);
+  elements_.emplace(key, e);
+  return e;
+}
+
+}  // namespace autotile
