@@ -216,7 +216,7 @@ int Builder::new_op(ExecOp op) {
   for (int b : op.inputs)
     if (b >= 0) add_dep(eg_.buffers[b].producer);
   for (const Piece& p : op.pieces) add_dep(eg_.buffers[p.src].producer);
-  if (opts_.control_deps || op.kind == ExecKind::kCompute) add_dep(last_op_[op.device]);
+  if (opts_.control_deps) add_dep(last_op_[op.device]);
   eg_.ops.push_back(std::move(op));
   eg_.schedule[eg_.ops.back().device].push_back(id);
   last_op_[eg_.ops.back().device] = id;
@@ -547,6 +547,19 @@ ExecGraph Builder::build() {
   for (const ExecOp& op : eg_.ops) eg_.bytes_moved += op.bytes_moved;
   eg_.bytes_received.assign(devices, 0);
   for (const ExecOp& op : eg_.ops) eg_.bytes_received[op.device] += op.bytes_moved;
+  if (!opts_.control_deps) {
+    // A dataflow scheduler without control dependencies runs every op as soon as its inputs
+    // exist: the memory clock becomes the ASAP level of each op (data dependencies only).
+    for (ExecOp& op : eg_.ops) {
+      int64_t level = 0;
+      for (int d : op.deps) level = std::max(level, eg_.ops[d].time + 1);
+      op.time = level;
+    }
+    // Each device runs its ops in that order (every dependency, reuse ones included, points
+    // to an earlier time, so no device can wait on an op queued behind its own).
+    for (auto& sched : eg_.schedule)
+      std::stable_sort(sched.begin(), sched.end(), [&](int a, int b) { return eg_.ops[a].time < eg_.ops[b].time; });
+  }
   plan_memory(eg_, g_);
   return std::move(eg_);
 }

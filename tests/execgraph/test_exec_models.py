@@ -49,3 +49,40 @@ def test_exec_bytes_equal_plan_bytes(model):
         stats = transform(sym, plan).stats()
         assert stats["bytes"] == pytest.approx(plan.comm_bytes)
         assert sum(stats["bytes_per_device"]) == stats["bytes"]
+
+
+@pytest.mark.parametrize("model", ["mlp", "cnn"])
+def test_without_control_deps_same_result(model):
+    # ASAP order (no control deps) changes the memory plan and the per-device order, never the result.
+    sym, shapes, classes = MODELS[model]()
+    vals = values(sym, shapes, classes)
+    ref = _reference(sym, shapes, vals)
+    plan = at.plan(sym, devices=4, shapes=shapes)
+    res = run_multi_device(sym, 4, vals, plan=plan, control_deps=False)
+    _check_same(res, ref, f"{model} without control deps")
+
+
+def test_bad_input_is_refused_before_running():
+    sym, shapes, classes = MODELS["mlp"]()
+    vals = values(sym, shapes, classes)
+    plan = at.plan(sym, devices=4, shapes=shapes)
+    with pytest.raises(at.Error, match="made for 4 devices"):
+        run_multi_device(sym, 2, vals, plan=plan)
+    with pytest.raises(at.Error, match="device_memory"):
+        transform(sym, plan, device_memory=1000)
+    bad = dict(vals, data=vals["data"][:, :5])
+    with pytest.raises(at.Error, match="data"):
+        at.backend.run(sym, devices=4, inputs={k: bad[k] for k in shapes},
+                       params={k: v for k, v in bad.items() if k not in shapes}, train=True, plan=plan)
+    other, other_shapes, _ = MODELS["residual"]()
+    with pytest.raises(at.Error, match="another graph"):
+        transform(other, plan)
+
+
+def test_kernel_failure_stops_every_device_and_names_the_node():
+    sym, shapes, classes = MODELS["mlp"]()
+    vals = values(sym, shapes, classes)
+    vals["softmax_label"] = vals["softmax_label"] + 100  # labels out of range: the loss kernel raises
+    plan = at.plan(sym, devices=4, shapes=shapes)
+    with pytest.raises(at.Error, match="softmax"):
+        run_multi_device(sym, 4, vals, plan=plan)

@@ -1,0 +1,116 @@
+"""Per-device memory of the execution graph versus the ideal (serial peak / k).
+
+For each model: the serial graph's peak (the 1-device execution graph under the same
+static memory planner), and on k devices the per-device arena with Tofu's control
+dependencies (each device in serial order, fetches just before their consumer) and without
+them (fetches as early as their sources allow). Tofu Sec 6: without control dependencies
+per-device memory far exceeds the ideal; with them it approaches it. Also printed: the
+part of the arena that fetch buffers (assembled input regions) account for.
+
+    python bench/memory.py [--quick] [--models vgg16,wresnet-50-4] [--devices 8] [--batch 32]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from common import out_path, table, write_json  # noqa: E402
+
+import autotile as at  # noqa: E402
+
+
+def region_bytes(eg, device):
+    """Largest total of fetched-region buffers live at once on `device` (upper bound: sum of
+    the regions live at the peak time)."""
+    events = []
+    for b in eg.buffers:
+        if b["device"] == device and b["role"] == "region":
+            begin, end = b["live"]
+            events.append((begin, b["bytes"]))
+            events.append((end + 1, -b["bytes"]))
+    live = peak = 0
+    for _, delta in sorted(events):
+        live += delta
+        peak = max(peak, live)
+    return peak
+
+
+def measure(model, devices, batch, algorithm):
+    t0 = time.perf_counter()
+    serial_plan = at.plan(model, devices=1, batch=batch, replicate_fallback=True)
+    serial = at.transform(model, serial_plan, replicate_fallback=True).peak_memory(0)
+    plan = at.plan(model, devices=devices, batch=batch, algorithm=algorithm, replicate_fallback=True)
+    rows = {}
+    for ctrl in (True, False):
+        eg = at.transform(model, plan, control_deps=ctrl, replicate_fallback=True)
+        peaks = [eg.peak_memory(d) for d in range(devices)]
+        worst = max(range(devices), key=lambda d: peaks[d])
+        rows[ctrl] = {"peak": peaks[worst], "mean": sum(peaks) / devices, "regions": region_bytes(eg, worst)}
+    ideal = serial / devices
+    return {"model": model, "devices": devices, "batch": batch, "algorithm": algorithm, "serial_peak": serial,
+            "ideal": ideal, "with_control_deps": rows[True], "without_control_deps": rows[False],
+            "seconds": time.perf_counter() - t0}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--models", default="vgg16,wresnet-50-4")
+    ap.add_argument("--devices", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=32)
+    ap.add_argument("--algorithm", default="tofu")
+    ap.add_argument("--quick", action="store_true", help="small models only (vgg11, batch 16)")
+    args = ap.parse_args(argv)
+    models = ["vgg11"] if args.quick else args.models.split(",")
+    batch = 16 if args.quick else args.batch
+    results, rows = [], []
+    for m in models:
+        try:
+            r = measure(m, args.devices, batch, args.algorithm)
+        except at.Error as e:
+            rows.append([m, "-", "-", "-", "-", "-", "-", f"error: {str(e)[:60]}"])
+            continue
+        results.append(r)
+        w, wo = r["with_control_deps"], r["without_control_deps"]
+        mb = 1e6
+        rows.append([m, round(r["serial_peak"] / mb, 1), round(r["ideal"] / mb, 1), round(w["peak"] / mb, 1),
+                     round(w["peak"] / r["ideal"], 2), round((w["peak"] - w["regions"]) / r["ideal"], 2),
+                     round(wo["peak"] / mb, 1), round(wo["peak"] / r["ideal"], 2)])
+    print(f"per-device peak memory on {args.devices} devices ({args.algorithm} plan, batch {batch}); MB = 1e6 bytes")
+    print(table(["model", "serial MB", "ideal MB", "ctrl MB", "ctrl/ideal", "ctrl-fetch/ideal", "no-ctrl MB",
+                 "no-ctrl/ideal"], rows))
+    path = write_json("memory.json", results)
+    plot(results, out_path("memory.png"))
+    print(f"\nwrote {path} and {out_path('memory.png')}")
+
+
+def plot(results, path):
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return
+    if not results:
+        return
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    names = [r["model"] for r in results]
+    xs = range(len(results))
+    ax.bar([x - 0.25 for x in xs], [r["ideal"] / 1e6 for r in results], 0.25, label="ideal (serial / k)")
+    ax.bar(list(xs), [r["with_control_deps"]["peak"] / 1e6 for r in results], 0.25, label="with control deps")
+    ax.bar([x + 0.25 for x in xs], [r["without_control_deps"]["peak"] / 1e6 for r in results], 0.25,
+           label="without control deps")
+    ax.set_xticks(list(xs))
+    ax.set_xticklabels(names)
+    ax.set_ylabel("per-device peak (MB)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
