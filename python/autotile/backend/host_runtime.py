@@ -15,6 +15,7 @@ import numpy as np
 from .. import _core
 from ..errors import Error
 from .sub_op import SubOpRunner
+from .tiles import box_index, input_tiles, value_tiles
 
 
 class _Failure:
@@ -50,38 +51,15 @@ class HostRuntime:
     # ------------------------------------------------------------------ data in / out
     def load(self, values: Dict[str, np.ndarray]):
         """Writes every graph input (data, params, optimizer state) into its planned tiles."""
-        low = self.eg.lowered
-        for tid, name in enumerate(low.tensor_names):
-            if self.eg.core.tile(tid, 0) < 0:
-                continue
-            for d in range(self.eg.devices):
-                b = self.eg.buffers[self.eg.core.tile(tid, d)]
-                if b["producer"] >= 0:
-                    break
-                if name not in values:
-                    raise Error(f"missing input '{name}'")
-                full = np.asarray(values[name], dtype=self.dtypes[tid])
-                if full.shape != tuple(low.tensor_shapes[tid]):
-                    raise Error(f"input '{name}' has shape {full.shape}, the plan expects {tuple(low.tensor_shapes[tid])}")
-                self.views[self.eg.core.tile(tid, d)][...] = full[tuple(slice(l, h) for l, h in zip(b["lo"], b["hi"]))]
+        for b, value in input_tiles(self.eg, values):
+            self.views[b][...] = value
 
     def gather(self, name: str) -> np.ndarray:
         """The full value of tensor `name` assembled from the devices' tiles (partials summed)."""
-        low = self.eg.lowered
         tid = self.eg.tensor_id[name]
-        full = np.zeros(low.tensor_shapes[tid], dtype=self.dtypes[tid])
-        plan_tilings = self.eg.plan.tensor_tilings[name]
-        factors = self.eg.core.factors
-        for d in range(self.eg.devices):
-            digits, rest = [], d
-            for k in reversed(factors):
-                digits.append(rest % k)
-                rest //= k
-            digits.reverse()
-            if any(t == "replicate" and dig != 0 for t, dig in zip(plan_tilings, digits)):
-                continue  # one replica is enough
-            b = self.eg.buffers[self.eg.core.tile(tid, d)]
-            full[tuple(slice(l, h) for l, h in zip(b["lo"], b["hi"]))] += self.views[self.eg.core.tile(tid, d)]
+        full = np.zeros(self.eg.lowered.tensor_shapes[tid], dtype=self.dtypes[tid])
+        for b in value_tiles(self.eg, name):
+            full[box_index(self.eg.buffers[b]["lo"], self.eg.buffers[b]["hi"])] += self.views[b]
         return full
 
     # ------------------------------------------------------------------ execution

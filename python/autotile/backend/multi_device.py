@@ -16,6 +16,7 @@ def run_multi_device(sym, devices: int, values: Dict[str, np.ndarray], train: bo
     from .. import planner
     from ..execgraph import transform
     from .host_runtime import HostRuntime
+    from .tiles import step_inputs
     from .run import Result
 
     if not train:
@@ -39,12 +40,7 @@ def run_multi_device(sym, devices: int, values: Dict[str, np.ndarray], train: bo
                    replicate_fallback=replicate_fallback)
     stats["transform_seconds"] = time.perf_counter() - t1
     tg = eg.training
-    inputs = dict(values)
-    for name in list(tg.state_names) + list(tg.head_grad_names):  # optimizer state starts at zero; heads at one
-        if name not in inputs:
-            tid = eg.tensor_id[name]
-            fill = np.ones if name in tg.head_grad_names else np.zeros
-            inputs[name] = fill(eg.lowered.tensor_shapes[tid], dtype=eg.lowered.tensor_dtypes[tid])
+    inputs = step_inputs(eg, values)  # optimizer state starts at zero; heads at one
     rt = HostRuntime(eg)
     rt.load(inputs)
     stats.update(rt.run(is_train=True, seed=seed))

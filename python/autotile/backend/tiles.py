@@ -1,0 +1,83 @@
+"""Where a tensor's values live in an execution graph: the tiles graph inputs are written
+into, the tiles whose sum is a tensor's full value, and the step's default inputs. Shared
+by every runtime (host threads, MPI ranks): they differ in which devices' arenas they can
+reach, not in which tiles hold what."""
+from __future__ import annotations
+
+from typing import Dict, Iterable, Iterator, List, Optional, Tuple
+
+import numpy as np
+
+from ..errors import Error
+
+
+def box_index(lo, hi, origin=None) -> tuple:
+    """The NumPy index of box [lo, hi) inside an array holding the box starting at `origin`
+    (the whole tensor when None)."""
+    if origin is None:
+        return tuple(slice(l, h) for l, h in zip(lo, hi))
+    return tuple(slice(l - o, h - o) for l, h, o in zip(lo, hi, origin))
+
+
+def device_digits(factors, device: int) -> List[int]:
+    """The group index of `device` at each cut (mixed radix over the plan's factors)."""
+    digits, rest = [], device
+    for k in reversed(factors):
+        digits.append(rest % k)
+        rest //= k
+    digits.reverse()
+    return digits
+
+
+def is_extra_replica(eg, name: str, device: int) -> bool:
+    """True when `device`'s tile of `name` repeats a replica another device holds (a cut
+    that replicates the tensor, and `device` is not in its group 0)."""
+    tilings = eg.plan.tensor_tilings[name]
+    return any(t == "replicate" and dig != 0 for t, dig in zip(tilings, device_digits(eg.core.factors, device)))
+
+
+def value_tiles(eg, name: str, devices: Optional[Iterable[int]] = None) -> List[int]:
+    """Buffer ids (on `devices`, all by default) whose sum, each added at its box, is the full
+    value of tensor `name`: one copy of each replica, every partial."""
+    tid = eg.tensor_id[name]
+    devices = range(eg.devices) if devices is None else devices
+    return [eg.core.tile(tid, d) for d in devices if not is_extra_replica(eg, name, d)]
+
+
+def input_tiles(eg, values: Dict[str, np.ndarray], devices: Optional[Iterable[int]] = None
+                ) -> Iterator[Tuple[int, np.ndarray]]:
+    """(buffer id, value of its box) for every tile of a graph input (data, params, optimizer
+    state, head gradients) on `devices` (all by default). Raises Error naming a missing input
+    or one of the wrong shape."""
+    low = eg.lowered
+    devices = list(range(eg.devices) if devices is None else devices)
+    for tid, name in enumerate(low.tensor_names):
+        if eg.core.tile(tid, 0) < 0:
+            continue
+        # a tensor is an input on the devices before the first one whose tile is produced
+        first_produced = next((d for d in range(eg.devices) if eg.buffers[eg.core.tile(tid, d)]["producer"] >= 0),
+                              eg.devices)
+        mine = [d for d in devices if d < first_produced]
+        if not mine:
+            continue
+        if name not in values:
+            raise Error(f"missing input '{name}'")
+        full = np.asarray(values[name], dtype=np.dtype(low.tensor_dtypes[tid]))
+        if full.shape != tuple(low.tensor_shapes[tid]):
+            raise Error(f"input '{name}' has shape {full.shape}, the plan expects {tuple(low.tensor_shapes[tid])}")
+        for d in mine:
+            b = eg.core.tile(tid, d)
+            yield b, full[box_index(eg.buffers[b]["lo"], eg.buffers[b]["hi"])]
+
+
+def step_inputs(eg, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+    """`values` completed with the training step's own inputs when not given: optimizer
+    states start at zero, head gradients at one."""
+    tg = eg.training
+    inputs = dict(values)
+    for name in list(tg.state_names) + list(tg.head_grad_names):
+        if name not in inputs:
+            tid = eg.tensor_id[name]
+            fill = np.ones if name in tg.head_grad_names else np.zeros
+            inputs[name] = fill(eg.lowered.tensor_shapes[tid], dtype=eg.lowered.tensor_dtypes[tid])
+    return inputs
