@@ -58,3 +58,26 @@ def test_random_plans_match_single_device(factors, bias):
         plan = random_plan(low, factors, rng, input_shapes=shapes)
         res = run_multi_device(net, plan.devices, vals, plan=plan)
         assert_same_step(res, ref)
+
+
+@pytest.mark.parametrize("model,factors", [("cnn", [2]), ("cnn", [2, 2]), ("residual", [2, 2]), ("concat", [2, 3]),
+                                           ("lstm", [2])])
+def test_random_plans_on_models(model, factors):
+    """Random plans split convolutions spatially (halos, asymmetric tile padding), channels and
+    batch, reduce partial sums, and re-layout tensors; every one gives the single-device step."""
+    from models import MODELS, values
+
+    sym, shapes, classes = MODELS[model]()
+    vals = values(sym, shapes, classes)
+    tg = training_graph(sym, shapes=shapes)
+    low = lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
+                {g: f for f, g in tg.gradient_entry.items()})
+    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
+                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    rng = np.random.default_rng(len(factors) * 7 + sum(factors))
+    for _ in range(4):
+        plan = random_plan(low, factors, rng, input_shapes=shapes)
+        res = run_multi_device(sym, plan.devices, vals, plan=plan)
+        for p in ref.grads:
+            np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-4, atol=1e-5, err_msg=f"grad of {p}")
+            np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-4, atol=1e-5, err_msg=f"update of {p}")

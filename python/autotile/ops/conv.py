@@ -57,6 +57,9 @@ _PARAMS = {
     "cudnn_tune": Param("optional_str", None, choices=(None, "off", "limited_workspace", "fastest")),
     "cudnn_off": Param("bool", False),
     "layout": Param("optional_str", None),
+    # Set only by tile hooks: per spatial dim the padding before, then after, of a tile whose
+    # input region is a slab (halo) of the whole input; negative values crop.
+    "tile_pad": Param("shape", ()),
 }
 
 
@@ -98,13 +101,18 @@ class Geometry:
         self.cin_g = self.cin // self.groups
         self.cout_g = self.cout // self.groups
         self.spatial = tuple(int(v) for v in (spatial if spatial is not None else data_shape[2:]))
+        tile_pad = tuple(attrs.get("tile_pad") or ())
+        if tile_pad and len(tile_pad) != 2 * nd:
+            raise Error(f"attribute 'tile_pad'={tile_pad} must have {2 * nd} entries")
+        self.pad_lo = tile_pad[:nd] if tile_pad else self.pad
+        self.pad_hi = tile_pad[nd:] if tile_pad else self.pad
         for i in range(nd):
             span = self.dilate[i] * (kernel[i] - 1) + 1
-            if span > self.spatial[i] + 2 * self.pad[i]:
+            if span > self.spatial[i] + self.pad_lo[i] + self.pad_hi[i]:
                 raise Error(f"attribute 'kernel'={kernel} (dilated extent {span} in dim {i}) is larger than "
                             f"the padded input ({self.spatial[i]} + 2*{self.pad[i]}) of data shape {tuple(data_shape)}")
-        self.out = tuple(im2col.out_size(self.spatial[i], kernel[i], self.stride[i], self.dilate[i], self.pad[i])
-                         for i in range(nd))
+        self.out = tuple((self.spatial[i] + self.pad_lo[i] + self.pad_hi[i] - self.dilate[i] * (kernel[i] - 1) - 1)
+                         // self.stride[i] + 1 for i in range(nd))
 
     def _vec(self, attrs, name, default):
         value = tuple(attrs.get(name) or ())
@@ -146,10 +154,21 @@ def _infer_shape(attrs, in_shapes):
 
 # ----------------------------------------------------------------------------- kernels
 
+def _pad2(x: np.ndarray, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
+    """x zero-padded by lo[i] before and hi[i] after spatial dim i (negative amounts crop)."""
+    crop = (slice(None), slice(None)) + tuple(slice(max(0, -a), x.shape[2 + i] - max(0, -b))
+                                              for i, (a, b) in enumerate(zip(lo, hi)))
+    x = x[crop]
+    if not any(v > 0 for v in tuple(lo) + tuple(hi)):
+        return x
+    widths = [(0, 0), (0, 0)] + [(max(0, a), max(0, b)) for a, b in zip(lo, hi)]
+    return np.pad(x, widths, mode="constant")
+
+
 def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
     """Grouped N-D convolution of x (N, C, *S) with w (Cout, Cin_g, *K), no bias."""
     nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
-    xpad = im2col.pad_spatial(x, geo.pad)
+    xpad = _pad2(x, geo.pad_lo, geo.pad_hi)
     out = np.empty((x.shape[0], geo.cout) + geo.out, dtype=np.result_type(x, w))
     red = tuple(range(1, 2 + nd))  # (ci, k...) in both the weights and the window view
     per_item = g_in * int(np.prod(geo.kernel)) * int(np.prod(geo.out))
@@ -165,20 +184,26 @@ def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
 def conv_backward_data(dy: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
     """d data of the convolution: columns w^T . dy scattered back onto the input (col2im)."""
     nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
-    padded = tuple(s + 2 * p for s, p in zip(geo.spatial, geo.pad))
+    # col2im writes (O-1)*s + span positions; the padded input may be shorter (a tile whose
+    # padding after is negative): allocate what is written, then keep [pad_lo, pad_lo + S).
+    padded = tuple(max(s + lo + hi, (o - 1) * st + d * (k - 1) + 1)
+                   for s, lo, hi, o, st, d, k in zip(geo.spatial, geo.pad_lo, geo.pad_hi, geo.out, geo.stride,
+                                                     geo.dilate, geo.kernel))
     dxpad = np.zeros((dy.shape[0], geo.cin) + padded, dtype=np.result_type(dy, w))
     for g in range(geo.groups):
         wg = w[g * g_out:(g + 1) * g_out]
         cols = np.tensordot(wg, dy[:, g * g_out:(g + 1) * g_out], axes=([0], [1]))  # (Cin_g, *K, N, *O)
         cols = np.moveaxis(cols, 1 + nd, 0)  # (N, Cin_g, *K, *O)
         im2col.col2im_add(dxpad[:, g * g_in:(g + 1) * g_in], cols, geo.kernel, geo.stride, geo.dilate)
-    return np.ascontiguousarray(im2col.crop_spatial(dxpad, geo.pad, geo.spatial))
+    # a negative pad before means the tile starts before the region written: zeros there
+    return np.ascontiguousarray(_pad2(dxpad, [-v for v in geo.pad_lo],
+                                      [s - p + v for s, p, v in zip(geo.spatial, padded, geo.pad_lo)]))
 
 
 def conv_backward_weight(dy: np.ndarray, x: np.ndarray, geo: Geometry) -> np.ndarray:
     """d weight of the convolution: dy contracted with the input windows over n and o."""
     nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
-    xpad = im2col.pad_spatial(x, geo.pad)
+    xpad = _pad2(x, geo.pad_lo, geo.pad_hi)
     dw = np.zeros(geo.weight_shape, dtype=np.result_type(dy, x))
     dy_axes = (0,) + tuple(range(2, 2 + nd))
     col_axes = (0,) + tuple(range(2 + nd, 2 + 2 * nd))
@@ -293,7 +318,58 @@ def _tile(attrs, ins, outs, in_shapes, out_shapes):
         raise Error(f"grouped convolution (num_group={groups}) split along channels: the sub-operator "
                     "would need its groups regrouped; plan this node with splits of other dims")
     local = ohi[1] - olo[1]
-    return {**attrs, "num_filter": local, **({"num_group": local} if depthwise else {})}
+    attrs = {**attrs, "num_filter": local, **({"num_group": local} if depthwise else {})}
+    return _with_tile_pad(attrs, ins[0], outs[0], in_shapes[0], out_shapes[0])
+
+
+def _with_tile_pad(attrs, data_box, out_box, data_shape, out_shape):
+    """Paddings of a tile whose output covers out_box and whose input is data_box (a halo
+    region clipped to the tensor): inside the tensor the halo replaces the padding."""
+    (dlo, dhi), (olo, ohi) = data_box, out_box
+    nd = len(data_shape) - 2
+    if all((dlo[2 + i], dhi[2 + i], olo[2 + i], ohi[2 + i]) == (0, data_shape[2 + i], 0, out_shape[2 + i])
+           for i in range(nd)):
+        return attrs  # the whole spatial extent: the node's own padding
+    kernel = tuple(attrs["kernel"])
+    stride = tuple(attrs.get("stride") or ()) or (1,) * nd
+    dilate = tuple(attrs.get("dilate") or ()) or (1,) * nd
+    pad = tuple(attrs.get("pad") or ()) or (0,) * nd
+    lo, hi = [], []
+    for i in range(nd):
+        span = dilate[i] * (kernel[i] - 1) + 1
+        first = olo[2 + i] * stride[i] - pad[i]  # input index of the tile's first window
+        n_out, n_in = ohi[2 + i] - olo[2 + i], dhi[2 + i] - dlo[2 + i]
+        lo.append(dlo[2 + i] - first)
+        hi.append((n_out - 1) * stride[i] + span - n_in - lo[-1])
+    return {**attrs, "tile_pad": tuple(lo + hi)}
+
+
+def _bwd_weight_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """d weight reads dy and data as the forward reads out and data: the same paddings."""
+    return _with_tile_pad(attrs, ins[1], ins[0], in_shapes[1], in_shapes[0])
+
+
+def _bwd_data_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """d data of a tile: dx covers outs[0] and dy the region ins[0]. In the column image of
+    that dy region, dx's first row sits at a'*1 + pad - lo_dy*stride; the padding after makes
+    the geometry's output length equal the dy region's."""
+    (ylo, yhi), (xlo, xhi) = ins[0], outs[0]
+    full_dy, full_dx = in_shapes[0], out_shapes[0]
+    nd = len(full_dx) - 2
+    if all((ylo[2 + i], yhi[2 + i], xlo[2 + i], xhi[2 + i]) == (0, full_dy[2 + i], 0, full_dx[2 + i])
+           for i in range(nd)):
+        return attrs
+    kernel = tuple(attrs["kernel"])
+    stride = tuple(attrs.get("stride") or ()) or (1,) * nd
+    dilate = tuple(attrs.get("dilate") or ()) or (1,) * nd
+    pad = tuple(attrs.get("pad") or ()) or (0,) * nd
+    lo, hi = [], []
+    for i in range(nd):
+        span = dilate[i] * (kernel[i] - 1) + 1
+        n_dy, n_dx = yhi[2 + i] - ylo[2 + i], xhi[2 + i] - xlo[2 + i]
+        lo.append(xlo[2 + i] + pad[i] - ylo[2 + i] * stride[i])
+        hi.append((n_dy - 1) * stride[i] + span - n_dx - lo[-1])
+    return {**attrs, "tile_pad": tuple(lo + hi)}
 
 
 register(OpDef(
@@ -311,7 +387,8 @@ register(OpDef(
 
 # ----------------------------------------------------------------------------- backward ops
 
-_BWD_PARAMS = {k: _PARAMS[k] for k in ("kernel", "stride", "dilate", "pad", "num_filter", "num_group", "layout")}
+_BWD_PARAMS = {k: _PARAMS[k] for k in ("kernel", "stride", "dilate", "pad", "num_filter", "num_group", "layout",
+                                        "tile_pad")}
 
 
 def _data_shape_from(attrs, dy_shape, w_shape, data_shape=None):
@@ -371,6 +448,7 @@ register(OpDef(
     infer_shape=_bwd_data_shape,
     forward=_bwd_data_forward,
     tdl=_bwd_data_tdl,
+    extra={"tile_attrs": _bwd_data_tile},
     doc="Gradient of Convolution with respect to data (col2im of weight^T . dy).",
 ))
 
@@ -407,6 +485,7 @@ register(OpDef(
     infer_shape=_bwd_weight_shape,
     forward=_bwd_weight_forward,
     tdl=_bwd_weight_tdl,
+    extra={"tile_attrs": _bwd_weight_tile},
     doc="Gradient of Convolution with respect to weight (dy contracted with im2col(data)).",
 ))
 

@@ -245,11 +245,13 @@ def _bwd_tdl(attrs, in_shapes, out_shapes):
         dy_idx = [e if geo.stride[i] == 1 else f"({e}) / {geo.stride[i]}" for i, e in enumerate(dy_idx)]
     else:
         dy_idx = [":"] * geo.nd
-    spread = f"dy[{', '.join(['n', 'c'] + dy_idx)}]"
     if attrs["pool_type"] != "max":
-        return f"{head} = dpool({spread})"
-    # the first maximum of a window needs the whole window of data
-    return f"{head} = dmaxpool({spread}, data[n, c, {', '.join([':'] * geo.nd)}])"
+        return f"{head} = dpool(dy[{', '.join(['n', 'c'] + dy_idx)}])"
+    # The first maximum of a window needs the whole window of data; data is read whole, and
+    # so is dy, so that a tile's kernel sees matching dy and data (it computes every row of
+    # dx and keeps its slab).
+    whole = ", ".join([":"] * geo.nd)
+    return f"{head} = dmaxpool(dy[n, c, {whole}], data[n, c, {whole}])"
 
 
 register(OpDef(
