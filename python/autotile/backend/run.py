@@ -69,10 +69,10 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     (training only; a list in ``list_outputs()`` order or a dict by output name) are the
     gradients of non-loss outputs, as MXNet's ``backward(out_grads)``; they default to ones.
     ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy) or "gpu"
-    (CuPy; training steps on any device count, workers placed on the visible GPUs, docs/gpu.md)."""
-    if ctx not in ("cpu", "gpu"):
-        raise Error(f"ctx='{ctx}' is not available in this build: the runtime runs on ctx='cpu' or ctx='gpu' "
-                    "(the MPI runtime is a separate feature)")
+    (CuPy; training steps on any device count, workers placed on the visible GPUs, docs/gpu.md)
+    or "mpi" (one device per MPI rank under ``mpirun -np devices``, docs/mpi.md)."""
+    if ctx not in ("cpu", "gpu", "mpi"):
+        raise Error(f"ctx='{ctx}' is not available: the runtime runs on ctx='cpu', 'gpu' or 'mpi'")
     sym = as_symbol(model, batch=batch)
     if not isinstance(devices, int) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
@@ -97,6 +97,15 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         from .gpu_runtime import run_gpu
 
         return run_gpu(sym, devices, values, train=train, optimizer=optimizer, optimizer_args=optimizer_args,
+                       seed=seed, **kwargs)
+    if ctx == "mpi":  # one device per MPI rank, every rank calls run() (docs/mpi.md)
+        kwargs.pop("head_grads", None)
+        if head_grads is not None:
+            values = {**values, **_head_grad_values(sym, head_grads, train)}
+        _check_inputs(sym, {k: v for k, v in values.items() if k in set(sym.list_inputs())})
+        from .mpi_runtime import run_mpi
+
+        return run_mpi(sym, devices, values, train=train, optimizer=optimizer, optimizer_args=optimizer_args,
                        seed=seed, **kwargs)
     if devices > 1:
         try:

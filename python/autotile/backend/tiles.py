@@ -44,15 +44,16 @@ def value_tiles(eg, name: str, devices: Optional[Iterable[int]] = None) -> List[
     return [eg.core.tile(tid, d) for d in devices if not is_extra_replica(eg, name, d)]
 
 
-def input_tiles(eg, values: Dict[str, np.ndarray], devices: Optional[Iterable[int]] = None
-                ) -> Iterator[Tuple[int, np.ndarray]]:
+def input_tiles(eg, values: Dict[str, np.ndarray], devices: Optional[Iterable[int]] = None,
+                names: Optional[Iterable[str]] = None) -> Iterator[Tuple[int, np.ndarray]]:
     """(buffer id, value of its box) for every tile of a graph input (data, params, optimizer
-    state, head gradients) on `devices` (all by default). Raises Error naming a missing input
-    or one of the wrong shape."""
+    state, head gradients) on `devices` (all by default), of the inputs in `names` only when
+    given. Raises Error naming a missing input or one of the wrong shape."""
     low = eg.lowered
     devices = list(range(eg.devices) if devices is None else devices)
+    names = None if names is None else set(names)
     for tid, name in enumerate(low.tensor_names):
-        if eg.core.tile(tid, 0) < 0:
+        if eg.core.tile(tid, 0) < 0 or (names is not None and name not in names):
             continue
         # a tensor is an input on the devices before the first one whose tile is produced
         first_produced = next((d for d in range(eg.devices) if eg.buffers[eg.core.tile(tid, d)]["producer"] >= 0),

@@ -1,0 +1,57 @@
+"""Run under mpirun: one training step of a test model with ctx="mpi" on every rank; rank 0
+compares with the single-device step and prints one JSON line (the test reads it).
+
+    mpirun -np K python tests/mpi/mpi_step.py MODEL [--strided subarray|rows] [--window allocate|create]
+"""
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "execgraph"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
+
+import autotile as at  # noqa: E402
+from models import MODELS, values  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model")
+    ap.add_argument("--devices", type=int, default=None, help="devices to plan for (default: the world size)")
+    ap.add_argument("--strided", default="subarray")
+    ap.add_argument("--window", default="allocate")
+    ap.add_argument("--algorithm", default="tofu")
+    ap.add_argument("--algorithm-rank1", default=None, help="plan with another algorithm on rank 1 (mismatch test)")
+    args = ap.parse_args()
+    from mpi4py import MPI
+
+    comm = MPI.COMM_WORLD
+    devices = args.devices or comm.Get_size()
+    algorithm = args.algorithm_rank1 if args.algorithm_rank1 and comm.Get_rank() == 1 else args.algorithm
+    sym, shapes, classes = MODELS[args.model]()
+    vals = values(sym, shapes, classes)
+    inputs = {k: vals[k] for k in shapes}
+    params = {k: v for k, v in vals.items() if k not in shapes}
+    plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm)
+    res = at.backend.run(sym, devices=devices, inputs=inputs, params=params, train=True, ctx="mpi", plan=plan,
+                         strided=args.strided, window=args.window, timeout=60)
+    if comm.Get_rank() != 0:
+        return 0
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    worst = 0.0
+    for got, want in [(a, b) for a, b in zip(res.outputs, ref.outputs)] + \
+            [(res.grads[p], ref.grads[p]) for p in ref.grads] + [(res.params[p], ref.params[p]) for p in ref.params]:
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+        worst = max(worst, float(np.max(np.abs(np.asarray(got) - np.asarray(want)), initial=0.0)))
+    print(json.dumps({"ok": True, "model": args.model, "ranks": comm.Get_size(), "max_abs_diff": worst,
+                      "bytes": res.stats["bytes"], "plan_bytes": plan.comm_bytes,
+                      "grads": len(ref.grads)}), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
