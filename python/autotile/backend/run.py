@@ -94,6 +94,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         kwargs.pop("head_grads", None)
         if head_grads is not None:
             values = {**values, **_head_grad_values(sym, head_grads, train)}
+        _check_inputs(sym, {k: v for k, v in values.items() if k in set(sym.list_inputs())})
         from .gpu_runtime import run_gpu
 
         return run_gpu(sym, devices, values, train=train, optimizer=optimizer, optimizer_args=optimizer_args,
