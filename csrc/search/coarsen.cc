@@ -1,5 +1,6 @@
 #include "search/coarsen.h"
 
+#include <algorithm>
 #include <map>
 #include <numeric>
 #include <sstream>
@@ -10,6 +11,8 @@
 namespace autotile {
 
 namespace {
+using Shape = std::vector<int64_t>;
+
 struct UnionFind {
   std::vector<int> p;
   explicit UnionFind(int n) : p(n) { std::iota(p.begin(), p.end(), 0); }
@@ -43,6 +46,15 @@ std::vector<int> parse_inplace(const Node& node) {
       fail("node '", node.name, "': attr __inplace__ index ", i, " is not an input");
   return idx;
 }
+
+// A node that sums the gradient pieces of a multi-use tensor: no forward node of its own and
+// only gradients as outputs (the autodiff may give it the forward role).
+bool is_gradient_sum(const Graph& g, const Node& node) {
+  if (node.forward_node != kNone || node.role == NodeRole::kUpdate || node.outputs.empty()) return false;
+  for (TensorId o : node.outputs)
+    if (g.tensor(o).gradient_of == kNone) return false;
+  return true;
+}
 }  // namespace
 
 Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
@@ -57,9 +69,23 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     if (node.forward_node != kNone) groups.join(node_el(n), node_el(node.forward_node));
-    if (node.role == NodeRole::kBackward && node.forward_node == kNone)
-      for (TensorId o : node.outputs)
-        if (g.tensor(o).gradient_of != kNone) groups.join(node_el(n), o);
+    if (is_gradient_sum(g, node)) {
+      for (TensorId o : node.outputs) groups.join(node_el(n), o);
+      // The sum of a timestep tensor's gradients is part of that step (the autodiff does not
+      // mark it): it joins the step's group, keyed by the forward producer and output index.
+      for (TensorId o : node.outputs) {
+        if (node.attrs.count("__timestep_group__")) break;
+        TensorId f = g.tensor(o).gradient_of;
+        NodeId p = g.tensor(f).producer;
+        if (p == kNone) continue;
+        auto pts = g.node(p).attrs.find("__timestep_group__");
+        if (pts == g.node(p).attrs.end()) continue;
+        const auto& outs = g.node(p).outputs;
+        size_t idx = std::find(outs.begin(), outs.end(), f) - outs.begin();
+        steps[pts->second + "|grad_sum" + std::to_string(idx)].push_back(n);
+        break;
+      }
+    }
     if (elementwise[n])
       for (TensorId in : node.inputs) {
         NodeId p = g.tensor(in).producer;
@@ -95,11 +121,16 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
     }
   }
   for (auto& [key, members] : steps) {
-    std::map<std::tuple<std::string, std::string>, NodeId> first;
+    // Steps share a strategy when they run the same op on the same shapes (a step with other
+    // shapes may lack the others' strategies: sharing would make the cut infeasible).
+    std::map<std::tuple<std::string, std::string, std::vector<Shape>>, NodeId> first;
     for (NodeId n : members) {
       groups.join(node_el(n), node_el(members[0]));
       const Node& node = g.node(n);
-      auto it = first.emplace(std::make_tuple(node.op, node.tdl), n).first;
+      std::vector<Shape> shapes;
+      for (const auto* ts : {&node.inputs, &node.outputs})
+        for (TensorId t : *ts) shapes.push_back(g.tensor(t).shape);
+      auto it = first.emplace(std::make_tuple(node.op, node.tdl, std::move(shapes)), n).first;
       NodeId rep = it->second;
       if (rep == n) continue;
       share.join(n, rep);

@@ -3,11 +3,11 @@
 //
 //  * op groups: a forward node with all its backward nodes;
 //  * tensor groups: a tensor with its gradient, plus the node that sums the gradient of a
-//    multi-use tensor (a backward node with no forward node producing a gradient);
+//    multi-use tensor (a node with no forward node whose outputs are all gradients);
 //  * chains of element-wise ops merge (incl. optimizer update ops);
 //  * nodes with equal attr `__timestep_group__` (unrolled RNN steps) merge; nodes of one such
-//    group with the same op and TDL share their strategy, and their outputs (same index and
-//    shape) share their tiling;
+//    group with the same op, TDL and shapes share their strategy, and their outputs (same index and
+//    shape) share their tiling; the gradient sums of a step's outputs join the step likewise;
 //  * an update node's output is the next value of a graph input (weight or optimizer state):
 //    it must be tiled like it (steady state). Attr `__inplace__` = comma-separated input index
 //    per output (-1: none); without it, outputs pair in order with the update node's
