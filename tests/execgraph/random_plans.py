@@ -62,3 +62,13 @@ def _vars(tdl, ins, outs, k, counts):
         if any(s["var"] == var for s in st["strategies"]):
             result.append(var)
     return result or ["replicate"]
+
+
+def lowered_training_graph(sym, shapes):
+    """The core graph of `sym`'s training step at `shapes`, as at.plan / at.transform build it."""
+    from autotile.autodiff import training_graph
+    from autotile.planner.lower import lower
+
+    tg = training_graph(sym, shapes=shapes)
+    return lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
+                 {g: f for f, g in tg.gradient_entry.items()})

@@ -5,10 +5,8 @@ import numpy as np
 import pytest
 
 import autotile as at
-from autotile.autodiff import training_graph
 from autotile.backend.multi_device import run_multi_device
-from autotile.planner.lower import lower
-from random_plans import random_plan
+from random_plans import lowered_training_graph, random_plan
 
 
 def _mlp(bias):
@@ -20,10 +18,7 @@ def _mlp(bias):
     return at.sym.SoftmaxOutput(h, label, name="softmax")
 
 
-def _lowered(net, shapes):
-    tg = training_graph(net)
-    return lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
-                 {g: f for f, g in tg.gradient_entry.items()})
+
 
 
 def _values(rng, bias):
@@ -49,7 +44,7 @@ def assert_same_step(res, ref):
 def test_random_plans_match_single_device(factors, bias):
     net = _mlp(bias)
     shapes = {"data": (4, 6), "softmax_label": (4,)}
-    low = _lowered(net, shapes)
+    low = lowered_training_graph(net, shapes)
     rng = np.random.default_rng(sum(factors) + 10 * bias)
     vals = _values(rng, bias)
     ref = at.backend.run(net, inputs={k: vals[k] for k in shapes},
@@ -69,9 +64,7 @@ def test_random_plans_on_models(model, factors):
 
     sym, shapes, classes = MODELS[model]()
     vals = values(sym, shapes, classes)
-    tg = training_graph(sym, shapes=shapes)
-    low = lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
-                {g: f for f, g in tg.gradient_entry.items()})
+    low = lowered_training_graph(sym, shapes)
     ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
     rng = np.random.default_rng(len(factors) * 7 + sum(factors))

@@ -13,17 +13,12 @@ import autotile as at
 
 pytest.importorskip("autotile._core")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "execgraph"))
-from random_plans import random_plan  # noqa: E402
+from random_plans import lowered_training_graph, random_plan  # noqa: E402
 
-from autotile.autodiff import training_graph  # noqa: E402
 from autotile.backend.multi_device import run_multi_device  # noqa: E402
-from autotile.planner.lower import lower  # noqa: E402
 
 
-def _lowered(net, shapes):
-    tg = training_graph(net)
-    return lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
-                 {g: f for f, g in tg.gradient_entry.items()})
+
 
 
 def _softmax_head_net():
@@ -48,7 +43,7 @@ def _regression_net():
 
 
 def _check(net, shapes, vals, factors, seed, n_plans=4):
-    low = _lowered(net, shapes)
+    low = lowered_training_graph(net, shapes)
     rng = np.random.default_rng(seed)
     ref = at.backend.run(net, inputs={k: vals[k] for k in shapes},
                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
