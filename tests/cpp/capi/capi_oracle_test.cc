@@ -324,3 +324,45 @@ TEST(CapiExecWalk, EveryDeviceRunsEveryNodeOnceAndFetchesHavePieces) {
 
 }  // namespace
 }  // namespace capi_test
+
+namespace capi_test {
+namespace {
+
+TEST(CapiEdgeGraphs, EmptyGraphAndScalarOps) {
+  Handles empty;
+  ASSERT_EQ(at_graph_create(&empty.g), AT_OK);
+  ASSERT_EQ(at_search(empty.g, 4, "tofu", nullptr, &empty.p), AT_OK) << at_last_error();
+  double total = -1;
+  ASSERT_EQ(at_plan_total_bytes(empty.p, &total), AT_OK);
+  EXPECT_EQ(total, 0.0);
+  ASSERT_EQ(at_exec_build(empty.g, empty.p, 0, &empty.e), AT_OK) << at_last_error();
+  int32_t n = -1;
+  ASSERT_EQ(at_exec_num_ops(empty.e, &n), AT_OK);
+  EXPECT_EQ(n, 0);
+  const int32_t* ops = reinterpret_cast<const int32_t*>(&n);
+  ASSERT_EQ(at_exec_schedule(empty.e, 3, &ops, &n), AT_OK);
+  EXPECT_EQ(n, 0);
+
+  // A rank-0 tensor cannot be split: every device holds it whole and runs the op.
+  Handles h;
+  ASSERT_EQ(at_graph_create(&h.g), AT_OK);
+  int32_t s = -1, o = -1, node = -1;
+  ASSERT_EQ(at_graph_add_tensor(h.g, "s", 0, nullptr, AT_FLOAT64, 0, &s), AT_OK);
+  ASSERT_EQ(at_graph_add_tensor(h.g, "o", 0, nullptr, AT_FLOAT64, 0, &o), AT_OK);
+  ASSERT_EQ(at_graph_add_op(h.g, "neg", "Neg", 1, &s, 1, &o, "x -> y: y[] = -x[]", AT_ROLE_FORWARD, &node), AT_OK)
+      << at_last_error();
+  ASSERT_EQ(at_search(h.g, 3, "tofu", nullptr, &h.p), AT_OK) << at_last_error();
+  const char* tiling = nullptr;
+  ASSERT_EQ(at_plan_tiling(h.p, s, 0, &tiling), AT_OK);
+  EXPECT_STREQ(tiling, "replicate");
+  ASSERT_EQ(at_exec_build(h.g, h.p, 0, &h.e), AT_OK) << at_last_error();
+  ASSERT_EQ(at_exec_num_ops(h.e, &n), AT_OK);
+  EXPECT_EQ(n, 3);
+  int32_t ndim = -1, buffer = -1;
+  ASSERT_EQ(at_exec_tile(h.e, o, 2, &buffer), AT_OK);
+  ASSERT_EQ(at_exec_buffer_box(h.e, buffer, nullptr, nullptr, 0, &ndim), AT_OK);
+  EXPECT_EQ(ndim, 0);
+}
+
+}  // namespace
+}  // namespace capi_test
