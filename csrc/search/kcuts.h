@@ -4,6 +4,9 @@
 // delta_i = bytes moved by all devices because of cut i = (flat cost of the plan on
 // k_1*...*k_i devices) - (flat cost on k_1*...*k_(i-1) devices), so sum delta_i is the exact
 // flat cost of the final plan; Tofu's Theorem 2 expects delta_i <= delta_(i+1).
+//
+// Setting the environment variable AUTOTILE_SEARCH_PROFILE prints, per cut, where the time
+// goes (strategies, coarsening, cost tables, levels, DP, pricing) and the DP's sizes (stderr).
 #pragma once
 #include <cstdint>
 #include <string>
