@@ -104,3 +104,22 @@ def test_price_plan_names_bad_entries():
         _core.price_plan(b.g, 2, t, bad_s, strategy_provider=b.mock)
     with pytest.raises(Error, match="tilings for 2 cuts"):
         _core.price_plan(b.g, 4, t, s, strategy_provider=b.mock)
+
+
+def test_graph_too_wide_for_the_exact_search_is_refused_fast():
+    # 30 nodes each reading the same 30 tensors: every elimination order builds a table over
+    # 30 variables (2^30 x 3 entries at least), past the DP's limit: a named error, no hang.
+    b = Builder()
+    n = 30
+    xs = [b.tensor(f"x{i}", (4, 4)) for i in range(n)]
+    args = ", ".join(f"a{i}" for i in range(n))
+    body = " + ".join(f"a{i}[i, j]" for i in range(n))
+    for k in range(n):
+        y = b.tensor(f"y{k}", (4, 4))
+        b.node(f"sum#{k}", xs, [y], f"{args} -> y: y[i, j] = {body}",
+               {"out": [["i", "j"]], "red": [], "in": [["i", "j"]] * n})
+    t0 = time.perf_counter()
+    with pytest.raises(Error, match=r"the exact search would need a table of .* to eliminate "
+                                    r"(the tiling of tensor 'x\d+'|the strategy of node 'sum#\d+').*too wide"):
+        _core.plan_graph(b.g, 2, "tofu", strategy_provider=b.mock)
+    assert time.perf_counter() - t0 < 5.0
