@@ -81,13 +81,17 @@ from ..errors import Error
 from .sub_op import SubOpRunner
 from .tiles import box_index, input_tiles, is_extra_replica, step_inputs, value_tiles
 
-_HEADER = 3  # int64 words: progress, failed rank + 1, message length
+# The flag window of a rank, in int64 words: progress, failed rank + 1, acks, then what this
+# rank reports when it fails: the rank it found dead + 1 (0: none), message length, message.
+_PROGRESS, _FAILED, _ACKS, _SUSPECT, _MSGLEN, _HEADER = 0, 1, 2, 3, 4, 5
 _MESSAGE_BYTES = 2048
 _DEFAULT_TIMEOUT = 300.0
 _GRACE = 10.0  # seconds the watchdog adds to the timeout before aborting
 
-# Set when a step failed: the process then aborts the MPI job at exit instead of finalizing.
-_abort_at_exit = [False]
+# The runtime whose step failed: the process then aborts the MPI job at exit instead of finalizing.
+_abort_at_exit = [None]
+_hook_registered: List[bool] = []
+_ACK_WAIT = 5.0  # seconds a failed rank waits at exit for the others to have seen the failure
 
 
 def mpi():
@@ -97,19 +101,25 @@ def mpi():
     except ImportError as e:
         raise Error("ctx='mpi' needs mpi4py and an MPI library: pip install 'autotile[mpi]' "
                     f"(mpi4py + the mpich wheel) or see docs/mpi.md for a system MPI ({e})") from None
+    if not _hook_registered:
+        # registered after mpi4py's own exit handler, so it runs before MPI is finalized
+        atexit.register(_exit_hook)
+        _hook_registered.append(True)
     return MPI
 
 
 def _exit_hook():
-    if _abort_at_exit[0]:
+    rt = _abort_at_exit[0]
+    if rt is not None:
         try:
             sys.stdout.flush()
             sys.stderr.flush()
+            rt._exit_barrier(_ACK_WAIT)
+        except BaseException as e:  # abort anyway
+            sys.stderr.write(f"autotile: rank {rt.rank}: {type(e).__name__} while waiting for the other ranks: {e}\n")
         finally:
             mpi().COMM_WORLD.Abort(1)
 
-
-atexit.register(_exit_hook)
 
 
 def exec_graph_hash(eg) -> str:
@@ -122,7 +132,13 @@ def exec_graph_hash(eg) -> str:
 
 
 class RankFailure(Error):
-    """Another rank failed (or stopped answering) during a step."""
+    """Another rank failed (or stopped answering) during a step. `reported`: another rank
+    said so (False when this rank noticed a peer stopped answering, and tells the others)."""
+
+    def __init__(self, message: str, reported: bool = True, suspect: Optional[int] = None):
+        super().__init__(message)
+        self.reported = reported
+        self.suspect = suspect  # the rank that stopped answering
 
 
 class _Watchdog:
@@ -194,8 +210,11 @@ class MPIRuntime:
         if self.size != eg.devices:
             raise Error(f"the MPI world has {self.size} rank(s) but the plan is for {eg.devices} devices: "
                         f"launch with mpirun -np {eg.devices} (one rank per device) or plan for {self.size} devices")
+        self._watchdog = _Watchdog(self.rank, self.comm)
         self.exec_hash = exec_graph_hash(eg)
+        self._watchdog.arm(self.timeout + _GRACE, "comparing execution graphs across ranks")
         hashes = self.comm.allgather(self.exec_hash)
+        self._watchdog.disarm()
         if len(set(hashes)) > 1:
             ref = hashes[0]
             bad = [r for r, h in enumerate(hashes) if h != ref]
@@ -216,10 +235,11 @@ class MPIRuntime:
         self._epoch = 0  # steps run (progress counters count units over all of them)
         self.step = 0  # training steps done (advance() and checkpoints count it)
         self._seen = [0] * self.size
-        self._watchdog = _Watchdog(self.rank, self.comm)
+        self._suspects = set()  # ranks that stopped answering: no RMA to them after a failure
         self._types = []
 
-        # windows: the arena, then the flags
+        # windows (collective): the arena, then the flags
+        self._watchdog.arm(self.timeout + _GRACE, "creating the RMA windows")
         nbytes = max(int(eg.core.arena_bytes[self.rank]), 8)
         if window == "allocate":
             self.win = MPI.Win.Allocate(nbytes, 1, comm=self.comm)
@@ -233,6 +253,7 @@ class MPIRuntime:
         self.flags = np.frombuffer(self.fwin.tomemory(), dtype=np.int64)[:words]
         self.flags[...] = 0
         self.comm.Barrier()  # every window is zeroed before anyone reads it
+        self._watchdog.disarm()
 
         self.views: Dict[int, np.ndarray] = {}
         for b_id, b in enumerate(eg.buffers):
@@ -361,36 +382,67 @@ class MPIRuntime:
         self.fwin.Unlock(self.rank)
 
     def _failure_message(self, rank: int) -> str:
+        """The message of failed rank `rank` (and the rank it found dead joins the suspects)."""
         MPI = self.MPI
         words = _HEADER + _MESSAGE_BYTES // 8
         buf = np.zeros(words, dtype=np.int64)
         self.fwin.Lock(rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
         self.fwin.Get([buf, MPI.INT64_T], rank, target=(0, words, MPI.INT64_T))
         self.fwin.Unlock(rank)
-        n = int(buf[2])
+        if int(buf[_SUSPECT]):
+            self._suspects.add(int(buf[_SUSPECT]) - 1)
+        n = int(buf[_MSGLEN])
         return buf[_HEADER:].view(np.uint8)[:n].tobytes().decode("utf-8", "replace")
 
-    def _announce_failure(self, message: str):
-        """Writes `message` into this rank's window and marks every rank failed by this one."""
+    def _announce_failure(self, message: str, suspect: Optional[int] = None):
+        """Writes `message` (and the rank found dead, if any) into this rank's window and marks
+        every rank still alive failed by this one."""
         MPI = self.MPI
         data = message.encode("utf-8")[:_MESSAGE_BYTES]
-        words = np.zeros(_MESSAGE_BYTES // 8 + 1, dtype=np.int64)
-        words[0] = len(data)
-        words[1:].view(np.uint8)[:len(data)] = np.frombuffer(data, np.uint8)
+        words = np.zeros(_MESSAGE_BYTES // 8 + 2, dtype=np.int64)
+        words[0] = 0 if suspect is None else suspect + 1
+        words[1] = len(data)
+        words[2:].view(np.uint8)[:len(data)] = np.frombuffer(data, np.uint8)
         self._watchdog.arm(self.timeout + _GRACE, "telling the other ranks this rank failed")
         try:
             self.fwin.Lock(self.rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-            self.fwin.Put([words, MPI.INT64_T], self.rank, target=(2, len(words), MPI.INT64_T))
+            self.fwin.Put([words, MPI.INT64_T], self.rank, target=(_SUSPECT, len(words), MPI.INT64_T))
             self.fwin.Unlock(self.rank)
             mark = np.array([self.rank + 1], np.int64)
-            for r in range(self.size):
+            for r in self._alive():
                 result = np.zeros(1, np.int64)
                 self.fwin.Lock(r, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
                 self.fwin.Compare_and_swap([mark, MPI.INT64_T], [np.zeros(1, np.int64), MPI.INT64_T],
-                                           [result, MPI.INT64_T], r, 1)
+                                           [result, MPI.INT64_T], r, _FAILED)
                 self.fwin.Unlock(r)
         finally:
             self._watchdog.disarm()
+
+    def _alive(self) -> List[int]:
+        return [r for r in range(self.size) if r not in self._suspects]
+
+    def _exit_barrier(self, seconds: float):
+        """At exit after a failed step: counts this rank on every rank's ack word and waits
+        (at most `seconds`) until every rank did, so that all print their error before the
+        job is aborted. A dead rank never acks: the wait then just runs out."""
+        MPI = self.MPI
+        self._watchdog.arm(seconds + _GRACE, "waiting for the other ranks to see the failure")
+        one = np.ones(1, np.int64)
+        alive = self._alive()
+        for r in alive:
+            self.fwin.Lock(r, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
+            self.fwin.Accumulate([one, MPI.INT64_T], r, target=(_ACKS, 1, MPI.INT64_T), op=MPI.SUM)
+            self.fwin.Unlock(r)
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            out = np.zeros(1, np.int64)
+            self.fwin.Lock(self.rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
+            self.fwin.Get_accumulate([one, MPI.INT64_T], [out, MPI.INT64_T], self.rank,
+                                     target=(_ACKS, 1, MPI.INT64_T), op=MPI.NO_OP)
+            self.fwin.Unlock(self.rank)
+            if int(out[0]) >= len(alive):
+                break
+            time.sleep(0.01)
 
     def _check_failed(self, own: Optional[np.ndarray] = None):
         failed = int((self._flag_read(self.rank) if own is None else own)[1])
@@ -422,9 +474,9 @@ class MPIRuntime:
             self._watchdog.disarm()
             if time.monotonic() - start > self.timeout:
                 base = self._epoch * self.units[rank]
-                raise RankFailure(f"rank {self.rank} timed out after {self.timeout:.0f} s waiting for rank {rank} "
-                                  f"({what}); rank {rank} has done {max(self._seen[rank] - base - 1, 0)} of its "
-                                  f"{self.units[rank] - 1} ops this step: it is stuck or dead")
+                raise RankFailure(f"rank {self.rank} timed out after {self.timeout:g} s waiting for rank {rank} "
+                                  f"({what}); rank {rank} last reported {max(self._seen[rank] - base - 1, 0)} of its "
+                                  f"{self.units[rank] - 1} ops done this step: it is stuck or dead", reported=False, suspect=rank)
             time.sleep(delay)
             delay = min(delay * 2, 2e-3)
 
@@ -545,11 +597,15 @@ class MPIRuntime:
             for r in range(self.size):
                 self._wait(r, base[r] + self.units[r], lambda: "the end of the step")
             wait_seconds += time.perf_counter() - t0
-        except RankFailure:
-            _abort_at_exit[0] = True
+        except RankFailure as e:
+            _abort_at_exit[0] = self
+            if e.suspect is not None:
+                self._suspects.add(e.suspect)
+            if not e.reported:
+                self._announce_failure(str(e), e.suspect)
             raise
         except Exception as e:
-            _abort_at_exit[0] = True
+            _abort_at_exit[0] = self
             where = ""
             if op_id is not None:
                 op = ops[op_id]
