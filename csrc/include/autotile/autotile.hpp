@@ -45,9 +45,13 @@ namespace detail {
 template <typename H, AT_Status (*Free)(H*)>
 class Handle {
  public:
+  /// \brief Owns nothing.
   Handle() = default;
+  /// \brief Takes ownership of `h`.
   explicit Handle(H* h) : h_(h) {}
+  /// \brief Moves ownership; `o` owns nothing afterwards.
   Handle(Handle&& o) noexcept : h_(o.h_) { o.h_ = nullptr; }
+  /// \brief Frees the current handle, then takes `o`'s.
   Handle& operator=(Handle&& o) noexcept {
     if (this != &o) {
       reset();
@@ -58,6 +62,7 @@ class Handle {
   }
   Handle(const Handle&) = delete;
   Handle& operator=(const Handle&) = delete;
+  /// \brief Frees the handle.
   ~Handle() { reset(); }
   /// \brief The raw handle (still owned).
   H* get() const { return h_; }
@@ -285,8 +290,8 @@ inline Plan Graph::search(int32_t devices, const std::string& algorithm, const S
 
 /// \brief One op of an execution graph, copied out of the C API.
 struct ExecOp {
-  AT_OpKind kind = AT_OP_COMPUTE;
-  int32_t device = 0;
+  AT_OpKind kind = AT_OP_COMPUTE;  ///< compute or MultiFetch
+  int32_t device = 0;              ///< device running it
   int32_t node = -1;               ///< training-graph op it computes or fetches for
   bool accumulate = false;         ///< fetch: reduce (zero, then add the pieces)
   int64_t bytes_moved = 0;         ///< bytes read from other devices
@@ -299,14 +304,14 @@ struct ExecOp {
 
 /// \brief One buffer of an execution graph, copied out of the C API.
 struct ExecBuffer {
-  int32_t device = 0;
-  int32_t tensor = -1;
-  AT_BufferRole role = AT_BUFFER_TILE;
-  bool partial = false;
-  int32_t producer = -1;  ///< -1: a preloaded graph input
-  int64_t bytes = 0;
-  int64_t offset = -1;    ///< byte offset in the device arena
-  Box box;
+  int32_t device = 0;                   ///< device holding it
+  int32_t tensor = -1;                  ///< training-graph tensor it holds part of
+  AT_BufferRole role = AT_BUFFER_TILE;  ///< tile, raw output or assembled region
+  bool partial = false;                 ///< holds a partial sum
+  int32_t producer = -1;                ///< op writing it; -1: a preloaded graph input
+  int64_t bytes = 0;                    ///< size
+  int64_t offset = -1;                  ///< byte offset in the device arena
+  Box box;                              ///< the region of the tensor it holds
 };
 
 /// \brief A per-device execution graph (owns an AT_ExecGraph).

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/** \brief Marks the exported functions (default visibility when built as part of a shared library). */
 #if defined(_WIN32)
 #define AT_API
 #else
@@ -52,6 +53,7 @@ extern "C" {
  * (the Vulkan idiom): a C caller can pass any int through an enum parameter, and in C++
  * reading such a value is only defined when it lies within the enum's range. Invalid values
  * are then reported as AT_ERR_INVALID_ARGUMENT instead of being undefined behaviour. */
+/** \brief The two range enumerators every C API enum ends with (see above). */
 #define AT_ENUM_RANGE_(prefix) prefix##RANGE_MIN_ = -0x7fffffff - 1, prefix##RANGE_MAX_ = 0x7fffffff
 
 /** \brief Result of every C API call. */
