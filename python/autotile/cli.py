@@ -2,6 +2,7 @@
 
     autotile plan MODEL --devices 8 --batch 256 [--algorithm tofu] [--json F] [--draw F.png]
     autotile run  MODEL --devices 8 --batch 32 [--ctx cpu] [--steps N]
+    mpirun -np 8 autotile run MODEL --devices 8 --ctx mpi [--steps N] [--checkpoint DIR]
     autotile info MODEL [--batch B]
     autotile bench speedup|mlp|algorithms|search|memory|calibrate [--quick] [--profile NAME]
 
@@ -168,6 +169,11 @@ def cmd_run(args) -> int:
             values[n.name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
     params = {k: v for k, v in values.items() if not (k == "data" or k.endswith("label"))}
     inputs = {k: v for k, v in values.items() if k not in params}
+    if args.ctx == "mpi":  # under mpirun -np K: one device per rank, params stay sharded across steps
+        from .backend.mpi_runtime import run_cli
+
+        return run_cli(sym, inputs, params, devices=args.devices, steps=args.steps, seed=args.seed,
+                       checkpoint=args.checkpoint, timeout=args.timeout)
     for step in range(args.steps):
         t0 = time.perf_counter()
         res = backend.run(sym, devices=args.devices, inputs=inputs, params=params, train=True, ctx=args.ctx)
@@ -206,6 +212,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", type=int, default=1)
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--checkpoint", default=None, help="--ctx mpi: directory to resume from and save to every step")
+    sp.add_argument("--timeout", type=float, default=None, help="--ctx mpi: seconds to wait for another rank")
     sp.set_defaults(fn=cmd_run)
 
     from .bench_cli import add_parser as add_bench_parser

@@ -1,5 +1,6 @@
 """Run under mpirun: one training step of a test model with ctx="mpi" on every rank; rank 0
-compares with the single-device step and prints one JSON line (the test reads it).
+(every rank with --gather all) compares with the single-device step and prints one JSON line
+(the test reads it).
 
     mpirun -np K python tests/mpi/mpi_step.py MODEL [--strided subarray|rows] [--window allocate|create]
 """
@@ -25,6 +26,7 @@ def main():
     ap.add_argument("--strided", default="subarray")
     ap.add_argument("--window", default="allocate")
     ap.add_argument("--algorithm", default="tofu")
+    ap.add_argument("--gather", default="root", help="root: rank 0 checks; all: every rank checks")
     ap.add_argument("--algorithm-rank1", default=None, help="plan with another algorithm on rank 1 (mismatch test)")
     args = ap.parse_args()
     from mpi4py import MPI
@@ -38,8 +40,9 @@ def main():
     params = {k: v for k, v in vals.items() if k not in shapes}
     plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm)
     res = at.backend.run(sym, devices=devices, inputs=inputs, params=params, train=True, ctx="mpi", plan=plan,
-                         strided=args.strided, window=args.window, timeout=60)
-    if comm.Get_rank() != 0:
+                         strided=args.strided, window=args.window, timeout=60, gather=args.gather)
+    if comm.Get_rank() != 0 and args.gather == "root":
+        assert res.outputs == [] and res.grads == {} and res.params == {}
         return 0
     ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
     worst = 0.0
@@ -47,7 +50,8 @@ def main():
             [(res.grads[p], ref.grads[p]) for p in ref.grads] + [(res.params[p], ref.params[p]) for p in ref.params]:
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
         worst = max(worst, float(np.max(np.abs(np.asarray(got) - np.asarray(want)), initial=0.0)))
-    print(json.dumps({"ok": True, "model": args.model, "ranks": comm.Get_size(), "max_abs_diff": worst,
+    print(json.dumps({"ok": True, "rank": comm.Get_rank(), "model": args.model, "ranks": comm.Get_size(),
+                      "max_abs_diff": worst,
                       "bytes": res.stats["bytes"], "plan_bytes": plan.comm_bytes,
                       "grads": len(ref.grads)}), flush=True)
     return 0

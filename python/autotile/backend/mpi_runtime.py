@@ -849,7 +849,7 @@ def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], d
     out_name = eg.training.output_names[0]
     for step in range(start, steps):
         t0 = time.perf_counter()
-        stats = rt.run(is_train=True, seed=seed + step)
+        stats = rt.run(is_train=True, seed=seed)
         value = rt.gather(out_name, root=0)
         rt.advance()
         if checkpoint:
