@@ -8,6 +8,7 @@ import pytest
 import autotile as at
 from autotile.backend.multi_device import run_multi_device
 from autotile.execgraph import transform
+from autotile.planner import ALGORITHMS
 from models import MODELS, values
 
 
@@ -86,3 +87,15 @@ def test_kernel_failure_stops_every_device_and_names_the_node():
     plan = at.plan(sym, devices=4, shapes=shapes)
     with pytest.raises(at.Error, match="softmax"):
         run_multi_device(sym, 4, vals, plan=plan)
+
+
+@pytest.mark.parametrize("algorithm", [a for a in ALGORITHMS if a not in ("tofu", "data", "bruteforce")])
+@pytest.mark.parametrize("model", ["mlp", "cnn", "residual"])
+def test_every_baseline_plan_executes_correctly(model, algorithm):
+    sym, shapes, classes = MODELS[model]()
+    vals = values(sym, shapes, classes)
+    ref = _reference(sym, shapes, vals)
+    plan = at.plan(sym, devices=4, shapes=shapes, algorithm=algorithm)
+    res = run_multi_device(sym, 4, vals, plan=plan)
+    _check_same(res, ref, f"{model} {algorithm} x4")
+    assert res.stats["bytes"] == pytest.approx(plan.comm_bytes)
