@@ -188,6 +188,36 @@ def _runs(sub, src_shape, dst_shape):
     return tuple(sub[:k - 1]), int(np.prod(sub[k - 1:]))
 
 
+def piece_gets(MPI, dtype, src_shape, src_disp: int, src_start, sub, d_mem, d_shape, d_start, strided: str):
+    """The Gets that copy box `sub` starting at `src_start` of a remote C-ordered tile of shape
+    `src_shape` (at byte `src_disp` of the target's window) into the box starting at
+    `d_start` of the local C-ordered array of shape `d_shape` whose bytes are `d_mem`.
+    strided="subarray": one Get with subarray datatypes on both sides; "rows": one Get per
+    contiguous run. Returns ([(origin spec, target spec)], committed datatypes to free later)."""
+    from mpi4py.util.dtlib import from_numpy_dtype
+
+    dtype = np.dtype(dtype)
+    if strided == "subarray":
+        base = from_numpy_dtype(dtype)
+        if not src_shape:  # a scalar
+            return [([d_mem, 1, base], (src_disp, 1, base))], []
+        t_type = base.Create_subarray(list(src_shape), list(sub), list(src_start), order=MPI.ORDER_C).Commit()
+        o_type = base.Create_subarray(list(d_shape), list(sub), list(d_start), order=MPI.ORDER_C).Commit()
+        return [([d_mem, 1, o_type], (src_disp, 1, t_type))], [t_type, o_type]
+    lead, run = _runs(sub, src_shape, d_shape)
+    esz = dtype.itemsize
+    s_strides = [int(np.prod(src_shape[i + 1:])) for i in range(len(src_shape))]
+    d_strides = [int(np.prod(d_shape[i + 1:])) for i in range(len(d_shape))]
+    items = []
+    for idx in (np.ndindex(*lead) if lead else [()]):
+        first_s = [s + i for s, i in zip(src_start, idx)] + list(src_start[len(idx):])
+        first_d = [s + i for s, i in zip(d_start, idx)] + list(d_start[len(idx):])
+        so = sum(a * b for a, b in zip(first_s, s_strides)) * esz
+        do = sum(a * b for a, b in zip(first_d, d_strides)) * esz
+        items.append(([d_mem[do: do + run * esz], run * esz, MPI.BYTE], (src_disp + so, run * esz, MPI.BYTE)))
+    return items, []
+
+
 class MPIRuntime:
     """Runs this rank's part of an ExecGraph; the ranks of `comm` are the devices."""
 
@@ -269,18 +299,6 @@ class MPIRuntime:
         count = int(np.prod(shape)) if shape else 1
         return self.arena[b["offset"]: b["offset"] + count * dtype.itemsize].view(dtype).reshape(shape)
 
-    def _mpi_type(self, dtype):
-        from mpi4py.util.dtlib import from_numpy_dtype
-
-        return from_numpy_dtype(dtype)
-
-    def _subarray(self, base, shape, sub, start):
-        if not shape:
-            return base, False
-        t = base.Create_subarray(list(shape), list(sub), list(start), order=self.MPI.ORDER_C).Commit()
-        self._types.append(t)
-        return t, True
-
     def _prepare(self):
         """Per op of this rank: what it waits for, and per fetch the Gets it issues."""
         eg, me = self.eg, self.rank
@@ -321,7 +339,6 @@ class MPIRuntime:
         dst = eg.buffers[dst_id]
         dst_view = self.views[dst_id]
         dtype = dst_view.dtype
-        base = self._mpi_type(dtype)
         dst_shape = tuple(h - l for l, h in zip(dst["lo"], dst["hi"]))
         local, staged, gets = [], [], {}
         for src_id, lo, hi in op["pieces"]:
@@ -341,23 +358,10 @@ class MPIRuntime:
             else:
                 d_mem = self.arena[dst["offset"]: dst["offset"] + dst_view.nbytes]
                 d_shape, d_start = dst_shape, tuple(l - o for l, o in zip(lo, dst["lo"]))
-            items = gets.setdefault(sb["device"], [])
-            if self.strided == "subarray":
-                t_type, _ = self._subarray(base, src_shape, sub, src_start)
-                o_type, _ = self._subarray(base, d_shape, sub, d_start)
-                items.append(([d_mem, 1, o_type], (sb["offset"], 1, t_type)))
-            else:
-                lead, run = _runs(sub, src_shape, d_shape)
-                esz = dtype.itemsize
-                s_strides = np.array([int(np.prod(src_shape[i + 1:])) for i in range(len(src_shape))], dtype=np.int64)
-                d_strides = np.array([int(np.prod(d_shape[i + 1:])) for i in range(len(d_shape))], dtype=np.int64)
-                for idx in np.ndindex(*lead) if lead else [()]:
-                    first_s = [s + i for s, i in zip(src_start, idx)] + list(src_start[len(idx):])
-                    first_d = [s + i for s, i in zip(d_start, idx)] + list(d_start[len(idx):])
-                    so = int(np.dot(first_s, s_strides[:len(first_s)])) * esz if first_s else 0
-                    do = int(np.dot(first_d, d_strides[:len(first_d)])) * esz if first_d else 0
-                    items.append(([d_mem[do: do + run * esz], run * esz, self.MPI.BYTE],
-                                  (sb["offset"] + so, run * esz, self.MPI.BYTE)))
+            items, types = piece_gets(self.MPI, dtype, src_shape, sb["offset"], src_start, sub, d_mem, d_shape,
+                                      d_start, self.strided)
+            gets.setdefault(sb["device"], []).extend(items)
+            self._types.extend(types)
         return {"dst": dst_view, "dst_lo": dst["lo"], "local": local, "staged": staged, "gets": gets,
                 "accumulate": bool(op["accumulate"])}
 
