@@ -12,7 +12,7 @@ from tdl_interp import check_op_tdl
 def _run(attrs, x, is_train, seed=0):
     node = single_op("Dropout", ["data"], **attrs).entries[0][0]
     outs, _, _ = execute(Symbol([(node, 0), (node, 1)]), {"data": x}, is_train=is_train,
-                         rng=np.random.default_rng(seed))
+                         rng=np.random.default_rng(seed), seed=seed)
     return outs
 
 
@@ -57,7 +57,7 @@ def test_axes_share_one_draw():
     assert set(np.unique(mask[0, :, 0]).tolist()) == {0.0, 2.0}  # independent draws along axis 1
 
 
-def test_draws_follow_the_rng():
+def test_draws_follow_the_step_seed():
     x = np.ones((20, 30))
     a = _run(dict(p=0.5), x, True, seed=1)[1]
     b = _run(dict(p=0.5), x, True, seed=1)[1]
@@ -110,3 +110,20 @@ def test_planner_regions_cover_what_the_kernels_read():
     x = np.random.default_rng(10).standard_normal((4, 6))
     check_regions("_backward_Dropout", [x, x], dict(p=0.5))
     check_regions("Dropout", [x], dict(p=0.5), is_train=False)
+
+
+def test_a_tile_draws_its_part_of_the_whole_mask():
+    """Draws depend on the node's key and global indices only, so a tile (tile hook attributes)
+    gets exactly its slice of the single-device mask: partitioned training drops the same units."""
+    from autotile.ops import get, parse_attrs
+    from autotile.ops.registry import KernelContext, node_key
+
+    op = get("Dropout")
+    x = np.ones((8, 6), np.float32)
+    attrs = parse_attrs(op, {"p": "0.5"})
+    whole = op.forward(attrs, [x], KernelContext(is_train=True, key=node_key("drop", 7)))[1]
+    box = ((4, 2), (8, 5))
+    tile_attrs = op.extra["tile_attrs"](attrs, [box], [box], [x.shape], [x.shape])
+    part = op.forward(tile_attrs, [x[4:8, 2:5]], KernelContext(is_train=True, key=node_key("drop", 7)))[1]
+    np.testing.assert_array_equal(part, whole[4:8, 2:5])
+    assert 0 < (whole == 0).sum() < whole.size

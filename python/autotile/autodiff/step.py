@@ -52,7 +52,7 @@ def feed_values(tg: TrainingGraph, values: Dict[str, np.ndarray]) -> Dict[str, n
 
 def training_step(sym: Symbol, values: Dict[str, np.ndarray], param_names: Optional[Sequence[str]] = None,
                   optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
-                  rng: Optional[np.random.Generator] = None):
+                  rng: Optional[np.random.Generator] = None, seed: int = 0):
     """Run one training step of `sym` on one device with the reference executor.
 
     values: every input by name (data, labels, parameters, auxiliary states); optimizer states
@@ -70,7 +70,8 @@ def training_step(sym: Symbol, values: Dict[str, np.ndarray], param_names: Optio
     tg = training_graph(sym, optimizer=optimizer, optimizer_args=optimizer_args, params=params, shapes=shapes)
     t1 = time.perf_counter()
     feed = feed_values(tg, values)
-    outs, new_aux, _ = execute(tg.symbol, feed, is_train=True, rng=rng if rng is not None else np.random.default_rng(0))
+    outs, new_aux, _ = execute(tg.symbol, feed, is_train=True, rng=rng if rng is not None else np.random.default_rng(0),
+                                 seed=seed)
     t2 = time.perf_counter()
     n_fwd, n_p = len(tg.output_names), len(tg.param_names)
     grads = dict(zip(tg.param_names, outs[n_fwd:n_fwd + n_p]))

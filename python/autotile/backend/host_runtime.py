@@ -75,7 +75,7 @@ class HostRuntime:
 
     # ------------------------------------------------------------------ execution
     def _compute(self, op: dict, is_train: bool, rng):
-        outs = self.runner.run(op, lambda b: self.views[b], is_train, rng)
+        outs = self.runner.run(op, lambda b: self.views[b], is_train, rng, self.seed)
         for b, value in zip(op["outputs"], outs):
             np.copyto(self.views[b], value, casting="unsafe")
 
@@ -87,6 +87,7 @@ class HostRuntime:
     def run(self, is_train: bool = True, seed: int = 0) -> dict:
         """Executes every device's schedule; returns timing stats. Raises Error naming the
         node and device if any op fails (the other devices stop at their next op)."""
+        self.seed = seed
         ops = self.eg.ops
         done = [threading.Event() for _ in ops]
         failure = _Failure()

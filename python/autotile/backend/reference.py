@@ -7,12 +7,12 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import Error
-from ..ops.registry import KernelContext
+from ..ops.registry import KernelContext, node_key
 from ..symbol.symbol import Symbol
 
 
 def execute(sym: Symbol, values: Dict[str, np.ndarray], is_train: bool = False,
-            rng: Optional[np.random.Generator] = None, keep: bool = False
+            rng: Optional[np.random.Generator] = None, keep: bool = False, seed: int = 0
             ) -> Tuple[List[np.ndarray], Dict[str, np.ndarray], Dict[Tuple[int, int], np.ndarray]]:
     """Run `sym` on `values` (every variable by name: data, params, auxiliary states).
 
@@ -30,7 +30,7 @@ def execute(sym: Symbol, values: Dict[str, np.ndarray], is_train: bool = False,
         attrs = node.parsed_attrs()
         n_args = len(op.arguments(attrs))
         inputs = [env[(id(src), i)] for src, i in node.inputs]
-        ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng)
+        ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng, key=node_key(node.name, seed))
         if op.forward is None:
             raise Error(f"node '{node.name}' (op {node.op}) has no kernel")
         try:

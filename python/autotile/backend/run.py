@@ -123,10 +123,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     rng = np.random.default_rng(seed)
     t0 = time.perf_counter()
     if not train:
-        outputs, new_aux, _ = execute(sym, values, is_train=False, rng=rng)
+        outputs, new_aux, _ = execute(sym, values, is_train=False, rng=rng, seed=seed)
         return Result(outputs=outputs, aux=new_aux, stats={"forward_seconds": time.perf_counter() - t0})
     from ..autodiff import training_step
 
     if head_grads is not None:
         values = {**values, **head_values}
-    return training_step(sym, values, list(params), optimizer=optimizer, optimizer_args=optimizer_args, rng=rng)
+    return training_step(sym, values, list(params), optimizer=optimizer, optimizer_args=optimizer_args, rng=rng,
+                         seed=seed)

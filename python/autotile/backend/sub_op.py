@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import Error
 from ..execgraph.tile_attrs import tile_attrs
-from ..ops.registry import KernelContext
+from ..ops.registry import KernelContext, node_key
 
 
 def crop(value, buf: dict, full_shape):
@@ -58,7 +58,7 @@ class SubOpRunner:
         implementation per op (the GPU runtime) override this."""
         return opdef.forward(attrs, inputs, ctx)
 
-    def run(self, op: dict, view: Callable[[int], object], is_train: bool, rng) -> List[object]:
+    def run(self, op: dict, view: Callable[[int], object], is_train: bool, rng, seed: int = 0) -> List[object]:
         """Outputs of compute op `op` (one per output buffer, shaped like the buffers).
         `view(buffer_id)` returns the array of a buffer on this device."""
         low = self.eg.lowered
@@ -73,7 +73,8 @@ class SubOpRunner:
         out_boxes = [(self.eg.buffers[b]["lo"], self.eg.buffers[b]["hi"]) for b in op["outputs"]]
         attrs = tile_attrs(node.op, node.parsed_attrs(), op["input_boxes"], out_boxes, in_shapes, out_shapes)
         n_args = len(opdef.arguments(attrs))
-        ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng, xp=self.xp)
+        ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng, xp=self.xp,
+                            key=node_key(name, seed))
         outs = self.kernel(node, opdef, attrs, inputs, ctx)
         result = []
         for b, t, value in zip(op["outputs"], out_tensors, outs):

@@ -23,6 +23,9 @@ _PARAMS = {
     "p": Param("float", 0.5),
     "mode": Param("str", "training", choices=("training", "always")),
     "axes": Param("shape", ()),
+    # set by the tile hook: where the tile starts and the whole tensor's shape
+    "tile_lo": Param("shape", ()),
+    "tile_full": Param("shape", ()),
     "cudnn_off": Param("optional_bool", False),
 }
 
@@ -62,11 +65,26 @@ def _forward(attrs, inputs, ctx):
     except Error as e:  # ValueError: the executor adds the node name
         raise ValueError(str(e)) from None
     draw_shape = tuple(1 if d in axes else s for d, s in enumerate(x.shape))
-    rng = ctx.rng if ctx.rng is not None else np.random.default_rng(0)
-    keep = rng.random(draw_shape) >= p
+    if ctx.key is not None:
+        # Draws are a function of (node key, global element index): a tile (attributes
+        # tile_lo / tile_full from the tile hook) draws the whole tensor's mask and keeps its
+        # part, so a partitioned step drops exactly what the single-device step drops.
+        full = tuple(attrs["tile_full"]) or x.shape
+        lo = tuple(attrs["tile_lo"]) or (0,) * x.ndim
+        full_draw = tuple(1 if d in axes else s for d, s in enumerate(full))
+        keep = np.random.default_rng(ctx.key).random(full_draw) >= p
+        keep = keep[tuple(slice(0, 1) if d in axes else slice(lo[d], lo[d] + x.shape[d]) for d in range(x.ndim))]
+    else:
+        rng = ctx.rng if ctx.rng is not None else np.random.default_rng(0)
+        keep = rng.random(draw_shape) >= p
     scale = 0.0 if p >= 1.0 else 1.0 / (1.0 - p)
     mask = np.broadcast_to((keep * scale).astype(x.dtype), x.shape).copy()
     return [x * mask, mask]
+
+
+def _tile(attrs, ins, outs, in_shapes, out_shapes):
+    (lo, _hi) = outs[0]
+    return {**attrs, "tile_lo": tuple(lo), "tile_full": tuple(out_shapes[0])}
 
 
 def _tdl(attrs, in_shapes, out_shapes):
@@ -100,6 +118,7 @@ register(OpDef(
     gradient=_gradient,
     tdl=_tdl,
     elementwise=True,
+    extra={"tile_attrs": _tile},
     doc="Dropout: keeps each element with probability 1-p and scales it by 1/(1-p) (training only).",
 ))
 

@@ -41,6 +41,16 @@ class KernelContext:
     aux: List[Any] = field(default_factory=list)  # auxiliary states; kernels may replace entries
     rng: Any = None  # numpy.random.Generator for Dropout etc.
     xp: Any = None  # array module (numpy or cupy); None means numpy
+    #: Per-node, per-step seed (see node_key). A kernel that draws random numbers derives them
+    #: from it and global element indices, so a partitioned run draws what one device would.
+    key: Any = None
+
+
+def node_key(node_name: str, seed: int = 0) -> int:
+    """The random key of node `node_name` in a step seeded `seed` (stable across processes)."""
+    import zlib
+
+    return (zlib.crc32(node_name.encode("utf-8")) ^ (int(seed) * 0x9E3779B1)) & 0xFFFFFFFFFFFF
 
 
 def _default_outputs(attrs):
