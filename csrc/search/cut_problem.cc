@@ -35,6 +35,19 @@ double CutProblem::node_cost(NodeId n, const std::vector<int>& value, int* best)
 }
 
 namespace {
+
+/// True when `name` is one of the comma-separated names in `list`.
+bool is_listed(const std::string& list, const std::string& name) {
+  size_t start = 0;
+  while (start <= list.size()) {
+    size_t end = list.find(',', start);
+    if (end == std::string::npos) end = list.size();
+    if (list.compare(start, end - start, name) == 0) return true;
+    start = end + 1;
+  }
+  return false;
+}
+
 std::string shapes_str(const std::vector<Shape>& shapes) {
   std::string s;
   for (const Shape& x : shapes) s += (s.empty() ? "" : ", ") + shape_str(x);
@@ -83,7 +96,11 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
     } else {
       OpStrategies st = provider(g, n, s.node_in[n], s.node_out[n], k);
       (*elementwise)[n] = st.elementwise;
+      // Variables the op's kernel cannot run split along (attribute "__no_split__", a comma
+      // list set by the lowering from the op's definition, e.g. channels of a grouped conv).
+      auto vetoed = node.attrs.find("__no_split__");
       for (Strategy& x : st.strategies) {
+        if (vetoed != node.attrs.end() && is_listed(vetoed->second, x.var)) continue;
         check_strategy(g, n, x, s.node_in[n], s.node_out[n], k);
         NodeOption o;
         o.name = x.var;

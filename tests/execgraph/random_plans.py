@@ -34,10 +34,9 @@ def random_plan(lowered, factors, rng, allow_partial=True, optimizer="sgd", inpu
         ins = [lowered.tensor_shapes[t] for t in node["inputs"]]
         outs = [lowered.tensor_shapes[t] for t in node["outputs"]]
         row, counts = [], {}
+        vetoed = set(node["attrs"].get("__no_split__", "").split(","))
         for k in factors:
-            options = []
-            for var in _vars(node["tdl"], ins, outs, k, counts):
-                options.append(var)
+            options = [v for v in _vars(node["tdl"], ins, outs, k, counts) if v not in vetoed] or ["replicate"]
             var = options[rng.integers(len(options))]
             counts[var] = counts.get(var, 1) * k
             row.append(var)

@@ -344,6 +344,16 @@ def _with_tile_pad(attrs, data_box, out_box, data_shape, out_shape):
     return {**attrs, "tile_pad": tuple(lo + hi)}
 
 
+def _grouped_channels(attrs, data_shape, out_channels):
+    """Channel variables a grouped (not depthwise) convolution's kernel cannot run split along:
+    a channel slab of it is a convolution with fewer groups over a subset of the data channels,
+    which the node's kernel does not compute (OpDef.extra['no_split'], honoured by the search)."""
+    groups = attrs["num_group"]
+    if groups > 1 and not (groups == data_shape[1] == out_channels):
+        return ["co", "ci"]
+    return []
+
+
 def _bwd_weight_tile(attrs, ins, outs, in_shapes, out_shapes):
     """d weight reads dy and data as the forward reads out and data: the same paddings."""
     return _with_tile_pad(attrs, ins[1], ins[0], in_shapes[1], in_shapes[0])
@@ -380,7 +390,7 @@ register(OpDef(
     forward=_forward,
     gradient=_gradient,
     tdl=_tdl,
-    extra={"tile_attrs": _tile},
+    extra={"tile_attrs": _tile, "no_split": lambda a, i, o: _grouped_channels(a, i[0], o[0][1])},
     doc="N-D convolution (NCW/NCHW/NCDHW) with stride, dilation, zero padding and groups.",
 ))
 
@@ -448,7 +458,7 @@ register(OpDef(
     infer_shape=_bwd_data_shape,
     forward=_bwd_data_forward,
     tdl=_bwd_data_tdl,
-    extra={"tile_attrs": _bwd_data_tile},
+    extra={"tile_attrs": _bwd_data_tile, "no_split": lambda a, i, o: _grouped_channels(a, o[0], i[0][1])},
     doc="Gradient of Convolution with respect to data (col2im of weight^T . dy).",
 ))
 
@@ -485,7 +495,7 @@ register(OpDef(
     infer_shape=_bwd_weight_shape,
     forward=_bwd_weight_forward,
     tdl=_bwd_weight_tdl,
-    extra={"tile_attrs": _bwd_weight_tile},
+    extra={"tile_attrs": _bwd_weight_tile, "no_split": lambda a, i, o: _grouped_channels(a, i[1], i[0][1])},
     doc="Gradient of Convolution with respect to weight (dy contracted with im2col(data)).",
 ))
 

@@ -79,6 +79,11 @@ def lower(symbol, shapes: Dict[str, tuple], param_names=(), backward_of: Optiona
         nid = g.add_node(node.name, node.op, ins, outs, tdl, role)
         for key, value in node.attrs.items():
             g.set_attr(nid, key, value)
+        no_split = op.extra.get("no_split")
+        if no_split is not None:
+            vetoed = no_split(attrs, in_shapes, out_shapes)
+            if vetoed:
+                g.set_attr(nid, "__no_split__", ",".join(vetoed))
         group = timestep_group(node)
         if group:
             g.set_attr(nid, "__timestep_group__", group)
