@@ -1,7 +1,9 @@
 """Run under mpirun: a training step in which rank RANK fails at its AT-th compute op, by
 raising (--fault raise), by being killed with SIGKILL (--fault kill) or by stopping
-(SIGSTOP: a hung rank that the launcher does not notice, --fault stop). Every rank that gets
-an error prints 'RANK r ERROR: message' on stdout and exits non-zero.
+(SIGSTOP: a hung rank that the launcher does not notice, --fault stop), or stops after the
+step, when the others are in the collective that gathers results (--fault stop-in-gather:
+their watchdog must abort the job). Every rank that gets an error prints
+'RANK r ERROR: message' on stdout and exits non-zero.
 
     mpirun -np K python tests/mpi/mpi_fault.py MODEL --fault raise|kill|stop [--rank 1] [--at 3] [--timeout 5]
 """
@@ -23,7 +25,7 @@ from models import MODELS, values  # noqa: E402
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("model")
-    ap.add_argument("--fault", choices=["raise", "kill", "stop"], required=True)
+    ap.add_argument("--fault", choices=["raise", "kill", "stop", "stop-in-gather"], required=True)
     ap.add_argument("--rank", type=int, default=1)
     ap.add_argument("--at", type=int, default=3)
     ap.add_argument("--timeout", type=float, default=5.0)
@@ -46,7 +48,16 @@ def main():
                 raise RuntimeError("injected fault")
             return original(self, op, view, is_train, rng)
 
-        sub_op.SubOpRunner.run = faulty
+        if args.fault == "stop-in-gather":
+            from autotile.backend.mpi_runtime import MPIRuntime
+
+            def stop(self, *a, **k):
+                print(f"RANK {me} STOPPING ITSELF IN GATHER", flush=True)
+                os.kill(os.getpid(), signal.SIGSTOP)
+
+            MPIRuntime.gather = stop
+        else:
+            sub_op.SubOpRunner.run = faulty
     sym, shapes, classes = MODELS[args.model]()
     vals = values(sym, shapes, classes)
     try:

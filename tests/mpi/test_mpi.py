@@ -167,6 +167,18 @@ def test_hung_rank_times_out_the_others():
     assert "FINISHED" not in out
 
 
+def test_watchdog_aborts_a_collective_a_peer_never_joins():
+    """Rank 1 stops after the step; the others block in the collective gathering results,
+    where no poll can time out: the watchdog aborts the job after timeout + grace."""
+    rc, out, seconds = mpirun(4, script("mpi_fault.py", "cnn", "--fault", "stop-in-gather", "--timeout", "3"),
+                              timeout=120)
+    assert "RANK 1 STOPPING ITSELF IN GATHER" in out
+    assert rc != 0
+    assert "no answer from MPI for more than 13 s while gathering results" in out, out[-3000:]
+    assert seconds < 60, f"took {seconds:.1f} s"
+    assert "FINISHED" not in out
+
+
 def test_cli_runs_saves_and_resumes(tmp_path):
     sys.path.insert(0, os.path.join(ROOT, "python"))
     import autotile as at

@@ -155,6 +155,7 @@ class _Watchdog:
 
     def arm(self, seconds: float, where: str):
         self.where = where
+        self.seconds = seconds
         self.deadline = time.monotonic() + seconds
 
     def disarm(self):
@@ -167,8 +168,8 @@ class _Watchdog:
         while not self._stop.wait(0.25):
             deadline = self.deadline
             if deadline is not None and time.monotonic() > deadline:
-                sys.stderr.write(f"autotile: error: rank {self.rank}: no answer from MPI for more than the timeout "
-                                 f"while {self.where} (a peer died or hangs); aborting the MPI job\n")
+                sys.stderr.write(f"autotile: error: rank {self.rank}: no answer from MPI for more than "
+                                 f"{self.seconds:g} s while {self.where} (a peer died or hangs); aborting the MPI job\n")
                 sys.stderr.flush()
                 threading.Timer(5.0, lambda: os._exit(1)).start()  # in case Abort itself hangs
                 self.comm.Abort(1)
@@ -463,26 +464,29 @@ class MPIRuntime:
         start = time.monotonic()
         delay = 50e-6
         polls = 0
-        while True:
-            self._watchdog.arm(self.timeout + _GRACE, f"waiting for rank {rank} ({what})")
-            head = self._flag_read(rank)
-            self._seen[rank] = int(head[0])
-            if int(head[1]):
-                self._check_failed(head)
-            if self._seen[rank] >= units:
+        try:
+            while True:
+                self._watchdog.arm(self.timeout + _GRACE, f"waiting for rank {rank} ({what})")
+                head = self._flag_read(rank)
+                self._seen[rank] = int(head[0])
+                if int(head[1]):
+                    self._check_failed(head)
+                if self._seen[rank] >= units:
+                    return
+                polls += 1
+                if polls % 8 == 0:
+                    self._check_failed()
                 self._watchdog.disarm()
-                return
-            polls += 1
-            if polls % 8 == 0:
-                self._check_failed()
+                if time.monotonic() - start > self.timeout:
+                    base = self._epoch * self.units[rank]
+                    raise RankFailure(f"rank {self.rank} timed out after {self.timeout:g} s waiting for rank {rank} "
+                                      f"({what}); rank {rank} last reported {max(self._seen[rank] - base - 1, 0)} of "
+                                      f"its {self.units[rank] - 1} ops done this step: it is stuck or dead",
+                                      reported=False, suspect=rank)
+                time.sleep(delay)
+                delay = min(delay * 2, 2e-3)
+        finally:
             self._watchdog.disarm()
-            if time.monotonic() - start > self.timeout:
-                base = self._epoch * self.units[rank]
-                raise RankFailure(f"rank {self.rank} timed out after {self.timeout:g} s waiting for rank {rank} "
-                                  f"({what}); rank {rank} last reported {max(self._seen[rank] - base - 1, 0)} of its "
-                                  f"{self.units[rank] - 1} ops done this step: it is stuck or dead", reported=False, suspect=rank)
-            time.sleep(delay)
-            delay = min(delay * 2, 2e-3)
 
     # ------------------------------------------------------------------ data in / out
     def _describe_wait(self, op_id: int, rank: int, unit: int) -> str:
@@ -590,8 +594,10 @@ class MPIRuntime:
                 else:
                     t0 = time.perf_counter()
                     self._watchdog.arm(self.timeout + _GRACE, f"fetching op {op_id}")
-                    self._fetch(self.fetches[op_id])
-                    self._watchdog.disarm()
+                    try:
+                        self._fetch(self.fetches[op_id])
+                    finally:
+                        self._watchdog.disarm()
                     fetch_seconds += time.perf_counter() - t0
                 if op_id in self.publish_after:
                     self._publish(base[me] + i + 2)
