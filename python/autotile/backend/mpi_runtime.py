@@ -33,7 +33,7 @@ of what it reads (possibly on other ranks) and after every reader (possibly a re
 of memory it overwrites (the memory plan's reuse deps). Each rank runs its schedule in
 order, so "op j of rank s is done" is "rank s completed at least pos(j) + 1 units of its
 step", and one counter per rank says it all. Every rank exposes a second small window of
-int64: ``[progress, failed, message length, message bytes...]``. A step has
+int64: ``[progress, failed, acks, suspect, message length, message bytes...]``. A step has
 ``len(schedule) + 1`` units per rank: unit 0 is "inputs loaded" (remote fetches of input
 tiles wait for it), unit i + 1 is "op i of the schedule done"; progress counts units over all
 steps. A rank publishes its progress (``Accumulate(REPLACE)`` on its own counter, after a
@@ -48,11 +48,15 @@ Faults. Every wait has a timeout (``timeout`` seconds, default 300; env
 peer, the op it waits for and how far the peer got. A rank whose op raises writes its
 message into its window and sets ``failed = rank + 1`` on every rank
 (``Compare_and_swap``, so the first failure wins); pollers check their own ``failed`` word
-and raise an Error quoting the failing rank's message. A watchdog thread bounds every MPI
-call (a Get or a collective that never returns because a peer died): past the timeout plus
-a grace period it prints what the rank was doing and calls ``MPI.COMM_WORLD.Abort``. After
-a failed step the process aborts the job at exit instead of finalizing (MPI_Finalize would
-wait for dead peers), so ``mpirun`` returns non-zero in bounded time.
+and raise an Error quoting the failing rank's message. A rank that timed out announces
+its failure the same way, with the rank it found unresponsive as ``suspect`` (no more RMA
+goes to that rank). A watchdog thread bounds every MPI call (a Get or a collective that
+never returns because a peer died): past the timeout plus a grace period it prints what
+the rank was doing and calls ``MPI.COMM_WORLD.Abort``. After a failed step the process
+aborts the job at exit instead of finalizing (MPI_Finalize would wait for dead peers),
+after counting itself in every live rank's ``acks`` word and waiting (at most 5 s) until
+all live ranks did, so every rank gets to print its error; ``mpirun`` returns non-zero in
+bounded time.
 
 Results. :func:`run_mpi` gathers outputs, gradients and updated params to rank 0 (``gather=
 "root"``), to every rank (``"all"``) or not at all (``"none"``: fetch them with
@@ -79,7 +83,7 @@ import numpy as np
 from .. import _core
 from ..errors import Error
 from .sub_op import SubOpRunner
-from .tiles import box_index, input_tiles, is_extra_replica, step_inputs, value_tiles
+from .tiles import box_index, input_tiles, is_extra_replica, step_inputs
 
 # The flag window of a rank, in int64 words: progress, failed rank + 1, acks, then what this
 # rank reports when it fails: the rank it found dead + 1 (0: none), message length, message.
@@ -169,7 +173,8 @@ class _Watchdog:
             deadline = self.deadline
             if deadline is not None and time.monotonic() > deadline:
                 sys.stderr.write(f"autotile: error: rank {self.rank}: no answer from MPI for more than "
-                                 f"{self.seconds:g} s while {self.where} (a peer died or hangs); aborting the MPI job\n")
+                                 f"{self.seconds:g} s while {self.where} (a peer died or hangs); "
+                                 "aborting the MPI job\n")
                 sys.stderr.flush()
                 threading.Timer(5.0, lambda: os._exit(1)).start()  # in case Abort itself hangs
                 self.comm.Abort(1)
