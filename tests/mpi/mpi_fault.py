@@ -38,7 +38,7 @@ def main():
         original = sub_op.SubOpRunner.run
         count = [0]
 
-        def faulty(self, op, view, is_train, rng):
+        def faulty(self, op, view, is_train, rng, *rest):
             count[0] += 1
             if count[0] == args.at:
                 if args.fault in ("kill", "stop"):
@@ -46,7 +46,7 @@ def main():
                     os.kill(os.getpid(), signal.SIGKILL if args.fault == "kill" else signal.SIGSTOP)
                     time.sleep(600)
                 raise RuntimeError("injected fault")
-            return original(self, op, view, is_train, rng)
+            return original(self, op, view, is_train, rng, *rest)
 
         if args.fault == "stop-in-gather":
             from autotile.backend.mpi_runtime import MPIRuntime

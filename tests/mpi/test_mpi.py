@@ -78,8 +78,10 @@ def results(out):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("model", ["mlp", "cnn", "lstm"])
+@pytest.mark.parametrize("model", ["mlp", "cnn", "lstm", "dropout"])
 def test_step_matches_single_device(model, ranks):
+    """Outputs, gradients and updated params equal the single-device step (dropout: every
+    rank drops exactly the single-device units)."""
     rc, out, _ = mpirun(ranks, script("mpi_step.py", model))
     assert rc == 0, out[-4000:]
     [res] = results(out)

@@ -593,7 +593,7 @@ class MPIRuntime:
                     self._wait(rank, base[rank] + unit + 1, lambda: self._describe_wait(op_id, rank, unit))
                 wait_seconds += time.perf_counter() - t0
                 if op["kind"] == "compute":
-                    outs = self.runner.run(op, self.views.__getitem__, is_train, rng)
+                    outs = self.runner.run(op, self.views.__getitem__, is_train, rng, seed)
                     for b, value in zip(op["outputs"], outs):
                         np.copyto(self.views[b], value, casting="unsafe")
                 else:
