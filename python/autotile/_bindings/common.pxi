@@ -15,7 +15,10 @@ cdef extern from "util/error.h" namespace "autotile":
 
 
 cdef inline string _s(object text):
-    return str(text).encode("utf-8")
+    try:
+        return str(text).encode("utf-8")
+    except UnicodeEncodeError as e:  # lone surrogates: bad input, reported as such
+        raise _AutotileError(f"{str(text)!r} is not valid text ({e.reason})") from None
 
 
 cdef inline str _u(string text):

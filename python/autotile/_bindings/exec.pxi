@@ -169,7 +169,10 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
-    spec.factors = [int(k) for k in factors]
+    try:
+        spec.factors = [int(k) for k in factors]
+    except OverflowError:
+        raise _AutotileError(f"build_exec_graph: a cut factor in {list(factors)} is out of range") from None
     spec.tensor_tilings = [[_s(t) for t in row] for row in tensor_tilings]
     spec.node_strategies = [[_s(s) for s in row] for row in node_strategies]
     opts.control_deps = bool(control_deps)

@@ -56,6 +56,21 @@ cdef extern from "graph/dtype.h" namespace "autotile":
     const char* dtype_name(DType)
 
 
+from operator import index as _index
+
+
+def _as_id(value, what, kind, count):
+    """`value` as an int32 id; an integer beyond int32 is out of range for any graph (an
+    autotile.Error like the core's, not OverflowError)."""
+    try:
+        v = _index(value)
+    except TypeError:
+        raise _AutotileError(f"{what}: {kind} id must be an integer, got {value!r}") from None
+    if not -2 ** 31 <= v < 2 ** 31:
+        raise _AutotileError(f"{what}: {kind} id {v} out of range (graph has {count} {kind}s)")
+    return v
+
+
 _ROLES = {"forward": NodeRole.kForward, "backward": NodeRole.kBackward, "update": NodeRole.kUpdate}
 _ROLE_NAMES = {int(NodeRole.kForward): "forward", int(NodeRole.kBackward): "backward", int(NodeRole.kUpdate): "update"}
 
@@ -76,7 +91,7 @@ cdef class Graph:
     def add_tensor(self, name, shape, dtype="float32", is_param=False):
         try:
             return self.g.add_tensor(_s(name), [int(d) for d in shape], dtype_from_name(_s(dtype)), bool(is_param))
-        except RuntimeError as e:
+        except (RuntimeError, OverflowError) as e:
             _raise_core(e)
 
     def add_node(self, name, op, inputs, outputs, tdl="", role="forward"):
@@ -88,25 +103,31 @@ cdef class Graph:
         except (RuntimeError, OverflowError, TypeError) as e:
             _raise_core(e)
 
-    def set_attr(self, int node, key, value):
+    def set_attr(self, node, key, value):
+        node = _as_id(node, "set_attr", "node", self.g.num_nodes())
         try:
             self.g.set_attr(node, _s(key), _s(value))
         except RuntimeError as e:
             _raise_core(e)
 
-    def set_backward_of(self, int node, int forward_node):
+    def set_backward_of(self, node, forward_node):
+        node = _as_id(node, "set_backward_of", "node", self.g.num_nodes())
+        forward_node = _as_id(forward_node, "set_backward_of", "node", self.g.num_nodes())
         try:
             self.g.set_backward_of(node, forward_node)
         except RuntimeError as e:
             _raise_core(e)
 
-    def set_gradient(self, int tensor, int grad):
+    def set_gradient(self, tensor, grad):
+        tensor = _as_id(tensor, "set_gradient", "tensor", self.g.num_tensors())
+        grad = _as_id(grad, "set_gradient", "tensor", self.g.num_tensors())
         try:
             self.g.set_gradient(tensor, grad)
         except RuntimeError as e:
             _raise_core(e)
 
-    def set_role(self, int node, role):
+    def set_role(self, node, role):
+        node = _as_id(node, "set_role", "node", self.g.num_nodes())
         if role not in _ROLES:
             raise _AutotileError(f"set_role: unknown role '{role}'")
         try:
@@ -114,8 +135,9 @@ cdef class Graph:
         except RuntimeError as e:
             _raise_core(e)
 
-    def mark_output(self, int tensor):
+    def mark_output(self, tensor):
         """Marks tensor id `tensor` as a result of the graph (its memory is never reused)."""
+        tensor = _as_id(tensor, "mark_output", "tensor", self.g.num_tensors())
         try:
             self.g.mark_output(tensor)
         except RuntimeError as e:
@@ -129,8 +151,9 @@ cdef class Graph:
     def num_nodes(self):
         return self.g.num_nodes()
 
-    def tensor(self, int tid):
+    def tensor(self, tid):
         """A dict describing tensor `tid`."""
+        tid = _as_id(tid, "tensor", "tensor", self.g.num_tensors())
         try:
             t = self.g.tensor(tid)
         except RuntimeError as e:
@@ -139,8 +162,9 @@ cdef class Graph:
                 "consumers": list(t.consumers), "gradient": t.gradient, "gradient_of": t.gradient_of,
                 "is_param": t.is_param, "is_output": t.is_output, "bytes": t.bytes()}
 
-    def node(self, int nid):
+    def node(self, nid):
         """A dict describing node `nid`."""
+        nid = _as_id(nid, "node", "node", self.g.num_nodes())
         try:
             n = self.g.node(nid)
         except RuntimeError as e:
