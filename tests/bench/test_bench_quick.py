@@ -14,8 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 @pytest.fixture(scope="module")
 def out_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_out")
-    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(out), OPENBLAS_NUM_THREADS="1",
-               PYTHONPATH=os.path.join(ROOT, "python"))
+    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(out), OPENBLAS_NUM_THREADS="1")
     for script in ("speedup.py", "mlp.py"):
         proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), "--quick"], env=env,
                               capture_output=True, text=True, timeout=300)

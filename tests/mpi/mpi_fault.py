@@ -15,7 +15,6 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "execgraph"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
 import autotile as at  # noqa: E402
 from autotile.backend import sub_op  # noqa: E402

@@ -14,7 +14,6 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "execgraph"))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"))
 
 import autotile as at  # noqa: E402
 from autotile.backend.mpi_runtime import MPIRuntime  # noqa: E402

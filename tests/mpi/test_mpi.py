@@ -44,7 +44,6 @@ def mpirun(np_, argv, timeout=LAUNCH_TIMEOUT, launcher=()):
     """Runs `mpirun -np np_ <argv>` in its own process group, killed whole on timeout.
     Returns (returncode, stdout + stderr, seconds)."""
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "python") + os.pathsep + env.get("PYTHONPATH", "")
     env.setdefault("OMP_NUM_THREADS", "1")
     env.setdefault("OPENBLAS_NUM_THREADS", "1")
     cmd = [MPIRUN, *_launcher_args(), *launcher, "-np", str(np_), *argv]
@@ -185,7 +184,6 @@ def test_watchdog_aborts_a_collective_a_peer_never_joins():
 
 
 def test_cli_runs_saves_and_resumes(tmp_path):
-    sys.path.insert(0, os.path.join(ROOT, "python"))
     import autotile as at
 
     model = str(tmp_path / "small-symbol.json")
