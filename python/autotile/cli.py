@@ -153,8 +153,55 @@ def cmd_run(args) -> int:
     from .symbol.infer import infer_entry_shapes
 
     sym = as_symbol(args.model, batch=args.batch)
+    values = synthetic_inputs(sym, args.seed)
+    params = {k: v for k, v in values.items() if not (k == "data" or k.endswith("label"))}
+    inputs = {k: v for k, v in values.items() if k not in params}
+    if args.ctx == "mpi":  # under mpirun -np K: one device per rank, params stay sharded across steps
+        from .backend.mpi_runtime import run_cli
+
+        return run_cli(sym, inputs, params, devices=args.devices, steps=args.steps, seed=args.seed,
+                       checkpoint=args.checkpoint, timeout=args.timeout)
+    plan = None
+    if args.devices > 1:  # plan once, run every step with it
+        from . import planner
+
+        with Progress("planning"):
+            plan = planner.plan(sym, devices=args.devices, shapes={k: v.shape for k, v in inputs.items()})
+        print(f"plan: {args.devices} devices, {plan.comm_bytes / 1e6:.1f} MB moved per step "
+              f"(search {plan.search_seconds * 1000:.1f} ms)")
+    head = sym.entries[0][0]
+    label = next((k for k in inputs if k.endswith("label")), None)
+    for step in range(args.steps):
+        t0 = time.perf_counter()
+        res = backend.run(sym, devices=args.devices, inputs=inputs, params=params, train=True, ctx=args.ctx,
+                          seed=args.seed + step, **({"plan": plan} if plan is not None else {}))
+        params.update(res.params)
+        out = res.outputs[0]
+        if head.op == "SoftmaxOutput" and label is not None:
+            probs = out.reshape(-1, out.shape[-1]) if out.ndim > 1 else out.reshape(1, -1)
+            idx = inputs[label].reshape(-1).astype(np.int64)[:probs.shape[0]]
+            loss = float(-np.mean(np.log(np.maximum(probs[np.arange(len(idx)), idx], 1e-12))))
+            what = "loss"
+        else:
+            loss, what = float(np.mean(out)), "output mean"
+        print(f"step {step + 1}/{args.steps}: {what} {loss:.6f}  time {time.perf_counter() - t0:.3f}s")
+    return 0
+
+
+def synthetic_inputs(sym, seed: int):
+    """Random inputs for a model: labels are class ids below the output's width, an
+    Embedding's indices are below its input_dim, everything else small normal values."""
+    import numpy as np
+
+    from .symbol.infer import infer_entry_shapes
+
     known = infer_entry_shapes(sym, {})
-    rng = np.random.default_rng(args.seed)
+    rng = np.random.default_rng(seed)
+    int_range = {}
+    for n in sym.topo_nodes():
+        if n.op == "Embedding" and n.inputs and n.inputs[0][0].is_variable:
+            int_range[n.inputs[0][0].name] = n.parsed_attrs()["input_dim"]
+    classes = max(2, known.get((id(sym.entries[0][0]), 0), (0, 10))[-1])
     values = {}
     for n in sym.topo_nodes():
         if not n.is_variable:
@@ -163,24 +210,12 @@ def cmd_run(args) -> int:
         if shape is None:
             raise Error(f"cannot run: the shape of input '{n.name}' is unknown")
         if n.name.endswith("label"):
-            classes = 10
             values[n.name] = rng.integers(0, classes, size=shape).astype(np.float32)
+        elif n.name in int_range:
+            values[n.name] = rng.integers(0, int_range[n.name], size=shape).astype(np.float32)
         else:
             values[n.name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
-    params = {k: v for k, v in values.items() if not (k == "data" or k.endswith("label"))}
-    inputs = {k: v for k, v in values.items() if k not in params}
-    if args.ctx == "mpi":  # under mpirun -np K: one device per rank, params stay sharded across steps
-        from .backend.mpi_runtime import run_cli
-
-        return run_cli(sym, inputs, params, devices=args.devices, steps=args.steps, seed=args.seed,
-                       checkpoint=args.checkpoint, timeout=args.timeout)
-    for step in range(args.steps):
-        t0 = time.perf_counter()
-        res = backend.run(sym, devices=args.devices, inputs=inputs, params=params, train=True, ctx=args.ctx)
-        params.update(res.params)
-        loss = float(np.mean(res.outputs[0]))
-        print(f"step {step + 1}/{args.steps}: output mean {loss:.6f}  time {time.perf_counter() - t0:.3f}s")
-    return 0
+    return values
 
 
 def build_parser() -> argparse.ArgumentParser:
