@@ -118,9 +118,14 @@ cdef dict _plan_dict(CPlan& p):
     }
 
 
+_MAX_DEVICES = 4096  # AT_MAX_DEVICES of the C API (csrc/include/autotile/c_api.h)
+
+
 def _check_devices(devices):
     if isinstance(devices, bool) or not isinstance(devices, int) or devices < 1:
         raise _AutotileError(f"devices must be a positive integer, got {devices!r}")
+    if devices > _MAX_DEVICES:  # also keeps int overflow and huge allocations out of the core
+        raise _AutotileError(f"devices must be at most {_MAX_DEVICES}, got {devices}")
 
 
 def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,

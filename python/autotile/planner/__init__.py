@@ -7,6 +7,7 @@ from typing import Dict, Optional, Sequence
 
 from ..errors import Error
 from ..model_input import as_symbol
+from ..ops.registry import _parse_shape
 from .plan import Plan
 
 #: Every algorithm name the planner accepts (the C++ core implements them; see csrc/search).
@@ -31,6 +32,9 @@ def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], d
                 raise Error(f"batch={batch} contradicts the shape {shape} given for input '{name}'")
         elif declared is not None:
             shape = declared if batch is None or not override_batch else (batch,) + tuple(declared[1:])
+        elif batch is not None and override_batch and _unknown_batch_only(by_name.get(name)):
+            # declared as MXNet writes an unknown batch, e.g. (0, 784): `batch` completes it
+            shape = (batch,) + tuple(_parse_shape(by_name[name].attrs["__shape__"])[1:])
         else:
             raise Error(f"the shape of input '{name}' is unknown: pass shapes={{'{name}': (...)}}")
         result[name] = shape
@@ -40,6 +44,18 @@ def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], d
                 raise Error(f"shapes names '{name}', which is not an input of the model")
             result[name] = tuple(shapes[name])
     return result
+
+
+def _unknown_batch_only(node) -> bool:
+    """True for a variable declared with only its dim 0 unknown (0), e.g. (0, 784) or (0,)."""
+    text = node.attrs.get("__shape__") if node is not None else None
+    if not text:
+        return False
+    try:
+        shape = _parse_shape(text)
+    except ValueError:
+        return False
+    return len(shape) >= 1 and shape[0] in (0, None) and all(d is not None and d > 0 for d in shape[1:])
 
 
 def with_head_grads(tg, shapes: Dict[str, tuple]) -> Dict[str, tuple]:
