@@ -100,7 +100,7 @@ def cmd_plan(args) -> int:
     sym = as_symbol(args.model, batch=args.batch)
     print(model_summary(sym, args.batch))
     print()
-    bandwidths = [float(b) for b in args.bandwidths.split(",")] if args.bandwidths else None
+    bandwidths = args.bandwidths
     with Progress(f"planning ({args.algorithm})"):
         result = planner.plan(sym, devices=args.devices, batch=args.batch, algorithm=args.algorithm,
                               bandwidths=bandwidths, replicate_fallback=args.replicate_fallback)
@@ -218,6 +218,14 @@ def synthetic_inputs(sym, seed: int):
     return values
 
 
+def _bandwidths_arg(text: str) -> List[float]:
+    """--bandwidths: comma-separated numbers (a bad list is a usage error, exit 2)."""
+    try:
+        return [float(b) for b in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, e.g. 12.5e9,300e9; got {text!r}") from None
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autotile", description="Automatic tensor partitioning for DL training.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -234,7 +242,8 @@ def build_parser() -> argparse.ArgumentParser:
     model_args(sp)
     sp.add_argument("--devices", type=int, default=8)
     sp.add_argument("--algorithm", default="tofu")
-    sp.add_argument("--bandwidths", default=None, help="per-cut bandwidths, slowest first, e.g. 12.5e9,300e9")
+    sp.add_argument("--bandwidths", default=None, type=_bandwidths_arg,
+                    help="per-cut bandwidths, slowest first, e.g. 12.5e9,300e9")
     sp.add_argument("--no-compare", dest="compare", action="store_false", help="skip the table of baselines")
     sp.add_argument("--json", default=None, help="write the plan as JSON to this file")
     sp.add_argument("--draw", default=None, help="write a picture of the tiles to this PNG")
@@ -268,6 +277,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as e:  # a file that cannot be read or written (--json, --draw, model paths)
+        print(f"autotile: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":
