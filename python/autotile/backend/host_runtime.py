@@ -51,6 +51,7 @@ class HostRuntime:
         self.arenas = [np.zeros(max(int(b), 1), dtype=np.uint8) for b in eg.core.arena_bytes]
         self.views = [self._view(b) for b in eg.buffers]
         self.runner = SubOpRunner(eg)
+        self.seed = 0  # the step's random seed (run() sets it; calibration replays ops directly)
 
     def _view(self, b: dict) -> np.ndarray:
         dtype = self.dtypes[b["tensor"]]

@@ -93,7 +93,7 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
     allocator's page faults for large temporaries, the runtime's own dispatch. Shapes
     measured before (in `calibration`) are measured again and replaced. With `parallelism`,
     the cores the runtime's threads get now (:func:`measure_parallelism`) are recorded too."""
-    from ..backend.host_runtime import HostRuntime
+    from ..backend.host_runtime import HostRuntime, _blas_threads
 
     cal = calibration or Calibration()
     rng = np.random.default_rng(0)
@@ -104,17 +104,19 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
         order = serial_order(eg)
         per_key = {}
         fetch_times = {}
-        for _ in range(repeat + 1):  # the first replay warms up (first touch of the arenas)
-            rt.load(values)
-            for i in order:
-                op = eg.ops[i]
-                t0 = time.perf_counter()
-                if op["kind"] == "compute":
-                    rt._compute(op, True, rng)
-                    per_key.setdefault(i, []).append(time.perf_counter() - t0)
-                else:
-                    rt._fetch(op)
-                    fetch_times.setdefault(i, []).append(time.perf_counter() - t0)
+        # Kernels are timed with the BLAS threads each device thread gets in a real step.
+        with _blas_threads(max(1, (os.cpu_count() or 1) // eg.devices)):
+            for _ in range(repeat + 1):  # the first replay warms up (first touch of the arenas)
+                rt.load(values)
+                for i in order:
+                    op = eg.ops[i]
+                    t0 = time.perf_counter()
+                    if op["kind"] == "compute":
+                        rt._compute(op, True, rng)
+                        per_key.setdefault(i, []).append(time.perf_counter() - t0)
+                    else:
+                        rt._fetch(op)
+                        fetch_times.setdefault(i, []).append(time.perf_counter() - t0)
         by_shape = {}
         for i, ts in per_key.items():
             kind, ins, outs = op_tiles(eg, eg.ops[i])
