@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import median_seconds, out_path, table, write_json  # noqa: E402
+from common import median_seconds, table, write_json  # noqa: E402
 
 import numpy as np  # noqa: E402
 

@@ -108,7 +108,7 @@ def _plot(raw, profiles, models, algorithms):
             ax.set_xscale("log", base=2)
             ax.set_title(f"{model} on {hw.name} (simulated)", fontsize=9)
             ax.set_xlabel("batch")
-            ax.set_ylabel(f"speedup over 1 device")
+            ax.set_ylabel("speedup over 1 device")
             ax.legend(fontsize=7)
     common.save_figure(fig, "speedup.png")
 

@@ -150,7 +150,6 @@ def cmd_run(args) -> int:
 
     from . import backend
     from .model_input import as_symbol
-    from .symbol.infer import infer_entry_shapes
 
     sym = as_symbol(args.model, batch=args.batch)
     values = synthetic_inputs(sym, args.seed)

@@ -5,7 +5,6 @@ import pytest
 
 import autotile as at
 from autotile.autodiff import training_graph, training_step
-from autotile.symbol.infer import infer_entry_shapes
 
 from fd import check_grads, forward_outputs
 

@@ -3,7 +3,6 @@ exercised on the CPU against NumPy slicing for random boxes and regions: through
 MultiFetch (same header), through the kernel's own body and record decoding compiled for the
 host (csrc/cuda/multifetch.cu without nvcc), and the Python side of the launch (record
 packing, grid, cudaMemcpyPeerAsync row runs)."""
-import ctypes
 
 import numpy as np
 import pytest

@@ -10,7 +10,7 @@ import heapq
 import random
 
 import pytest
-from hypothesis import HealthCheck, event, given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from autotile import _core

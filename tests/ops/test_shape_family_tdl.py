@@ -4,7 +4,6 @@ tests/tdl (tdl_oracle), for configurations the generic sampler of tests/tdl does
 import os
 import sys
 
-import numpy as np
 import pytest
 
 import autotile as at

@@ -23,8 +23,8 @@ def two_steps(shared):
         x = b.tensor(f"x{t}", (8, 8))  # produced, so a replicated copy is not free
         b.node(f"p#{t}", [a], [x], "a -> x: x[i, j] = g(a[i, j])", {"out": [["i", "j"]], "red": [], "in": [["i", "j"]]})
         y = b.tensor(f"y{t}", (8, 8))
-        tdl = (f"x -> y: y[i, j] = sum(kx) {{ x[i, j + kx - 1] }}" if t == 0
-               else f"x -> y: y[i, j] = sum(kx) {{ x[i + kx - 1, j] }}")
+        tdl = ("x -> y: y[i, j] = sum(kx) { x[i, j + kx - 1] }" if t == 0
+               else "x -> y: y[i, j] = sum(kx) { x[i + kx - 1, j] }")
         b.node(f"win#{t}", [x], [y], tdl, {"out": [["i", "j"]], "red": [], "in": [window]})
         z = b.tensor(f"z{t}", (8, 8))
         e = b.node(f"e#{t}", [y], [z], "y -> z: z[i, j] = f(y[i, j])",

@@ -3,7 +3,6 @@
 Expected values are worked out by hand from the index expressions (Tofu Sec 4.2's
 shift_two example included) or enumerated by the brute-force oracle in tdl_oracle.py."""
 import random
-import re
 
 import pytest
 from hypothesis import given, settings, HealthCheck

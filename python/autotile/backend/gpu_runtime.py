@@ -336,7 +336,7 @@ class GpuRuntime:
     # ------------------------------------------------------------------ kernels
     def host_kernel(self, opdef, attrs, inputs, ctx):
         """The NumPy kernel on host copies of the inputs (outputs go back in _compute)."""
-        xp, w, stream = self.xp, self._worker, self._stream
+        w, stream = self._worker, self._stream
         host = []
         for x in inputs:
             if isinstance(x, np.ndarray):
@@ -463,8 +463,6 @@ def run_gpu(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
             gpu_devices=None, host_ops: Iterable[str] = (), dispatch: bool = True):
     """One training step of `sym` on `devices` workers placed on the visible GPUs
     (``at.backend.run(..., ctx="gpu")``). `gpu_devices` replaces the CuPy device side (tests)."""
-    from .. import planner
-    from ..execgraph import transform
     from .run import Result
 
     if not train:
@@ -473,22 +471,10 @@ def run_gpu(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
         raise Error("optimizer_args are not supported on the partitioned runtimes yet: the plan uses the "
                     "optimizer's defaults")
     dev = gpu_devices if gpu_devices is not None else CupyDevices(devices)  # fail early: no CuPy / GPU
-    stats = {}
-    t0 = time.perf_counter()
-    if plan is None:
-        from ..autodiff.graph import default_data_names
+    from .multi_device import plan_and_transform
 
-        data_shapes = {k: tuple(np.shape(v)) for k, v in values.items()}
-        shapes = {n: data_shapes[n] for n in default_data_names(sym.list_arguments()) if n in data_shapes}
-        plan = planner.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm, optimizer=optimizer,
-                            replicate_fallback=replicate_fallback)
-    elif plan.devices != devices:
-        raise Error(f"the plan was made for {plan.devices} devices, not {devices}")
-    stats["plan_seconds"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    eg = transform(sym, plan, control_deps=control_deps, device_memory=device_memory,
-                   replicate_fallback=replicate_fallback)
-    stats["transform_seconds"] = time.perf_counter() - t1
+    plan, eg, stats = plan_and_transform(sym, devices, values, plan, algorithm, optimizer, control_deps,
+                                         device_memory, replicate_fallback)
     tg = eg.training
     rt = GpuRuntime(eg, devices=dev, host_ops=host_ops, dispatch=dispatch)
     rt.load(step_inputs(eg, values))

@@ -10,7 +10,7 @@ import contextlib
 import os
 import threading
 import time
-from typing import Dict, List
+from typing import Dict
 
 import numpy as np
 

@@ -783,8 +783,6 @@ def run_mpi(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
     """One training step with one device per MPI rank (at.backend.run(..., ctx="mpi")).
     Every rank calls it with the same arguments. ``gather``: "root" (rank 0 gets outputs,
     grads and params; other ranks get empty ones), "all" or "none" (stats only)."""
-    from .. import planner
-    from ..execgraph import transform
     from .run import Result
 
     MPI = mpi()
@@ -798,22 +796,10 @@ def run_mpi(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
     if comm.Get_size() != devices:
         raise Error(f"devices={devices} but the MPI world has {comm.Get_size()} rank(s): launch with "
                     f"mpirun -np {devices} (one rank per device)")
-    stats = {}
-    t0 = time.perf_counter()
-    if plan is None:
-        from ..autodiff.graph import default_data_names
+    from .multi_device import plan_and_transform
 
-        data_shapes = {k: tuple(np.shape(v)) for k, v in values.items()}
-        shapes = {n: data_shapes[n] for n in default_data_names(sym.list_arguments()) if n in data_shapes}
-        plan = planner.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm, optimizer=optimizer,
-                            replicate_fallback=replicate_fallback)
-    elif plan.devices != devices:
-        raise Error(f"the plan was made for {plan.devices} devices, not {devices}")
-    stats["plan_seconds"] = time.perf_counter() - t0
-    t1 = time.perf_counter()
-    eg = transform(sym, plan, control_deps=control_deps, device_memory=device_memory,
-                   replicate_fallback=replicate_fallback)
-    stats["transform_seconds"] = time.perf_counter() - t1
+    plan, eg, stats = plan_and_transform(sym, devices, values, plan, algorithm, optimizer, control_deps,
+                                         device_memory, replicate_fallback)
     rt = MPIRuntime(eg, comm=comm, timeout=timeout, window=window, strided=strided)
     rt.load(step_inputs(eg, values))
     stats.update(rt.run(is_train=True, seed=seed))

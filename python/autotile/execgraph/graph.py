@@ -3,7 +3,7 @@ core (csrc/exec), with its static memory plan."""
 from __future__ import annotations
 
 import json
-from typing import Dict, List, Optional
+from typing import List, Optional
 
 from .. import _core
 from ..errors import Error

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, List, Optional, Tuple
 
 from ..errors import Error
 from .alexnet import alexnet

@@ -32,7 +32,7 @@ def _so_label_shapes(attrs, data):
     """Label shapes SoftmaxOutput accepts for `data` (first = the one it infers)."""
     data = tuple(data)
     if attrs["multi_output"]:
-        n, k = data[0], data[1]
+        n = data[0]
         rest = int(np.prod(data[2:])) if len(data) > 2 else 1
         return [(n, rest), (n,) + data[2:], (n, 1) + data[2:]]
     return [data[:-1]]

@@ -38,7 +38,6 @@ def lower(symbol, shapes: Dict[str, tuple], param_names=(), backward_of: Optiona
 
     An op without a TDL description is an Error naming the node and op, unless
     `replicate_fallback` is set (then the node is planned as replicated)."""
-    from ..ops import registry
 
     backward_of = backward_of or {}
     gradient_of = gradient_of or {}

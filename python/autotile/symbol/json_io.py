@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 import weakref
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 from ..errors import Error
 from ..ops import registry
