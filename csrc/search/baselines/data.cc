@@ -1,5 +1,6 @@
 #include "search/baselines/data.h"
 
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -15,14 +16,19 @@ PlanConstraint data_parallel_constraint(const Graph& g) {
   std::vector<char> weight_class(g.num_tensors(), 0);
   for (TensorId t = 0; t < g.num_tensors(); ++t)
     if (g.tensor(t).is_param) weight_class[c.tensor_tie[t]] = 1;
-  // The batch size: dim 0 of the largest producer-less non-weight tensor (the data input).
-  // Tensors whose dim 0 is not the batch (e.g. BatchNorm moving statistics) are left free.
-  int64_t batch = -1, biggest = -1;
+  // The batch size: the most common dim 0 among non-weight tensors (activations and their
+  // gradients far outnumber anything else; an unrolled RNN's data input is (steps, batch), but
+  // its per-step states are (batch, hidden)). Ties go to the larger size.
+  // Tensors whose dim 0 is not the batch (BatchNorm statistics, the RNN's token ids) are left free.
+  std::map<int64_t, int> dim0_count;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const Tensor& x = g.tensor(t);
-    if (x.producer == kNone && !weight_class[c.tensor_tie[t]] && !x.shape.empty() && x.num_elements() > biggest)
-      biggest = x.num_elements(), batch = x.shape[0];
+    if (!weight_class[c.tensor_tie[t]] && !x.shape.empty()) ++dim0_count[x.shape[0]];
   }
+  int64_t batch = -1;
+  int best = 0;
+  for (const auto& [size, count] : dim0_count)
+    if (count >= best) best = count, batch = size;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const Tensor& x = g.tensor(t);
     if (weight_class[c.tensor_tie[t]]) (*kind)[t] = kWeight;
