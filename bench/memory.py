@@ -3,9 +3,11 @@
 For each model: the serial graph's peak (the 1-device execution graph under the same
 static memory planner), and on k devices the per-device arena with Tofu's control
 dependencies (each device in serial order, fetches just before their consumer) and without
-them (fetches as early as their sources allow). Tofu Sec 6: without control dependencies
-per-device memory far exceeds the ideal; with them it approaches it. Also printed: the
-part of the arena that fetch buffers (assembled input regions) account for.
+them (a dataflow order: ops as soon as their inputs exist, and memory reused only between
+ops the graph's dependencies order, as a planner for an engine without control dependencies
+must). Tofu Sec 6: without control dependencies per-device memory far exceeds the ideal;
+with them it approaches it. Also printed: the arena without fetch buffers (assembled input
+regions).
 
     python bench/memory.py [--quick] [--models vgg16,wresnet-50-4] [--devices 8] [--batch 32]
 """

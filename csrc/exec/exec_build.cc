@@ -560,7 +560,7 @@ ExecGraph Builder::build() {
     for (auto& sched : eg_.schedule)
       std::stable_sort(sched.begin(), sched.end(), [&](int a, int b) { return eg_.ops[a].time < eg_.ops[b].time; });
   }
-  plan_memory(eg_, g_);
+  plan_memory(eg_, g_, !opts_.control_deps);
   return std::move(eg_);
 }
 

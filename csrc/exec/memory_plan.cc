@@ -43,7 +43,25 @@ class Occupancy {
 
 }  // namespace
 
-void plan_memory(ExecGraph& eg, const Graph& graph) {
+namespace {
+/// Ancestors of every node (bit a of row n: node a precedes node n through data dependencies).
+std::vector<std::vector<uint64_t>> node_ancestors(const Graph& g) {
+  const int n = g.num_nodes();
+  const size_t words = (static_cast<size_t>(n) + 63) / 64;
+  std::vector<std::vector<uint64_t>> anc(n, std::vector<uint64_t>(words, 0));
+  for (NodeId v : g.topo_order()) {
+    for (TensorId t : g.node(v).inputs) {
+      NodeId p = g.tensor(t).producer;
+      if (p == kNone) continue;
+      for (size_t w = 0; w < words; ++w) anc[v][w] |= anc[p][w];
+      anc[v][p / 64] |= uint64_t{1} << (p % 64);
+    }
+  }
+  return anc;
+}
+}  // namespace
+
+void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) {
   // Liveness on the schedule clock: from the producer's time (inputs: before everything) to
   // the last reader's; graph outputs (tensors nobody consumes) live to the end.
   for (Buffer& b : eg.buffers) {
@@ -57,6 +75,19 @@ void plan_memory(ExecGraph& eg, const Graph& graph) {
   eg.live_peak_bytes.assign(eg.devices, 0);
   std::vector<std::vector<int>> per_device(eg.devices);
   for (size_t i = 0; i < eg.buffers.size(); ++i) per_device[eg.buffers[i].device].push_back(static_cast<int>(i));
+  std::vector<std::vector<uint64_t>> anc;
+  if (dependency_reuse_only) anc = node_ancestors(graph);
+  // Whether `b` may take the memory of the dead buffer `o`.
+  auto reusable_by = [&](const Buffer& o, const Buffer& b) {
+    if (!dependency_reuse_only || o.live_end >= kForever) return o.live_end < kForever;
+    if (b.producer < 0) return false;
+    NodeId nb = eg.ops[b.producer].node;
+    for (int r : o.readers) {
+      NodeId nr = eg.ops[r].node;
+      if (nr != nb && !(anc[nb][nr / 64] >> (nr % 64) & 1u)) return false;
+    }
+    return true;
+  };
   for (int dev = 0; dev < eg.devices; ++dev) {
     auto& ids = per_device[dev];
     std::stable_sort(ids.begin(), ids.end(),
@@ -69,7 +100,7 @@ void plan_memory(ExecGraph& eg, const Graph& graph) {
       Buffer& b = eg.buffers[id];
       for (auto it = live.begin(); it != live.end();) {
         const Buffer& o = eg.buffers[it->second];
-        if (o.live_end < b.live_begin) {
+        if (o.live_end < b.live_begin && reusable_by(o, b)) {
           live_bytes -= o.bytes;
           it = live.erase(it);
         } else {

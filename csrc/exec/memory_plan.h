@@ -9,6 +9,11 @@ namespace autotile {
 
 /// \brief Assigns arena offsets to every buffer of `eg`, fills arena_bytes and
 /// live_peak_bytes, and adds write-after-read dependencies for reused memory.
-void plan_memory(ExecGraph& eg, const Graph& graph);
+///
+/// With `dependency_reuse_only` (the graph has no control dependencies), a buffer's memory
+/// is reused only by an op whose node depends, in the training graph, on every node that read
+/// the buffer — what a planner for a dataflow engine without a fixed order can prove safe
+/// (Tofu Sec 6: partitioning breaks those dependencies, so reuse is lost).
+void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only = false);
 
 }  // namespace autotile
