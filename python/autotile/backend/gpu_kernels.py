@@ -14,6 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from ..ops import conv as _conv
+from ..ops.activation import act, act_grad
 from ..ops import dense as _dense
 from ..ops import pooling as _pool
 from ..ops.im2col import batch_chunks
@@ -206,37 +207,13 @@ def pool_backward(attrs, inputs, ctx):
 
 # ----------------------------------------------------------------------------- element-wise
 
-def _act(xp, kind, x):
-    if kind == "relu":
-        return xp.maximum(x, 0)
-    if kind == "sigmoid":
-        return 1.0 / (1.0 + xp.exp(-x))
-    if kind == "tanh":
-        return xp.tanh(x)
-    if kind == "softrelu":
-        return xp.logaddexp(0, x)
-    return x / (1.0 + xp.abs(x))
-
-
-def _act_grad(xp, kind, x, y, dy):
-    if kind == "relu":
-        return dy * (y > 0)
-    if kind == "sigmoid":
-        return dy * y * (1 - y)
-    if kind == "tanh":
-        return dy * (1 - y * y)
-    if kind == "softrelu":
-        return dy * (1.0 / (1.0 + xp.exp(-x)))
-    return dy / xp.square(1.0 + xp.abs(x))
-
-
 def activation(attrs, inputs, ctx):
-    return [_act(_xp(ctx), attrs["act_type"], inputs[0]).astype(inputs[0].dtype, copy=False)]
+    return [act(attrs["act_type"], inputs[0], _xp(ctx)).astype(inputs[0].dtype, copy=False)]
 
 
 def activation_backward(attrs, inputs, ctx):
     dy, x, y = inputs
-    return [_act_grad(_xp(ctx), attrs["act_type"], x, y, dy).astype(dy.dtype, copy=False)]
+    return [act_grad(attrs["act_type"], x, y, dy, _xp(ctx)).astype(dy.dtype, copy=False)]
 
 
 def sgd_update(attrs, inputs, ctx):

@@ -9,19 +9,20 @@ from .tdl_helpers import elementwise
 _KINDS = ("relu", "sigmoid", "tanh", "softrelu", "softsign")
 
 
-def _act(kind, x):
+def act(kind, x, xp=np):
+    """The activation `kind` of x with array module `xp` (numpy, or cupy on a GPU)."""
     if kind == "relu":
-        return np.maximum(x, 0)
+        return xp.maximum(x, 0)
     if kind == "sigmoid":
-        return 1.0 / (1.0 + np.exp(-x))
+        return 1.0 / (1.0 + xp.exp(-x))
     if kind == "tanh":
-        return np.tanh(x)
+        return xp.tanh(x)
     if kind == "softrelu":
-        return np.logaddexp(0, x)
-    return x / (1.0 + np.abs(x))
+        return xp.logaddexp(0, x)
+    return x / (1.0 + xp.abs(x))
 
 
-def _act_grad(kind, x, y, dy):
+def act_grad(kind, x, y, dy, xp=np):
     """Gradient from the input x and output y (whichever is cheaper for the kind)."""
     if kind == "relu":
         return dy * (y > 0)
@@ -30,8 +31,8 @@ def _act_grad(kind, x, y, dy):
     if kind == "tanh":
         return dy * (1 - y * y)
     if kind == "softrelu":
-        return dy * (1.0 / (1.0 + np.exp(-x)))
-    return dy / np.square(1.0 + np.abs(x))
+        return dy * (1.0 / (1.0 + xp.exp(-x)))
+    return dy / xp.square(1.0 + xp.abs(x))
 
 
 def _same_shape(attrs, s):
@@ -42,7 +43,7 @@ register(OpDef(
     name="Activation",
     params={"act_type": Param("str", required=True, choices=_KINDS)},
     infer_shape=_same_shape,
-    forward=lambda attrs, ins, ctx: [_act(attrs["act_type"], ins[0]).astype(ins[0].dtype, copy=False)],
+    forward=lambda attrs, ins, ctx: [act(attrs["act_type"], ins[0], ctx.xp or np).astype(ins[0].dtype, copy=False)],
     gradient=lambda ctx: [ctx.op("_backward_Activation", ctx.out_grads[0], ctx.inputs[0], ctx.outputs[0],
                                  act_type=ctx.attrs["act_type"])],
     tdl=lambda attrs, i, o: elementwise(i, o[0], attrs["act_type"], ["data"]),
@@ -55,7 +56,8 @@ register(OpDef(
     params={"act_type": Param("str", required=True, choices=_KINDS)},
     arguments=lambda attrs: ["dy", "data", "output"],
     infer_shape=lambda attrs, s: ([s[0], s[0], s[0]], [s[0]]),
-    forward=lambda attrs, ins, ctx: [_act_grad(attrs["act_type"], ins[1], ins[2], ins[0]).astype(ins[0].dtype, copy=False)],
+    forward=lambda attrs, ins, ctx: [act_grad(attrs["act_type"], ins[1], ins[2], ins[0], ctx.xp or np)
+                                     .astype(ins[0].dtype, copy=False)],
     tdl=lambda attrs, i, o: elementwise(i, o[0], "dact", ["dy", "data", "output"]),
     elementwise=True,
 ))
