@@ -47,4 +47,12 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options);
 Plan price_plan(const Graph& g, int devices, const std::vector<std::vector<std::string>>& tensor_tilings,
                 const std::vector<std::vector<std::string>>& node_strategies, const SearchOptions& options);
 
+struct SearchState;
+
+/// \brief Fills a plan's per-cut costs, totals (the cheapest cut charged against the slowest
+/// link, Soybean Sec 5.1) and tiling/strategy strings from the final search state; `flat` holds
+/// the cumulative cost after each cut. Shared by the search and the cut-by-cut baselines.
+void finish_plan(const Graph& g, const SearchState& s, const std::vector<double>& flat,
+                 const std::vector<double>& bandwidths, Plan* plan);
+
 }  // namespace autotile

@@ -34,34 +34,6 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Costs, totals and strings of a plan from the final state (as k_cuts does: the cheapest
-// cut crosses the slowest link, Soybean Sec 5.1).
-void finish(const Graph& g, const SearchState& s, const std::vector<double>& flat, const std::vector<double>& bw,
-            Plan* plan) {
-  if (!bw.empty() && bw.size() != plan->factors.size())
-    fail("bandwidths has ", bw.size(), " entries but the plan has ", plan->factors.size(),
-         " cuts (one bandwidth per cut)");
-  for (double b : bw)
-    if (!(b > 0)) fail("bandwidths must be positive, got ", b);
-  double prev = 0;
-  plan->cut_costs.clear();
-  for (double f : flat) {
-    plan->cut_costs.push_back(f - prev);
-    prev = f;
-  }
-  plan->total_bytes = prev;
-  std::vector<double> sorted = bw;
-  std::sort(sorted.begin(), sorted.end());
-  plan->weighted_cost = 0;
-  for (size_t i = 0; i < plan->cut_costs.size(); ++i)
-    plan->weighted_cost += sorted.empty() ? plan->cut_costs[i] : plan->cut_costs[i] / sorted[i];
-  plan->tensor_tilings.assign(g.num_tensors(), {});
-  for (TensorId t = 0; t < g.num_tensors(); ++t)
-    for (const Tiling& ti : s.tiling[t]) plan->tensor_tilings[t].push_back(ti.str());
-  plan->node_strategies.assign(g.num_nodes(), {});
-  for (NodeId n = 0; n < g.num_nodes(); ++n)
-    for (const NodeOption& o : s.option[n]) plan->node_strategies[n].push_back(o.name);
-}
 
 std::vector<std::vector<NodeOption>> all_options(const Graph& g, const SearchState& s, int k, int cut,
                                                  const StrategyProvider& provider, bool replicate_fallback,
@@ -140,7 +112,7 @@ Plan staged_plan(const Graph& g, int devices, const SearchOptions& options, cons
     s.apply(g, k, tilings, chosen);
     flat.push_back(s.flat_bytes);
   }
-  finish(g, s, flat, options.bandwidths, &plan);
+  finish_plan(g, s, flat, options.bandwidths, &plan);
   plan.search_seconds = seconds_since(t0);
   return plan;
 }
@@ -188,7 +160,7 @@ Plan direct_plan(const Graph& g, int devices, const SearchOptions& options, cons
     if (!(s.flat_bytes < kInfCost)) fail(name, ": cut ", cut + 1, " (", k, "-way) has no feasible plan");
     flat.push_back(s.flat_bytes);
   }
-  finish(g, s, flat, options.bandwidths, &plan);
+  finish_plan(g, s, flat, options.bandwidths, &plan);
   plan.search_seconds = seconds_since(t0);
   return plan;
 }
