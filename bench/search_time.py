@@ -34,18 +34,10 @@ HEADLINE = [("wresnet-152-10", 8), ("rnn-10-8k", 512)]
 
 
 def lower_model(model, batch):
-    """The core training graph at.plan() searches (same steps as autotile.planner.plan)."""
-    from autotile.autodiff import training_graph
-    from autotile.model_input import as_symbol
-    from autotile.planner import data_shapes, with_head_grads
-    from autotile.planner.lower import lower
+    """The core training graph at.plan() searches."""
+    from autotile.planner import lowered_training_graph
 
-    sym = as_symbol(model, batch=batch)
-    tg = training_graph(sym, optimizer="sgd")
-    shapes = with_head_grads(tg, data_shapes(sym, None, batch, tg.data_names,
-                                             override_batch=not isinstance(model, str)))
-    return lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
-                 {g: f for f, g in tg.gradient_entry.items()}, replicate_fallback=True).core
+    return lowered_training_graph(model, batch=batch, replicate_fallback=True)[3].core
 
 
 def search(core, devices, repeat):
@@ -60,39 +52,11 @@ def search(core, devices, repeat):
     return times[0], times[len(times) // 2], plan
 
 
-def deep_wresnet(units, width, batch, classes=1000, image=224):
-    """The zoo's wide ResNet (models/wresnet.py) with `units` bottleneck units per stage, so
-    depth = 3 * sum(units) + 2 is free (the zoo takes 50, 101, 152)."""
-    from autotile.models._layers import conv, data_input, op, softmax_head
-    from autotile.models.wresnet import _BN, RESNET_FILTERS, bottleneck
+def deep_wresnet(depth, width, batch):
+    """The zoo's wide ResNet at any depth 3k + 2 (the zoo names only 50, 101, 152)."""
+    from autotile.models.wresnet import resnet_units, wresnet
 
-    filters = [f * width for f in RESNET_FILTERS]
-    x = data_input((batch, 3, image, image))
-    x = op("BatchNorm", x, fix_gamma=True, name="bn_data", **_BN)
-    x = conv(x, "conv0", filters[0], (7, 7), stride=(2, 2), pad=(3, 3), no_bias=True)
-    x = op("BatchNorm", x, fix_gamma=False, name="bn0", **_BN)
-    x = op("Activation", x, act_type="relu", name="relu0")
-    x = op("Pooling", x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max", name="pool0")
-    for stage, n in enumerate(units):
-        x = bottleneck(x, filters[stage + 1], 1 if stage == 0 else 2, False, f"stage{stage + 1}_unit1")
-        for unit in range(2, n + 1):
-            x = bottleneck(x, filters[stage + 1], 1, True, f"stage{stage + 1}_unit{unit}")
-    x = op("BatchNorm", x, fix_gamma=False, name="bn1", **_BN)
-    x = op("Activation", x, act_type="relu", name="relu1")
-    x = op("Pooling", x, kernel=(7, 7), global_pool=True, pool_type="avg", name="pool1")
-    x = op("Flatten", x, name="flatten")
-    x = op("FullyConnected", x, num_hidden=classes, name="fc1")
-    return softmax_head(x, (batch,))
-
-
-def resnet_units(depth):
-    """Units per stage for a ResNet of `depth` layers: the zoo's for 50/101/152, else stage 3
-    grows (stages 1, 2, 4 as in ResNet-152)."""
-    zoo = {50: (3, 4, 6, 3), 101: (3, 4, 23, 3), 152: (3, 8, 36, 3)}
-    if depth in zoo:
-        return zoo[depth]
-    units = (depth - 2) // 3
-    return (3, 8, units - 14, 3)
+    return wresnet(depth, width, batch, units=resnet_units(depth))
 
 
 def headline(repeat):
@@ -117,7 +81,7 @@ def depth_sweep(resnet_depths, mlp_layers, repeat):
     series = {"wresnet-D-10 (batch 8)": [], "mlp-L-8192 (batch 512)": []}
     rows = []
     for depth in resnet_depths:
-        core = lower_model(deep_wresnet(resnet_units(depth), 10, 8), 8)
+        core = lower_model(deep_wresnet(depth, 10, 8), 8)
         sec, _, _ = search(core, 8, repeat)
         series["wresnet-D-10 (batch 8)"].append({"layers": depth, "nodes": core.num_nodes, "search_seconds": sec})
         rows.append([f"wresnet-{depth}-10", depth, core.num_nodes, sec, 1e6 * sec / core.num_nodes])

@@ -77,3 +77,19 @@ def values(sym, shapes, classes, seed=0):
         else:
             vals[name] = (rng.standard_normal(shape) * 0.3).astype(np.float32)
     return vals
+
+
+def reference_step(sym, shapes, vals):
+    """The single-device training step: the oracle every multi-device run is compared with."""
+    return at.backend.run(sym, inputs={k: vals[k] for k in shapes},
+                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+
+
+def assert_same_step(res, ref, what):
+    """Outputs, gradients and updated params of a partitioned step equal the oracle's."""
+    for got, want in zip(res.outputs, ref.outputs):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{what}: output")
+    for p in ref.grads:
+        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-4, atol=1e-5, err_msg=f"{what}: grad of {p}")
+        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-4, atol=1e-5,
+                                   err_msg=f"{what}: update of {p}")

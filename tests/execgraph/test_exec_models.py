@@ -2,28 +2,13 @@
 gradients, updated params), for each partition algorithm, on MLP, CNN, residual,
 concat-branch and LSTM graphs; and the execution graph moves exactly the bytes the plan's
 cost model predicts."""
-import numpy as np
 import pytest
 
 import autotile as at
 from autotile.backend.multi_device import run_multi_device
 from autotile.execgraph import transform
 from autotile.planner import ALGORITHMS
-from models import MODELS, values
-
-
-def _reference(sym, shapes, vals):
-    return at.backend.run(sym, inputs={k: vals[k] for k in shapes},
-                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
-
-
-def _check_same(res, ref, what):
-    for got, want in zip(res.outputs, ref.outputs):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{what}: output")
-    for p in ref.grads:
-        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-4, atol=1e-5, err_msg=f"{what}: grad of {p}")
-        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-4, atol=1e-5,
-                                   err_msg=f"{what}: update of {p}")
+from models import MODELS, assert_same_step, reference_step, values
 
 
 @pytest.mark.parametrize("model", sorted(MODELS))
@@ -35,10 +20,10 @@ def test_planned_step_matches_single_device(model, devices, algorithm):
                     "its timesteps along the batch dim, which Concat's TDL does not split")
     sym, shapes, classes = MODELS[model]()
     vals = values(sym, shapes, classes)
-    ref = _reference(sym, shapes, vals)
+    ref = reference_step(sym, shapes, vals)
     plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm)
     res = run_multi_device(sym, devices, vals, plan=plan)
-    _check_same(res, ref, f"{model} {algorithm} x{devices}")
+    assert_same_step(res, ref, f"{model} {algorithm} x{devices}")
     assert res.stats["bytes"] == pytest.approx(plan.comm_bytes)
 
 
@@ -57,10 +42,10 @@ def test_without_control_deps_same_result(model):
     # ASAP order (no control deps) changes the memory plan and the per-device order, never the result.
     sym, shapes, classes = MODELS[model]()
     vals = values(sym, shapes, classes)
-    ref = _reference(sym, shapes, vals)
+    ref = reference_step(sym, shapes, vals)
     plan = at.plan(sym, devices=4, shapes=shapes)
     res = run_multi_device(sym, 4, vals, plan=plan, control_deps=False)
-    _check_same(res, ref, f"{model} without control deps")
+    assert_same_step(res, ref, f"{model} without control deps")
 
 
 def test_bad_input_is_refused_before_running():
@@ -94,8 +79,8 @@ def test_kernel_failure_stops_every_device_and_names_the_node():
 def test_every_baseline_plan_executes_correctly(model, algorithm):
     sym, shapes, classes = MODELS[model]()
     vals = values(sym, shapes, classes)
-    ref = _reference(sym, shapes, vals)
+    ref = reference_step(sym, shapes, vals)
     plan = at.plan(sym, devices=4, shapes=shapes, algorithm=algorithm)
     res = run_multi_device(sym, 4, vals, plan=plan)
-    _check_same(res, ref, f"{model} {algorithm} x4")
+    assert_same_step(res, ref, f"{model} {algorithm} x4")
     assert res.stats["bytes"] == pytest.approx(plan.comm_bytes)

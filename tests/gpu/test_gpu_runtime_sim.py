@@ -2,7 +2,6 @@
 enqueue order, stream/event waits, fetch plans (kernel records, peer/memcpy paths, staging),
 kernel selection and host fallback as on GPUs, with each stream's work deferred and run in
 random interleavings. A training step must equal the single-device NumPy step."""
-import numpy as np
 import pytest
 
 import autotile as at
@@ -11,30 +10,16 @@ from autotile.execgraph import transform
 from sim_devices import SimDevices
 
 
-def _reference(sym, shapes, vals):
-    return at.backend.run(sym, inputs={k: vals[k] for k in shapes},
-                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
-
-
-def _check_same(res, ref, what):
-    for got, want in zip(res.outputs, ref.outputs):
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{what}: output")
-    for p in ref.grads:
-        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-4, atol=1e-5, err_msg=f"{what}: grad of {p}")
-        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-4, atol=1e-5,
-                                   err_msg=f"{what}: update of {p}")
-
-
 @pytest.mark.parametrize("model", ["mlp", "cnn", "residual", "concat", "lstm"])
 @pytest.mark.parametrize("workers,n_gpus,peer", [(1, 1, True), (2, 2, True), (4, 2, False), (8, 8, True),
                                                  (8, 4, False), (8, 1, True)])
 def test_step_matches_numpy(exec_models, fetch_emulation, model, workers, n_gpus, peer):
     sym, shapes, classes = exec_models.MODELS[model]()
     vals = exec_models.values(sym, shapes, classes)
-    ref = _reference(sym, shapes, vals)
+    ref = exec_models.reference_step(sym, shapes, vals)
     dev = SimDevices(workers, fetch_emulation, n_gpus=n_gpus, peer=peer, seed=workers * 7 + n_gpus)
     res = run_gpu(sym, workers, vals, gpu_devices=dev)
-    _check_same(res, ref, f"{model} x{workers} on {n_gpus} GPUs (peer={peer})")
+    exec_models.assert_same_step(res, ref, f"{model} x{workers} on {n_gpus} GPUs (peer={peer})")
     paths = res.stats["fetch_paths"]
     if workers > 1 and res.stats["bytes"] > 0:
         if n_gpus == 1:
@@ -49,10 +34,10 @@ def test_step_matches_numpy(exec_models, fetch_emulation, model, workers, n_gpus
 def test_host_fallback_and_kernel_report(exec_models, fetch_emulation):
     sym, shapes, classes = exec_models.MODELS["cnn"]()
     vals = exec_models.values(sym, shapes, classes)
-    ref = _reference(sym, shapes, vals)
+    ref = exec_models.reference_step(sym, shapes, vals)
     dev = SimDevices(4, fetch_emulation, n_gpus=2, peer=True)
     res = run_gpu(sym, 4, vals, gpu_devices=dev, host_ops={"Convolution", "SoftmaxOutput"}, dispatch=False)
-    _check_same(res, ref, "cnn with host fallbacks")
+    exec_models.assert_same_step(res, ref, "cnn with host fallbacks")
     k = res.stats["kernels"]
     assert "Convolution" in k["host"] and "SoftmaxOutput" in k["host"] and "Flatten" in k["host"]
     assert "FullyConnected" in k["gpu"] and not k["dispatch"]
@@ -63,22 +48,22 @@ def test_interleavings(exec_models, fetch_emulation, seed):
     """Different random interleavings of the streams give the same (right) step."""
     sym, shapes, classes = exec_models.MODELS["residual"]()
     vals = exec_models.values(sym, shapes, classes)
-    ref = _reference(sym, shapes, vals)
+    ref = exec_models.reference_step(sym, shapes, vals)
     res = run_gpu(sym, 6, vals, gpu_devices=SimDevices(6, fetch_emulation, n_gpus=3, peer=seed % 2 == 0, seed=seed))
-    _check_same(res, ref, f"residual x6 seed {seed}")
+    exec_models.assert_same_step(res, ref, f"residual x6 seed {seed}")
 
 
 def test_simulator_catches_a_missing_wait(exec_models, fetch_emulation, monkeypatch):
     """The stand-in has teeth: with the cross-stream waits dropped, some interleaving breaks the step."""
     sym, shapes, classes = exec_models.MODELS["mlp"]()
     vals = exec_models.values(sym, shapes, classes)
-    ref = _reference(sym, shapes, vals)
+    ref = exec_models.reference_step(sym, shapes, vals)
     monkeypatch.setattr(SimDevices, "wait", lambda self, stream, event: None)
     wrong = 0
     for seed in range(6):
         try:
             res = run_gpu(sym, 4, vals, gpu_devices=SimDevices(4, fetch_emulation, n_gpus=4, seed=seed))
-            _check_same(res, ref, "no waits")
+            exec_models.assert_same_step(res, ref, "no waits")
         except AssertionError:
             wrong += 1
     assert wrong > 0

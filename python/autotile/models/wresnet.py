@@ -34,11 +34,24 @@ def bottleneck(data, num_filter: int, stride: int, dim_match: bool, name: str):
     return op("elemwise_add", conv3, shortcut, name=f"{name}_plus")
 
 
-def wresnet(depth: int, width: int, batch: int, classes: int = 1000, image: int = 224):
-    """WResNet-`depth`-`width` on data (batch, 3, image, image); depth 50, 101 or 152.
+def resnet_units(depth: int):
+    """Bottleneck units per stage for `depth` layers: the zoo's for 50/101/152; other depths
+    (3 * units + 2, at least 77) grow stage 3 with stages 1, 2 and 4 as in ResNet-152."""
+    if depth in RESNET_UNITS:
+        return RESNET_UNITS[depth]
+    units = (depth - 2) // 3
+    if depth < 77 or (depth - 2) % 3:
+        raise Error(f"wresnet: depth must be 50, 101, 152 or 3*k + 2 >= 77, got {depth!r}")
+    return (3, 8, units - 14, 3)
+
+
+def wresnet(depth: int, width: int, batch: int, classes: int = 1000, image: int = 224, units=None):
+    """WResNet-`depth`-`width` on data (batch, 3, image, image); depth 50, 101 or 152 (other
+    depths: see resnet_units; `units` gives the bottleneck units per stage explicitly).
     ``wresnet(50, 1, b)`` is the standard ResNet-50 (v2)."""
-    if depth not in RESNET_UNITS:
+    if units is None and depth not in RESNET_UNITS:
         raise Error(f"wresnet: depth must be one of {sorted(RESNET_UNITS)}, got {depth!r}")
+    units = tuple(units) if units is not None else RESNET_UNITS[depth]
     check_positive("wresnet", width=width, batch=batch, classes=classes, image=image)
     filters = [f * width for f in RESNET_FILTERS]
     x = data_input((batch, 3, image, image))
@@ -47,10 +60,10 @@ def wresnet(depth: int, width: int, batch: int, classes: int = 1000, image: int 
     x = op("BatchNorm", x, fix_gamma=False, name="bn0", **_BN)
     x = op("Activation", x, act_type="relu", name="relu0")
     x = op("Pooling", x, kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max", name="pool0")
-    for stage, units in enumerate(RESNET_UNITS[depth]):
+    for stage, n in enumerate(units):
         stride = 1 if stage == 0 else 2
         x = bottleneck(x, filters[stage + 1], stride, False, f"stage{stage + 1}_unit1")
-        for unit in range(2, units + 1):
+        for unit in range(2, n + 1):
             x = bottleneck(x, filters[stage + 1], 1, True, f"stage{stage + 1}_unit{unit}")
     x = op("BatchNorm", x, fix_gamma=False, name="bn1", **_BN)
     x = op("Activation", x, act_type="relu", name="relu1")

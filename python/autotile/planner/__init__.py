@@ -74,6 +74,26 @@ def with_head_grads(tg, shapes: Dict[str, tuple]) -> Dict[str, tuple]:
     return result
 
 
+def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd",
+                           replicate_fallback: bool = False):
+    """What the search runs on: (Symbol, TrainingGraph, input shapes, LoweredGraph) of
+    `model`'s training step at the given shapes (or batch)."""
+    from ..autodiff import training_graph
+    from ..autodiff.graph import default_data_names
+    from .lower import lower
+
+    sym = as_symbol(model, batch=batch)
+    names = default_data_names(sym.list_arguments())
+    in_shapes = data_shapes(sym, shapes, batch, names, override_batch=not isinstance(model, (str, os.PathLike)))
+    # Shapes let gradient functions fix divisors from whole tensors (a tile must still divide
+    # by the whole batch) and record them on the training graph's new inputs.
+    tg = training_graph(sym, optimizer=optimizer, shapes=in_shapes)
+    in_shapes = with_head_grads(tg, in_shapes)
+    lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes,
+                    {g: f for f, g in tg.gradient_entry.items()}, replicate_fallback=replicate_fallback)
+    return sym, tg, in_shapes, lowered
+
+
 def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: Optional[int] = None,
          algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None, optimizer: str = "sgd",
          replicate_fallback: bool = False) -> Plan:
@@ -83,9 +103,6 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
     input's declared shape. `bandwidths` (one per cut, bytes/s, slowest link first) weights
     each cut's cost for hierarchical machines. Returns a :class:`Plan`."""
     from .. import _core
-    from ..autodiff import training_graph
-    from ..autodiff.graph import default_data_names
-    from .lower import lower
 
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
@@ -93,17 +110,8 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
         raise Error(f"unknown algorithm '{algorithm}' (choose from {', '.join(ALGORITHMS)})")
     if batch is not None and (not isinstance(batch, int) or batch < 1):
         raise Error(f"batch must be a positive integer, got {batch!r}")
-    sym = as_symbol(model, batch=batch)
     t0 = time.perf_counter()
-    names = default_data_names(sym.list_arguments())
-    in_shapes = data_shapes(sym, shapes, batch, names, override_batch=not isinstance(model, (str, os.PathLike)))
-    # Shapes let gradient functions fix divisors from whole tensors (a tile must still divide
-    # by the whole batch) and record them on the training graph's new inputs.
-    tg = training_graph(sym, optimizer=optimizer, shapes=in_shapes)
-    in_shapes = with_head_grads(tg, in_shapes)
-    lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes,
-                    {g: f for f, g in tg.gradient_entry.items()},
-                    replicate_fallback=replicate_fallback)
+    sym, tg, in_shapes, lowered = lowered_training_graph(model, shapes, batch, optimizer, replicate_fallback)
     lower_seconds = time.perf_counter() - t0
     raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
                            replicate_fallback)
