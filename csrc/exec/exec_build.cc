@@ -5,6 +5,7 @@
 
 #include "exec/exec_graph.h"
 #include "exec/memory_plan.h"
+#include "exec/schedule_order.h"
 #include "tdl/analyze.h"
 #include "util/error.h"
 
@@ -484,7 +485,7 @@ ExecGraph Builder::build() {
       eg_.tile_of[static_cast<size_t>(t) * devices + d] = new_buffer(d, t, box, BufferRole::kTile, false);
     }
   }
-  std::vector<NodeId> order = g_.topo_order();
+  std::vector<NodeId> order = schedule_order(g_);
   std::vector<bool> no_keep(f.size(), false);
   for (size_t pos = 0; pos < order.size(); ++pos) {
     NodeId n = order[pos];

@@ -1,5 +1,7 @@
 #include "exec/memory_plan.h"
 
+#include "graph/inplace.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -88,6 +90,33 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
     }
     return true;
   };
+  // In-place reuse (MXNet's FInplaceOption): output `b` of a compute op may take the memory of
+  // the op's input buffer paired with it when the op is that buffer's last reader (every other
+  // reader ran earlier) and the sizes agree; the runtimes compute all outputs before writing.
+  std::vector<std::vector<int>> pairs(graph.num_nodes());
+  std::vector<char> paired(graph.num_nodes(), 0);
+  std::vector<char> taken(eg.buffers.size(), 0);
+  auto inplace_source = [&](int id) -> int {
+    const Buffer& b = eg.buffers[id];
+    if (b.producer < 0) return -1;
+    const ExecOp& op = eg.ops[b.producer];
+    if (op.kind != ExecKind::kCompute) return -1;
+    if (!paired[op.node]) {
+      pairs[op.node] = inplace_inputs(graph, op.node);
+      paired[op.node] = 1;
+    }
+    auto at = std::find(op.outputs.begin(), op.outputs.end(), id);
+    if (at == op.outputs.end()) return -1;
+    int j = pairs[op.node][at - op.outputs.begin()];
+    if (j < 0 || op.inputs[j] < 0) return -1;
+    int src = op.inputs[j];
+    const Buffer& in = eg.buffers[src];
+    if (taken[src] || in.device != b.device || in.bytes != b.bytes || in.live_end != op.time) return -1;
+    for (int r : in.readers)
+      if (r != b.producer && eg.ops[r].time >= op.time) return -1;
+    if (!reusable_by(in, b)) return -1;
+    return src;
+  };
   for (int dev = 0; dev < eg.devices; ++dev) {
     auto& ids = per_device[dev];
     std::stable_sort(ids.begin(), ids.end(),
@@ -107,11 +136,23 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
           ++it;
         }
       }
-      // First fit: the lowest gap between live allocations that holds the buffer.
       int64_t size = align_up(std::max<int64_t>(b.bytes, 1)), offset = 0;
-      for (const auto& [off, other] : live) {
-        if (off - offset >= size) break;
-        offset = std::max(offset, off + align_up(std::max<int64_t>(eg.buffers[other].bytes, 1)));
+      int src = inplace_source(id);
+      if (src >= 0) {
+        // The input's memory passes to the output: nothing new is live.
+        taken[src] = 1;
+        offset = eg.buffers[src].offset;
+        live_bytes -= eg.buffers[src].bytes;
+      } else {
+        // Best fit: the smallest gap between live allocations that holds the buffer, else the
+        // end of the live allocations.
+        int64_t end = 0, best = -1, best_gap = 0;
+        for (const auto& [off, other] : live) {
+          int64_t gap = off - end;
+          if (gap >= size && (best < 0 || gap < best_gap)) best = end, best_gap = gap;
+          end = std::max(end, off + align_up(std::max<int64_t>(eg.buffers[other].bytes, 1)));
+        }
+        offset = best >= 0 ? best : end;
       }
       b.offset = offset;
       live[offset] = id;

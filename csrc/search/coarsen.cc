@@ -6,6 +6,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "graph/inplace.h"
 #include "util/error.h"
 
 namespace autotile {
@@ -25,27 +26,6 @@ struct UnionFind {
     if (a != b) p[std::max(a, b)] = std::min(a, b);
   }
 };
-
-std::vector<int> parse_inplace(const Node& node) {
-  std::vector<int> idx;
-  std::stringstream ss(node.attrs.at("__inplace__"));
-  std::string item;
-  while (std::getline(ss, item, ',')) {
-    try {
-      idx.push_back(std::stoi(item));
-    } catch (...) {
-      fail("node '", node.name, "': attr __inplace__ '", node.attrs.at("__inplace__"),
-           "' must be comma-separated input indices");
-    }
-  }
-  if (idx.size() != node.outputs.size())
-    fail("node '", node.name, "': attr __inplace__ names ", idx.size(), " inputs for ", node.outputs.size(),
-         " outputs");
-  for (int i : idx)
-    if (i < -1 || i >= static_cast<int>(node.inputs.size()))
-      fail("node '", node.name, "': attr __inplace__ index ", i, " is not an input");
-  return idx;
-}
 
 // A node that sums the gradient pieces of a multi-use tensor: no forward node of its own and
 // only gradients as outputs (the autodiff may give it the forward role).
@@ -94,27 +74,10 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
     auto ts = node.attrs.find("__timestep_group__");
     if (ts != node.attrs.end()) steps[ts->second].push_back(n);
     if (node.role == NodeRole::kUpdate) {
-      std::vector<int> pair(node.outputs.size(), -1);
-      if (node.attrs.count("__inplace__")) {
-        pair = parse_inplace(node);
-      } else {
-        std::vector<char> used(node.inputs.size(), 0);
-        for (size_t o = 0; o < node.outputs.size(); ++o)
-          for (size_t i = 0; i < node.inputs.size(); ++i) {
-            const Tensor& in = g.tensor(node.inputs[i]);
-            if (!used[i] && in.producer == kNone && in.shape == g.tensor(node.outputs[o]).shape) {
-              used[i] = 1;
-              pair[o] = static_cast<int>(i);
-              break;
-            }
-          }
-      }
+      std::vector<int> pair = inplace_inputs(g, n);
       for (size_t o = 0; o < node.outputs.size(); ++o) {
         if (pair[o] < 0) continue;
         TensorId a = node.outputs[o], b = node.inputs[pair[o]];
-        if (g.tensor(a).shape != g.tensor(b).shape)
-          fail("node '", node.name, "': output '", g.tensor(a).name, "' ", shape_str(g.tensor(a).shape),
-               " updates input '", g.tensor(b).name, "' of another shape ", shape_str(g.tensor(b).shape));
         tie.join(a, b);
         groups.join(a, b);
       }

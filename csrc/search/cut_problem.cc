@@ -114,6 +114,10 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
       if (opts[n].empty() && (!constraint.allow_strategy || constraint.allow_strategy(n, whole, cut)))
         opts[n].push_back(whole);
     }
+    // The constraint rules out every strategy (data parallelism at a Concat along the batch
+    // dim of an unrolled RNN): with replicate_fallback the op runs replicated, reading whole
+    // inputs however they are tiled.
+    if (opts[n].empty() && replicate_fallback) opts[n].push_back(whole);
     if (opts[n].empty())
       fail("node '", node.name, "' (op ", node.op, "): no partition strategy ",
            constraint.name.empty() ? "" : "allowed by '" + constraint.name + "' ", "for a ", k,

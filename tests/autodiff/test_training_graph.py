@@ -287,7 +287,7 @@ def test_bad_input_raises_named_errors():
     with pytest.raises(at.Error, match="'nope'"):
         training_graph(sym, params=["fc1_weight", "nope"])
     w = at.sym.Variable("w", shape=(2, 3))
-    no_grad = at.sym.create("_backward_Activation", at.sym.Variable("data", shape=(2, 3)), w, w,
+    no_grad = at.sym.create("_backward_Activation", at.sym.Variable("data", shape=(2, 3)), w,
                             act_type="relu", name="odd")
     with pytest.raises(at.Error, match="node 'odd' \\(op _backward_Activation\\) has no gradient"):
         training_graph(no_grad)

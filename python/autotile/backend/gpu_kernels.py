@@ -212,8 +212,8 @@ def activation(attrs, inputs, ctx):
 
 
 def activation_backward(attrs, inputs, ctx):
-    dy, x, y = inputs
-    return [act_grad(attrs["act_type"], x, y, dy, _xp(ctx)).astype(dy.dtype, copy=False)]
+    dy, y = inputs
+    return [act_grad(attrs["act_type"], y, dy, _xp(ctx)).astype(dy.dtype, copy=False)]
 
 
 def sgd_update(attrs, inputs, ctx):

@@ -22,17 +22,18 @@ def act(kind, x, xp=np):
     return x / (1.0 + xp.abs(x))
 
 
-def act_grad(kind, x, y, dy, xp=np):
-    """Gradient from the input x and output y (whichever is cheaper for the kind)."""
+def act_grad(kind, y, dy, xp=np):
+    """Gradient from the output y alone (as MXNet's backward: the input need not be kept, so
+    the forward can overwrite it in place)."""
     if kind == "relu":
         return dy * (y > 0)
     if kind == "sigmoid":
         return dy * y * (1 - y)
     if kind == "tanh":
         return dy * (1 - y * y)
-    if kind == "softrelu":
-        return dy * (1.0 / (1.0 + xp.exp(-x)))
-    return dy / xp.square(1.0 + xp.abs(x))
+    if kind == "softrelu":  # y = log(1 + e^x): dy/dx = sigmoid(x) = 1 - e^-y
+        return dy * -xp.expm1(-y)
+    return dy * xp.square(1.0 - xp.abs(y))  # softsign: 1 / (1 + |x|)^2 = (1 - |y|)^2
 
 
 def _same_shape(attrs, s):
@@ -44,7 +45,7 @@ register(OpDef(
     params={"act_type": Param("str", required=True, choices=_KINDS)},
     infer_shape=_same_shape,
     forward=lambda attrs, ins, ctx: [act(attrs["act_type"], ins[0], ctx.xp or np).astype(ins[0].dtype, copy=False)],
-    gradient=lambda ctx: [ctx.op("_backward_Activation", ctx.out_grads[0], ctx.inputs[0], ctx.outputs[0],
+    gradient=lambda ctx: [ctx.op("_backward_Activation", ctx.out_grads[0], ctx.outputs[0],
                                  act_type=ctx.attrs["act_type"])],
     tdl=lambda attrs, i, o: elementwise(i, o[0], attrs["act_type"], ["data"]),
     elementwise=True,
@@ -54,10 +55,10 @@ register(OpDef(
 register(OpDef(
     name="_backward_Activation",
     params={"act_type": Param("str", required=True, choices=_KINDS)},
-    arguments=lambda attrs: ["dy", "data", "output"],
-    infer_shape=lambda attrs, s: ([s[0], s[0], s[0]], [s[0]]),
-    forward=lambda attrs, ins, ctx: [act_grad(attrs["act_type"], ins[1], ins[2], ins[0], ctx.xp or np)
+    arguments=lambda attrs: ["dy", "output"],
+    infer_shape=lambda attrs, s: ([s[0], s[0]], [s[0]]),
+    forward=lambda attrs, ins, ctx: [act_grad(attrs["act_type"], ins[1], ins[0], ctx.xp or np)
                                      .astype(ins[0].dtype, copy=False)],
-    tdl=lambda attrs, i, o: elementwise(i, o[0], "dact", ["dy", "data", "output"]),
+    tdl=lambda attrs, i, o: elementwise(i, o[0], "dact", ["dy", "output"]),
     elementwise=True,
 ))

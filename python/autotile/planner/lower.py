@@ -77,12 +77,17 @@ def lower(symbol, shapes: Dict[str, tuple], param_names=(), backward_of: Optiona
         role = "update" if node.name in update_nodes else ("backward" if node.name in backward_of else "forward")
         nid = g.add_node(node.name, node.op, ins, outs, tdl, role)
         for key, value in node.attrs.items():
-            g.set_attr(nid, key, value)
+            if key != "__inplace__":  # the op decides, below; a symbol's copy could be stale
+                g.set_attr(nid, key, value)
         no_split = op.extra.get("no_split")
         if no_split is not None:
             vetoed = no_split(attrs, in_shapes, out_shapes)
             if vetoed:
                 g.set_attr(nid, "__no_split__", ",".join(vetoed))
+        inplace = inplace_pairs(op, attrs, [lowered.tensor_dtypes[t] for t in ins],
+                                [lowered.tensor_dtypes[t] for t in outs], in_shapes, out_shapes)
+        if inplace:
+            g.set_attr(nid, "__inplace__", ",".join(str(j) for j in inplace))
         group = timestep_group(node)
         if group:
             g.set_attr(nid, "__timestep_group__", group)
@@ -102,6 +107,23 @@ def lower(symbol, shapes: Dict[str, tuple], param_names=(), backward_of: Optiona
         if grad in name_to_tensor and fwd in name_to_tensor:
             g.set_gradient(name_to_tensor[fwd], name_to_tensor[grad])
     return lowered
+
+
+def inplace_pairs(op, attrs, in_dtypes, out_dtypes, in_shapes, out_shapes) -> List[int]:
+    """Per output, the input whose memory it may take when the node is that input's last
+    reader (-1: none), or [] when no output may. From the OpDef's ``extra['inplace']`` hook,
+    else a single-output element-wise op pairs its output with the first input of the same
+    shape and dtype (MXNet's FInplaceOption for element-wise ops). The runtimes compute all of
+    a node's outputs before writing any, so aliasing an input is safe."""
+    hook = op.extra.get("inplace")
+    if hook is not None:
+        pairs = list(hook(attrs, in_shapes, out_shapes))
+    elif op.elementwise and len(out_shapes) == 1:
+        pairs = [next((j for j, (s, t) in enumerate(zip(in_shapes, in_dtypes))
+                       if tuple(s) == tuple(out_shapes[0]) and t == out_dtypes[0]), -1)]
+    else:
+        return []
+    return pairs if any(j >= 0 for j in pairs) else []
 
 
 def timestep_group(node: Node) -> str:
