@@ -140,24 +140,48 @@ def pyplot():
 ALGORITHMS = ("tofu", "soybean", "data", "model", "owt", "hypar", "spartan")
 
 
+def planning_bandwidths(hw, devices: int):
+    """Per-cut bandwidths of profile `hw` for a plan on `devices` devices, normalised to the
+    first cut (the planner weighs each cut's bytes by 1 / bandwidth; only ratios matter), or
+    None when every cut crosses equally fast links or the profile cannot hold the devices."""
+    from autotile import _core
+    from autotile.errors import Error
+
+    try:
+        bw = hw.cut_bandwidths(_core.factorize(devices))
+    except Error:
+        return None
+    return None if len(set(bw)) <= 1 else tuple(b / bw[0] for b in bw)
+
+
 def simulate_config(model, devices: int, algorithm: str, profiles, batch=None, calibration=None):
-    """Plan, transform and simulate `model` on each of `profiles` (Hardware objects).
+    """Plan, transform and simulate `model` on each of `profiles` (Hardware objects); the plan
+    weighs each cut by the profile's link bandwidths (one plan per distinct set of ratios).
 
     Returns {"ok": True, "comm_bytes", "search_seconds", "peak_memory", "sims": {profile:
-    SimResult.summary()}} or {"ok": False, "error": short text} when planning or the
-    transform fails (an algorithm not implemented yet, a graph too large)."""
+    SimResult.summary()}} (the top-level figures are those of the first profile's plan) or
+    {"ok": False, "error": short text} when planning or the transform fails (an algorithm not
+    implemented yet, a graph too large)."""
     from autotile.errors import Error
     from autotile.sim import Simulator
 
-    try:
-        plan, eg = plan_and_transform(model, devices, algorithm, batch=batch)
-    except (Error, MemoryError) as e:
-        return {"ok": False, "error": error_text(e)}
-    result = {"ok": True, "comm_bytes": plan.comm_bytes, "search_seconds": plan.search_seconds,
-              "peak_memory": max(eg.stats()["peak_memory"]), "sims": {}}
+    groups = {}
     for hw in profiles:
-        sim = Simulator(hw, calibration).run(eg)
-        result["sims"][hw.name] = dict(sim.summary(), device_compute=sim.device_compute,
-                                       device_comm=sim.device_comm)
-    del eg
+        groups.setdefault(planning_bandwidths(hw, devices), []).append(hw)
+    result = {"ok": True, "sims": {}}
+    for bandwidths, members in groups.items():
+        try:
+            plan, eg = plan_and_transform(model, devices, algorithm, batch=batch,
+                                          bandwidths=list(bandwidths) if bandwidths else None)
+        except (Error, MemoryError) as e:
+            return {"ok": False, "error": error_text(e)}
+        figures = {"comm_bytes": plan.comm_bytes, "search_seconds": plan.search_seconds,
+                   "peak_memory": max(eg.stats()["peak_memory"]), "bandwidths": plan.bandwidths}
+        for key, value in figures.items():
+            result.setdefault(key, value)
+        for hw in members:
+            sim = Simulator(hw, calibration).run(eg)
+            result["sims"][hw.name] = dict(sim.summary(), device_compute=sim.device_compute,
+                                           device_comm=sim.device_comm, plan=figures)
+        del eg
     return result
