@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <queue>
 
 namespace autotile {
 
@@ -117,61 +118,100 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
     if (!reusable_by(in, b)) return -1;
     return src;
   };
+  // Memory groups: a buffer and the buffers that take its memory in place share one offset.
+  struct Group {
+    std::vector<int> members;
+    int64_t size = 0, begin = 0, end = 0, offset = -1;
+  };
+  std::vector<int> group_of(eg.buffers.size(), -1);
+  // Whether two groups may not share memory: their lifetimes overlap, or (dataflow planning)
+  // the later one's writer is not ordered after every reader of the earlier one.
+  auto conflict = [&](const Group& g, const Group& h) {
+    if (g.begin <= h.end && h.begin <= g.end) return true;
+    const Group& first = g.end < h.begin ? g : h;
+    const Group& second = g.end < h.begin ? h : g;
+    for (int e : first.members)
+      for (int l : second.members)
+        if (!reusable_by(eg.buffers[e], eg.buffers[l])) return true;
+    return false;
+  };
   for (int dev = 0; dev < eg.devices; ++dev) {
     auto& ids = per_device[dev];
     std::stable_sort(ids.begin(), ids.end(),
                      [&](int a, int b) { return eg.buffers[a].live_begin < eg.buffers[b].live_begin; });
-    // Live allocations ordered by offset: offset -> buffer.
-    std::map<int64_t, int> live;
-    Occupancy occupancy;
-    int64_t arena = 0, live_bytes = 0, peak = 0;
+    std::vector<Group> groups;
     for (int id : ids) {
-      Buffer& b = eg.buffers[id];
-      for (auto it = live.begin(); it != live.end();) {
-        const Buffer& o = eg.buffers[it->second];
-        if (o.live_end < b.live_begin && reusable_by(o, b)) {
-          live_bytes -= o.bytes;
-          it = live.erase(it);
-        } else {
-          ++it;
-        }
-      }
-      int64_t size = align_up(std::max<int64_t>(b.bytes, 1)), offset = 0;
+      const Buffer& b = eg.buffers[id];
       int src = inplace_source(id);
       if (src >= 0) {
-        // The input's memory passes to the output: nothing new is live.
         taken[src] = 1;
-        offset = eg.buffers[src].offset;
-        live_bytes -= eg.buffers[src].bytes;
+        Group& g = groups[group_of[src]];
+        g.members.push_back(id);
+        g.end = std::max(g.end, b.live_end);
+        group_of[id] = group_of[src];
       } else {
-        // Best fit: the smallest gap between live allocations that holds the buffer, else the
-        // end of the live allocations.
-        int64_t end = 0, best = -1, best_gap = 0;
-        for (const auto& [off, other] : live) {
-          int64_t gap = off - end;
-          if (gap >= size && (best < 0 || gap < best_gap)) best = end, best_gap = gap;
-          end = std::max(end, off + align_up(std::max<int64_t>(eg.buffers[other].bytes, 1)));
-        }
-        offset = best >= 0 ? best : end;
+        group_of[id] = static_cast<int>(groups.size());
+        groups.push_back({{id}, align_up(std::max<int64_t>(b.bytes, 1)), b.live_begin, b.live_end, -1});
       }
-      b.offset = offset;
-      live[offset] = id;
+    }
+    // Placement largest first (greedy by size, as TFLite's arena planner): each group takes
+    // the smallest gap, among the placed groups it cannot share memory with, that holds it.
+    std::vector<int> order(groups.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return groups[a].size != groups[b].size ? groups[a].size > groups[b].size : groups[a].begin < groups[b].begin;
+    });
+    int64_t arena = 0;
+    std::vector<int> placed;
+    std::vector<std::pair<int64_t, int64_t>> used;
+    for (int gi : order) {
+      Group& g = groups[gi];
+      used.clear();
+      for (int pj : placed)
+        if (conflict(g, groups[pj])) used.push_back({groups[pj].offset, groups[pj].offset + groups[pj].size});
+      std::sort(used.begin(), used.end());
+      int64_t end = 0, best = -1, best_gap = 0;
+      for (const auto& [lo, hi] : used) {
+        int64_t gap = lo - end;
+        if (gap >= g.size && (best < 0 || gap < best_gap)) best = end, best_gap = gap;
+        end = std::max(end, hi);
+      }
+      g.offset = best >= 0 ? best : end;
+      arena = std::max(arena, g.offset + g.size);
+      placed.push_back(gi);
+      for (int m : g.members) eg.buffers[m].offset = g.offset;
+    }
+    // In schedule order: live bytes, and whoever writes a buffer waits for the readers (and
+    // the writer) of what used its memory before.
+    Occupancy occupancy;
+    using End = std::pair<int64_t, int>;
+    std::priority_queue<End, std::vector<End>, std::greater<End>> ending;
+    int64_t live_bytes = 0, peak = 0;
+    for (int id : ids) {
+      Buffer& b = eg.buffers[id];
+      while (!ending.empty() && ending.top().first < b.live_begin) {
+        int o = ending.top().second;
+        ending.pop();
+        if (!taken[o]) live_bytes -= eg.buffers[o].bytes;
+      }
+      const Group& g = groups[group_of[id]];
+      if (g.members.front() != id) {  // takes its input's memory: that input is no longer live
+        int src = g.members[std::find(g.members.begin(), g.members.end(), id) - g.members.begin() - 1];
+        live_bytes -= eg.buffers[src].bytes;
+      }
       live_bytes += b.bytes;
       peak = std::max(peak, live_bytes);
-      arena = std::max(arena, offset + size);
-      // Whoever writes this buffer waits for the readers of what used the memory before.
-      if (b.producer >= 0) {
-        auto& deps = eg.ops[b.producer].deps;
-        for (int prev : occupancy.claim(offset, offset + size, id)) {
-          const Buffer& p = eg.buffers[prev];
-          for (int r : p.readers)
-            if (r != b.producer && std::find(deps.begin(), deps.end(), r) == deps.end()) deps.push_back(r);
-          if (p.producer >= 0 && p.producer != b.producer &&
-              std::find(deps.begin(), deps.end(), p.producer) == deps.end())
-            deps.push_back(p.producer);
-        }
-      } else {
-        occupancy.claim(offset, offset + size, id);
+      ending.push({b.live_end, id});
+      const int64_t offset = b.offset, size = g.size;
+      std::vector<int> previous = occupancy.claim(offset, offset + size, id);
+      if (b.producer < 0) continue;  // graph inputs are written before the step starts
+      auto& deps = eg.ops[b.producer].deps;
+      for (int prev : previous) {
+        const Buffer& p = eg.buffers[prev];
+        for (int r : p.readers)
+          if (r != b.producer && std::find(deps.begin(), deps.end(), r) == deps.end()) deps.push_back(r);
+        if (p.producer >= 0 && p.producer != b.producer && std::find(deps.begin(), deps.end(), p.producer) == deps.end())
+          deps.push_back(p.producer);
       }
     }
     eg.arena_bytes[dev] = arena;
