@@ -66,13 +66,17 @@ std::vector<std::vector<uint64_t>> node_ancestors(const Graph& g) {
 
 void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) {
   // Liveness on the schedule clock: from the producer's time (inputs: before everything) to
-  // the last reader's; graph outputs (tensors nobody consumes) live to the end.
-  for (Buffer& b : eg.buffers) {
+  // the last reader's; the planned tiles of graph outputs (and of tensors nobody consumes)
+  // live to the end, where the step's results are read from them. Other buffers of those
+  // tensors (partial sums before their reduction, fetched regions) die after their last reader.
+  for (size_t i = 0; i < eg.buffers.size(); ++i) {
+    Buffer& b = eg.buffers[i];
     b.live_begin = b.producer >= 0 ? eg.ops[b.producer].time : -1;
     b.live_end = b.live_begin;
     for (int r : b.readers) b.live_end = std::max(b.live_end, eg.ops[r].time);
     const Tensor& t = graph.tensor(b.tensor);
-    if (t.is_output || t.consumers.empty()) b.live_end = kForever;
+    if ((t.is_output || t.consumers.empty()) && eg.tile(b.tensor, b.device) == static_cast<int>(i))
+      b.live_end = kForever;
   }
   eg.arena_bytes.assign(eg.devices, 0);
   eg.live_peak_bytes.assign(eg.devices, 0);
