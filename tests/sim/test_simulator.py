@@ -224,3 +224,152 @@ def test_cut_bandwidths_price_the_first_cut_at_the_slowest_level():
     ib = load_profile("2x8-ib")
     assert ib.cut_bandwidths([2, 2, 2, 2]) == [12.5e9, 300e9, 300e9, 300e9]
     assert load_profile("dgx-a100").cut_bandwidths([2, 2, 2]) == [300e9] * 3
+
+
+# ---------------------------------------------------------------------------- host modelling:
+# fetches on the cores, co-runner slowdown, wake-up latency, the fetch cost model
+
+class HostCost(FixedCost):
+    """FixedCost, plus fetches of `fetch_seconds` and a per-op co-runner slowdown read from
+    the op's "slowdown" field (1 if absent)."""
+
+    fetch_seconds = 0.01
+
+    def fetch_time(self, eg, op):
+        return self.fetch_seconds
+
+    def slowdown(self, eg, op):
+        return float(op.get("slowdown", 1.0))
+
+
+def host(devices, cores, wake=0.0):
+    hw = profile(devices=devices, copy_engines=0, cores=cores, in_order=True)
+    hw.device.update({"fetch_on_cores": True, "wake_latency_s": wake})
+    return hw
+
+
+def host_sim(eg, hw):
+    return Simulator(hw, cost=HostCost(hw)).run(eg)
+
+
+def test_host_fetch_is_cpu_work_sharing_the_cores():
+    # device 0 computes 10 ms while device 1 copies for 10 ms: one core -> 20 ms, two -> 10 ms;
+    # the link's bandwidth plays no part (the copy is the thread's own work)
+    eg = FakeExecGraph(2)
+    eg.compute(0, 0.01)
+    eg.fetch(1, [eg.buffer(0, 4_000_000_000)])
+    assert host_sim(eg, host(2, cores=1)).step_seconds == pytest.approx(0.02)
+    r = host_sim(eg, host(2, cores=2))
+    assert r.step_seconds == pytest.approx(0.01)
+    assert r.comm_seconds == pytest.approx(0.01)
+
+
+def test_co_runner_slowdown_applies_only_while_the_other_core_is_busy():
+    eg = FakeExecGraph(2)
+    a, _ = eg.compute(0, 0.01)
+    eg.ops[a]["slowdown"] = 1.5
+    eg.compute(1, 0.005)
+    # while both run, op a progresses at 1/1.5: after 5 ms it has 10/3 ms of work done, the
+    # remaining 20/3 ms run alone at full speed
+    r = host_sim(eg, host(2, cores=2))
+    assert r.op_end[a] == pytest.approx(0.005 + (0.01 - 0.005 / 1.5))
+    alone = FakeExecGraph(1)
+    b, _ = alone.compute(0, 0.01)
+    alone.ops[b]["slowdown"] = 1.5
+    assert host_sim(alone, host(1, cores=2)).step_seconds == pytest.approx(0.01)
+
+
+def test_co_runner_slowdown_on_top_of_processor_sharing():
+    # three 10 ms ops with slowdown 2 on two cores: each gets 2/3 of a core and, the other
+    # core being busy, runs at 1/2 of that: 10 ms / (2/3 / 2) = 30 ms
+    eg = FakeExecGraph(3)
+    for d in range(3):
+        i, _ = eg.compute(d, 0.01)
+        eg.ops[i]["slowdown"] = 2.0
+    assert host_sim(eg, host(3, cores=2)).step_seconds == pytest.approx(0.03)
+
+
+def test_thread_that_blocked_on_a_dependency_wakes_late():
+    wake = 0.002
+    eg = FakeExecGraph(2)
+    a, out = eg.compute(0, 0.01)
+    b, _ = eg.compute(1, 0.001, deps=[a])  # device 1 blocks on device 0 from t=0
+    r = host_sim(eg, host(2, cores=2, wake=wake))
+    assert r.op_start[b] == pytest.approx(0.01 + wake)
+    assert r.step_seconds == pytest.approx(0.01 + wake + 0.001)
+
+
+def test_thread_that_did_not_block_pays_no_wake_latency():
+    eg = FakeExecGraph(2)
+    a, _ = eg.compute(0, 0.01)
+    first, _ = eg.compute(1, 0.02)
+    b, _ = eg.compute(1, 0.001, deps=[a])  # a is done long before device 1 gets to b
+    r = host_sim(eg, host(2, cores=2, wake=0.002))
+    assert r.op_start[b] == pytest.approx(0.02)
+
+
+def test_fetch_pieces_count_innermost_rows():
+    from autotile.sim.cost_table import fetch_key, fetch_pieces
+
+    eg = FakeExecGraph(2)
+    src = eg.buffer(0, 4 * 24)
+    eg.buffers[src].update({"lo": (0, 0, 0), "hi": (2, 3, 4)})
+    eg.buffers.append({"device": 1, "lo": (0, 0, 0), "hi": (2, 3, 2), "bytes": 4 * 12})
+    op = {"kind": "fetch", "device": 1, "pieces": [(src, (0, 0, 1), (2, 3, 3))], "outputs": [len(eg.buffers) - 1],
+          "accumulate": True}
+    assert fetch_pieces(eg, op) == [(0, 4 * 12, 6, (2, 3, 2))]
+    assert fetch_key(eg, op) == "fetch+|2x3x2|2x3x2"
+
+
+def test_fit_fetch_recovers_the_cost_model():
+    from autotile.sim.cost_table import fit_fetch
+
+    overhead, row, bw, acc_bw = 1e-5, 2e-8, 1e10, 4e9
+    samples = []
+    for nbytes, rows, acc in [(4e3, 1, False), (4e6, 10, False), (4e6, 1e5, False), (1.6e7, 4, False),
+                              (4e6, 4, True), (1.6e7, 16, True), (4e5, 1e4, True)]:
+        t = overhead + rows * row + nbytes / (acc_bw if acc else bw)
+        samples.append({"seconds": t, "bytes": nbytes, "rows": rows, "accumulate": acc})
+    f = fit_fetch(samples)
+    assert f["overhead"] == pytest.approx(overhead, rel=1e-6)
+    assert f["row_seconds"] == pytest.approx(row, rel=1e-6)
+    assert f["bandwidth"] == pytest.approx(bw, rel=1e-6)
+    assert f["accumulate_bandwidth"] == pytest.approx(acc_bw, rel=1e-6)
+
+
+def test_calibration_slowdown_lookup():
+    from autotile.sim import Calibration
+
+    cal = Calibration()
+    cal.add("Convolution", [(1, 2)], [(1, 2)], 0.010, contended=0.013)
+    cal.add("Convolution", [(1, 4)], [(1, 4)], 0.020, contended=0.030)
+    cal.add("Convolution", [(1, 8)], [(1, 8)], 0.040, contended=0.036)  # faster with co-runners: noise
+    cal.add("Pooling", [(1, 2)], [(1, 2)], 0.010)
+    from autotile.sim.cost_table import shape_key
+
+    assert cal.slowdown(shape_key("Convolution", [(1, 2)], [(1, 2)]), "Convolution") == pytest.approx(1.3)
+    assert cal.slowdown(shape_key("Convolution", [(1, 8)], [(1, 8)]), "Convolution") == 1.0  # never below 1
+    assert cal.slowdown("unmeasured", "Convolution") == pytest.approx(1.3)  # median of 1.3, 1.5, 1.0
+    assert cal.slowdown("unmeasured", "Pooling") == 1.0
+    assert Calibration(json_roundtrip(cal)).slowdown("unmeasured", "Convolution") == pytest.approx(1.3)
+
+
+def json_roundtrip(cal):
+    import json
+
+    return json.loads(json.dumps({"ops": cal.ops, "fetches": cal.fetches, "fetch": cal.fetch, "machine": cal.machine}))
+
+
+def test_host_fetch_time_measured_or_modelled():
+    from autotile.sim import Calibration
+
+    eg = FakeExecGraph(2)
+    f = eg.fetch(1, [eg.buffer(0, 4_000_000)])
+    hw = host(2, cores=2)
+    cal = Calibration({"fetch": {"overhead": 1e-5, "row_seconds": 0.0, "bandwidth": 1e9, "accumulate_bandwidth": 5e8}})
+    cost = CostTable(hw, cal)
+    assert cost.fetch_time(eg, eg.ops[f]) == pytest.approx(1e-5 + 4e6 / 1e9)
+    cal.add_fetch(eg, eg.ops[f], 0.5, contended=0.75)
+    cost = CostTable(hw, cal)
+    assert cost.fetch_time(eg, eg.ops[f]) == 0.5
+    assert cost.slowdown(eg, eg.ops[f]) == pytest.approx(1.5)

@@ -1,18 +1,21 @@
-"""Measure this machine for the ``host`` profile: the time of every distinct compute op of
-some ExecGraphs (by op kind and tile shapes), timed in place while the graph is replayed
-serially through the host runtime's own kernel dispatch, and the cost of its MultiFetch ops
-(fixed overhead + bytes / bandwidth, fitted by least squares over the fetches)."""
+"""Measure this machine for the ``host`` profile: the time of every distinct compute op and
+fetch of some ExecGraphs (by op kind and tile shapes), timed in place while the graph is
+replayed through the host runtime's own kernel dispatch -- alone, and again with every core
+replaying it at once (the co-runner slowdown) -- a fit of the fetch cost for fetch shapes
+never measured, how long a device thread takes to resume after waiting on another one, and
+how many cores the runtime's threads get."""
 from __future__ import annotations
 
 import os
 import platform
 import statistics
+import threading
 import time
 from typing import Iterable, List, Optional
 
 import numpy as np
 
-from .cost_table import Calibration, op_tiles, shape_key
+from .cost_table import Calibration, fetch_key, fit_fetch, op_tiles, shape_key
 
 #: where `autotile bench calibrate` keeps this machine's measurements by default
 DEFAULT_PATH = os.path.join(os.path.expanduser("~"), ".cache", "autotile", "calibration-host.json")
@@ -21,20 +24,6 @@ DEFAULT_PATH = os.path.join(os.path.expanduser("~"), ".cache", "autotile", "cali
 def default_path() -> str:
     """$AUTOTILE_CALIBRATION, else ~/.cache/autotile/calibration-host.json."""
     return os.environ.get("AUTOTILE_CALIBRATION", DEFAULT_PATH)
-
-
-def _fetch_bytes(eg, op) -> int:
-    total = 0
-    for src, lo, hi in op["pieces"]:
-        buf = eg.buffers[src]
-        n = 1
-        for l, h in zip(lo, hi):
-            n *= int(h) - int(l)
-        full = 1
-        for l, h in zip(buf["lo"], buf["hi"]):
-            full *= int(h) - int(l)
-        total += n * (int(buf["bytes"]) // max(full, 1))
-    return total
 
 
 def step_inputs(eg, seed: int = 0):
@@ -82,77 +71,112 @@ def serial_order(eg) -> List[int]:
     return order
 
 
-def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None, repeat: int = 3,
-                     log=None, parallelism: bool = True) -> Calibration:
-    """Time the compute ops of `graphs` (ExecGraphs) and fit the fetch cost.
+def _replay_times(eg, order, repeat: int, clock, rng_seed: int = 0):
+    """{op index: [seconds]} of `repeat` replays of `eg` on a fresh host runtime, in `order`,
+    each op timed with `clock`; one warm-up replay first (first touch of the arenas)."""
+    from ..backend.host_runtime import HostRuntime
 
-    Each graph is replayed `repeat` times on one thread, every op in a dependency order
+    rt = HostRuntime(eg)
+    values = step_inputs(eg)
+    rng = np.random.default_rng(rng_seed)
+    times = {}
+    for r in range(repeat + 1):
+        rt.load(values)
+        for i in order:
+            op = eg.ops[i]
+            t0 = clock()
+            if op["kind"] == "compute":
+                rt._compute(op, True, rng)
+            else:
+                rt._fetch(op)
+            if r:
+                times.setdefault(i, []).append(clock() - t0)
+    return times
+
+
+def _threaded_replays(eg, order, repeat: int, threads: int, clock, blas: int):
+    """{op index: [seconds]} pooled over `threads` threads that each replay `eg` at once on
+    a runtime of their own (`_replay_times`). Replays run on worker threads, as the runtime's
+    ops do: NumPy's temporaries then come from a thread's own malloc arena, which in the main
+    thread behaves differently (large ops measured there ran up to 3x slower)."""
+    from ..backend.host_runtime import _blas_threads
+
+    results = [None] * threads
+
+    def replay(j):
+        results[j] = _replay_times(eg, order, repeat, clock, rng_seed=j)
+
+    with _blas_threads(blas):
+        ts = [threading.Thread(target=replay, args=(j,)) for j in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+    times = {}
+    for res in results:
+        for i, t in res.items():
+            times.setdefault(i, []).extend(t)
+    return times
+
+
+def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None, repeat: int = 3,
+                     log=None, parallelism: bool = True, contended: bool = True) -> Calibration:
+    """Time the compute ops and fetches of `graphs` (ExecGraphs) and fit the fetch cost.
+
+    Each graph is replayed `repeat` times on one worker thread, every op in a dependency order
     (devices interleaved as their threads would meet the ops), on random inputs loaded
     before each replay; an op's time is its median over the replays. Timing kernels in place,
     rather than one kernel in a loop, keeps what a real step sees: cold caches, the
-    allocator's page faults for large temporaries, the runtime's own dispatch. Shapes
-    measured before (in `calibration`) are measured again and replaced. With `parallelism`,
-    the cores the runtime's threads get now (:func:`measure_parallelism`) are recorded too."""
-    from ..backend.host_runtime import HostRuntime, _blas_threads
+    allocator's page faults for large temporaries, the runtime's own dispatch. Kernels run
+    with the BLAS threads a device thread gets in a real step; with one BLAS thread an op is
+    timed by its thread's CPU time, which other jobs on the machine do not inflate.
 
+    With `contended` (graphs of 2 or more devices, hosts of 2 or more cores), the replay runs
+    again on as many threads at once as the graph has devices (at least one per core), each
+    replaying its own copy: the ops' CPU times then are their times with the other cores busy
+    with the same kind of work (memory bandwidth and cache shared, and with more threads than
+    cores, the caches a time-sliced thread finds cold), stored as ``contended``. Shapes
+    measured before are measured again and replaced. With `parallelism`, the cores the
+    runtime's threads get now (:func:`measure_parallelism`) and their wake-up latency
+    (:func:`measure_wake_latency`) are recorded too."""
     cal = calibration or Calibration()
-    rng = np.random.default_rng(0)
-    samples: List[tuple] = []
+    cores = os.cpu_count() or 1
+    samples: List[dict] = []
     for eg in graphs:
-        rt = HostRuntime(eg)
-        values = step_inputs(eg)
         order = serial_order(eg)
-        per_key = {}
-        fetch_times = {}
-        # Kernels are timed with the BLAS threads each device thread gets in a real step.
-        with _blas_threads(max(1, (os.cpu_count() or 1) // eg.devices)):
-            for _ in range(repeat + 1):  # the first replay warms up (first touch of the arenas)
-                rt.load(values)
-                for i in order:
-                    op = eg.ops[i]
-                    t0 = time.perf_counter()
-                    if op["kind"] == "compute":
-                        rt._compute(op, True, rng)
-                        per_key.setdefault(i, []).append(time.perf_counter() - t0)
-                    else:
-                        rt._fetch(op)
-                        fetch_times.setdefault(i, []).append(time.perf_counter() - t0)
+        blas = max(1, cores // eg.devices)  # what the runtime gives each device thread
+        clock = time.thread_time if blas == 1 else time.perf_counter
+        alone = _threaded_replays(eg, order, repeat, 1, clock, blas)
+        # contended: as many replaying threads as the runtime has device threads (at least
+        # one per core), so oversubscribed cores (4 devices on 2 cores) are measured too
+        busy = _threaded_replays(eg, order, repeat, max(eg.devices, cores), time.thread_time, 1) \
+            if contended and eg.devices > 1 and cores > 1 else {}
         by_shape = {}
-        for i, ts in per_key.items():
-            kind, ins, outs = op_tiles(eg, eg.ops[i])
-            by_shape.setdefault(shape_key(kind, ins, outs), (kind, ins, outs, []))[3].extend(ts[1:])
-        for kind, ins, outs, ts in by_shape.values():
-            cal.add(kind, ins, outs, statistics.median(ts))
-        for i, ts in fetch_times.items():
-            samples.append((_fetch_bytes(eg, eg.ops[i]), statistics.median(ts[1:])))
+        for i, ts in alone.items():
+            op = eg.ops[i]
+            if op["kind"] == "fetch":
+                cal.add_fetch(eg, op, statistics.median(ts), statistics.median(busy[i]) if i in busy else None)
+                samples.append(cal.fetches[fetch_key(eg, op)])
+                continue
+            kind, ins, outs = op_tiles(eg, op)
+            entry = by_shape.setdefault(shape_key(kind, ins, outs), (kind, ins, outs, [], []))
+            entry[3].extend(ts)
+            entry[4].extend(busy.get(i, []))
+        for kind, ins, outs, ts, bs in by_shape.values():
+            cal.add(kind, ins, outs, statistics.median(ts), statistics.median(bs) if bs else None)
         if log:
-            log(f"calibrated {len(by_shape)} op shapes and {len(fetch_times)} fetches "
-                f"({eg.devices} devices, {len(eg.ops)} ops)")
-        del rt
+            fetches = sum(1 for o in eg.ops if o["kind"] == "fetch")
+            log(f"calibrated {len(by_shape)} op shapes and {fetches} fetches ({eg.devices} devices, "
+                f"{len(eg.ops)} ops{', alone and contended' if busy else ''})")
     if samples:
         cal.fetch.update(fit_fetch(samples, cal.fetch))
     if parallelism:
         cal.machine["effective_cores"] = measure_parallelism()
+        cal.machine["wake_latency_s"] = measure_wake_latency()
     cal.machine.update({"host": platform.node(), "processor": platform.processor() or platform.machine(),
                         "cpus": os.cpu_count(), "numpy": np.__version__,
                         "date": time.strftime("%Y-%m-%d %H:%M:%S")})
     return cal
-
-
-def fit_fetch(samples: List[tuple], previous: Optional[dict] = None) -> dict:
-    """Least-squares fit of t = overhead + bytes / bandwidth over (bytes, seconds) samples."""
-    x = np.array([s[0] for s in samples], dtype=float)
-    y = np.array([s[1] for s in samples], dtype=float)
-    if len(samples) >= 2 and np.ptp(x) > 0:
-        slope, intercept = np.polyfit(x, y, 1)
-    else:
-        slope, intercept = 0.0, float(np.median(y))
-    if slope <= 0:  # all tiny fetches: keep any bandwidth measured before
-        bandwidth = float((previous or {}).get("bandwidth", 5e9))
-    else:
-        bandwidth = 1.0 / slope
-    return {"overhead": max(float(intercept), 0.0), "bandwidth": bandwidth, "latency": 0.0,
-            "samples": len(samples)}
 
 
 def calibration_graphs(quick: bool = False):
@@ -187,18 +211,19 @@ def main(argv=None) -> int:
                            log=lambda s: print(s, file=sys.stderr))
     cal.save(path)
     f = cal.fetch
-    print(f"calibrated {len(cal.ops)} op shapes of {len({e['kind'] for e in cal.ops.values()})} op kinds; "
-          f"fetch: {f.get('overhead', 0) * 1e6:.0f} us + bytes / {f.get('bandwidth', 0) / 1e9:.2f} GB/s; "
+    print(f"calibrated {len(cal.ops)} op shapes of {len({e['kind'] for e in cal.ops.values()})} op kinds and "
+          f"{len(cal.fetches)} fetch shapes; fetch model: {f.get('overhead', 0) * 1e6:.0f} us + rows x "
+          f"{f.get('row_seconds', 0) * 1e9:.0f} ns + bytes / {f.get('bandwidth', 0) / 1e9:.2f} GB/s (summing: "
+          f"{f.get('accumulate_bandwidth', 0) / 1e9:.2f} GB/s); "
           f"{time.perf_counter() - t0:.0f}s; written to {path}")
     return 0
 
 
-def measure_parallelism(rounds: int = 3, n: int = 200) -> float:
+def measure_parallelism(rounds: int = 5, n: int = 200) -> float:
     """How many cores two threads of NumPy kernels get now: 2 * t(1 thread) / t(2 threads),
-    median of `rounds`, between 1 and the CPU count. On a machine other jobs share it is
-    below the core count, and the host profile's `cores` must be what the runtime gets."""
-    import threading
-
+    the best of `rounds` (another job that takes a core for a moment only lowers a round),
+    between 1 and the CPU count. On a machine other jobs keep busy it is below the core
+    count, and the host profile's `cores` must be what the runtime gets."""
     a = np.random.default_rng(0).random((256, 256), dtype=np.float32)
     v = np.random.default_rng(1).random(1 << 16, dtype=np.float32)
 
@@ -218,4 +243,50 @@ def measure_parallelism(rounds: int = 3, n: int = 200) -> float:
 
     work()
     ratios = [2 * timed(1) / timed(2) for _ in range(rounds)]
-    return float(min(max(statistics.median(ratios), 1.0), float(os.cpu_count() or 1)))
+    return float(min(max(max(ratios), 1.0), float(os.cpu_count() or 1)))
+
+
+def measure_wake_latency(steps: int = 12) -> float:
+    """Seconds a host-runtime device thread that blocked on another device's op takes to
+    resume once that op is done: the median, over the ops that waited, of (op start - the
+    end of the op it waited for), in steps of a small 2-device data-parallel MLP run by the
+    host runtime itself. The woken thread needs the GIL, which the waking thread holds while
+    it dispatches its own next op, so this is far above an OS wake-up (~0.1-0.4 ms here)."""
+    from .. import planner
+    from ..backend.host_runtime import HostRuntime
+    from ..execgraph import transform
+    from ..models import mlp
+
+    sym = mlp(32, layers=3, hidden=512)
+    eg = transform(sym, planner.plan(sym, devices=2, algorithm="data"))
+    stamps = {}
+
+    class Stamped(HostRuntime):
+        def _compute(self, op, is_train, rng):
+            t0 = time.perf_counter()
+            super()._compute(op, is_train, rng)
+            stamps[id(op)] = (t0, time.perf_counter())
+
+        def _fetch(self, op):
+            t0 = time.perf_counter()
+            super()._fetch(op)
+            stamps[id(op)] = (t0, time.perf_counter())
+
+    rt = Stamped(eg)
+    values = step_inputs(eg)
+    waits = []
+    for step in range(steps):
+        rt.load(values)
+        stamps.clear()
+        rt.run()
+        if step < 2:
+            continue
+        for d in range(eg.devices):
+            prev = None
+            for i in eg.schedule(d):
+                start, end = stamps[id(eg.ops[i])]
+                dep_end = max((stamps[id(eg.ops[j])][1] for j in eg.ops[i]["deps"]), default=None)
+                if prev is not None and dep_end is not None and dep_end > prev:
+                    waits.append(start - dep_end)
+                prev = end
+    return float(statistics.median(waits)) if waits else 0.0

@@ -9,6 +9,20 @@ JSON keyed by op and tile shape. A shape that was measured uses its time; anothe
 measured op kind is interpolated by FLOPs between the measured ones (linear between the two
 neighbours, proportional beyond the largest, the smallest time below the smallest: small
 kernels are dominated by fixed overhead). Op kinds never measured fall back to the roofline.
+
+Host fetches. On a host whose device threads copy regions themselves (``fetch_on_cores``), a
+MultiFetch is CPU work like a kernel: its measured time is looked up by its pieces' shapes
+(:func:`fetch_key`); a fetch never measured costs ``overhead + rows * row_seconds + bytes /
+bandwidth`` (accumulating fetches: ``bytes / accumulate_bandwidth``), the four figures fitted
+to the measured fetches (:func:`fit_fetch`). ``rows`` counts the innermost-dimension runs the
+C++ MultiFetch copies one at a time: a piece that splits the last dims of a tile (a channel
+split of NCHW data) copies many short rows, several times slower per byte than one long run.
+
+Co-runner slowdown. A kernel (or copy) running while the other cores are busy runs slower
+than alone: they share the memory bandwidth and the last-level cache, and the cores' clocks
+drop when all are active. Calibration measures each op twice, alone and with every core
+running the same replay (``contended``); :meth:`CostTable.slowdown` is the ratio, and the
+simulator applies it in proportion to how busy the other cores are.
 """
 from __future__ import annotations
 
@@ -83,9 +97,11 @@ def bytes_touched(ins: List[Optional[Shape]], outs: List[Shape], itemsize: int =
 
 def shape_key(kind: str, ins: List[Optional[Shape]], outs: List[Shape]) -> str:
     """The calibration key of an op on tiles: ``kind|4x3x224x224,-,96|4x96x54x54``."""
-    def fmt(s):
-        return "-" if s is None else "x".join(str(int(d)) for d in s) or "scalar"
-    return f"{kind}|{','.join(fmt(s) for s in ins)}|{','.join(fmt(s) for s in outs)}"
+    return f"{kind}|{','.join(_fmt(s) for s in ins)}|{','.join(_fmt(s) for s in outs)}"
+
+
+def _fmt(shape) -> str:
+    return "-" if shape is None else "x".join(str(int(d)) for d in shape) or "scalar"
 
 
 def op_tiles(eg, op: dict) -> Tuple[str, List[Optional[Shape]], List[Shape]]:
@@ -101,15 +117,77 @@ def op_tiles(eg, op: dict) -> Tuple[str, List[Optional[Shape]], List[Shape]]:
     return kind, ins, outs
 
 
+def fetch_pieces(eg, op: dict) -> List[Tuple[int, int, int, Shape]]:
+    """(source device, bytes, rows, shape) of each piece of fetch op `op`; rows are the runs
+    of the piece's innermost dimension (what MultiFetch copies one memcpy at a time)."""
+    pieces = []
+    for src_b, lo, hi in op["pieces"]:
+        buf = eg.buffers[src_b]
+        shape = tuple(int(h) - int(l) for l, h in zip(lo, hi))
+        n = _numel(shape)
+        full = _numel([int(h) - int(l) for l, h in zip(buf["lo"], buf["hi"])])
+        itemsize = max(1, int(buf["bytes"]) // full) if full else 4
+        rows = n // shape[-1] if shape and shape[-1] else (1 if n else 0)
+        pieces.append((int(buf["device"]), n * itemsize, rows, shape))
+    return pieces
+
+
+def fetch_key(eg, op: dict) -> str:
+    """The calibration key of a fetch: ``fetch+|512x2048|4x512x2048,...`` (``+``: it sums)."""
+    dst = eg.buffers[op["outputs"][0]]
+    pieces = ",".join(_fmt(p[3]) for p in fetch_pieces(eg, op))
+    return f"fetch{'+' if op['accumulate'] else ''}|{_fmt(int(h) - int(l) for l, h in zip(dst['lo'], dst['hi']))}|{pieces}"
+
+
+def _nnls(a, y):
+    """Least squares with non-negative coefficients (exhaustive over the active sets: a few
+    columns only)."""
+    import itertools
+
+    import numpy as np
+
+    a, y = np.asarray(a, float), np.asarray(y, float)
+    best, best_err = np.zeros(a.shape[1]), float(np.sum(y * y))
+    for r in range(1, a.shape[1] + 1):
+        for cols in itertools.combinations(range(a.shape[1]), r):
+            coef, *_ = np.linalg.lstsq(a[:, cols], y, rcond=None)
+            if np.all(coef >= 0):
+                err = float(np.sum((a[:, cols] @ coef - y) ** 2))
+                if err < best_err:
+                    best, best_err = np.zeros(a.shape[1]), err
+                    best[list(cols)] = coef
+    return best
+
+
+def fit_fetch(samples: List[dict], previous: Optional[dict] = None) -> dict:
+    """Fits ``t = overhead + rows * row_seconds + bytes / bandwidth`` (``bytes /
+    accumulate_bandwidth`` for fetches that sum) to measured fetches ({"seconds", "bytes",
+    "rows", "accumulate"}), by non-negative least squares on relative errors (small fetches
+    count as much as large ones). A figure the samples cannot tell keeps its previous value."""
+    previous = previous or {}
+    rows = [[1.0, s["rows"], 0.0 if s["accumulate"] else s["bytes"], s["bytes"] if s["accumulate"] else 0.0]
+            for s in samples]
+    y = [1.0] * len(samples)
+    weighted = [[v / s["seconds"] for v in r] for r, s in zip(rows, samples) if s["seconds"] > 0]
+    coef = _nnls(weighted, y[:len(weighted)]) if weighted else [0.0] * 4
+    # a zero slope (no fetch of that kind, or too few bytes to tell) keeps the bandwidth known before
+    bw = {key: 1.0 / c if c > 0 else float(previous.get(key, 5e9))
+          for key, c in (("bandwidth", coef[2]), ("accumulate_bandwidth", coef[3]))}
+    return {"overhead": float(coef[0]), "row_seconds": float(coef[1]), **bw, "latency": 0.0, "samples": len(samples)}
+
+
 class Calibration:
-    """Measured kernel times by (op kind, tile shapes), plus the host's copy figures."""
+    """Measured kernel and fetch times by (op kind, tile shapes) -- alone, and with every core
+    busy (``contended``) -- plus the host's copy figures and cores."""
 
     def __init__(self, doc: Optional[dict] = None):
         doc = doc or {}
         self.ops: Dict[str, dict] = dict(doc.get("ops", {}))
+        self.fetches: Dict[str, dict] = dict(doc.get("fetches", {}))
         self.fetch: Dict[str, float] = dict(doc.get("fetch", {}))
         self.machine: Dict[str, object] = dict(doc.get("machine", {}))
         self._by_kind: Optional[Dict[str, Tuple[List[float], List[float]]]] = None
+        self._slowdowns: Optional[Dict[str, float]] = None
 
     @staticmethod
     def load(path: str) -> "Calibration":
@@ -121,12 +199,40 @@ class Calibration:
     def save(self, path: str) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
-            json.dump({"machine": self.machine, "fetch": self.fetch, "ops": self.ops}, f, indent=1, sort_keys=True)
+            json.dump({"machine": self.machine, "fetch": self.fetch, "ops": self.ops, "fetches": self.fetches},
+                      f, indent=1, sort_keys=True)
 
-    def add(self, kind: str, ins, outs, seconds: float) -> None:
-        self.ops[shape_key(kind, ins, outs)] = {"kind": kind, "seconds": float(seconds),
-                                                "flops": flops(kind, ins, outs), "bytes": bytes_touched(ins, outs)}
-        self._by_kind = None
+    def add(self, kind: str, ins, outs, seconds: float, contended: Optional[float] = None) -> None:
+        e = {"kind": kind, "seconds": float(seconds), "flops": flops(kind, ins, outs), "bytes": bytes_touched(ins, outs)}
+        if contended is not None:
+            e["contended"] = float(contended)
+        self.ops[shape_key(kind, ins, outs)] = e
+        self._by_kind = self._slowdowns = None
+
+    def add_fetch(self, eg, op: dict, seconds: float, contended: Optional[float] = None) -> None:
+        pieces = fetch_pieces(eg, op)
+        e = {"kind": "fetch", "seconds": float(seconds), "bytes": sum(p[1] for p in pieces),
+             "rows": sum(p[2] for p in pieces), "accumulate": bool(op["accumulate"])}
+        if contended is not None:
+            e["contended"] = float(contended)
+        self.fetches[fetch_key(eg, op)] = e
+        self._slowdowns = None
+
+    def slowdown(self, key: str, kind: str) -> float:
+        """Co-runner slowdown (contended / alone, at least 1) of the op measured under `key`,
+        else the median over the measured ops of its `kind` ("fetch" for fetches), else 1."""
+        e = self.fetches.get(key) if kind == "fetch" else self.ops.get(key)
+        if e is not None and "contended" in e and e["seconds"] > 0:
+            return max(1.0, e["contended"] / e["seconds"])
+        if self._slowdowns is None:
+            import statistics
+
+            ratios: Dict[str, List[float]] = {}
+            for x in list(self.ops.values()) + list(self.fetches.values()):
+                if "contended" in x and x["seconds"] > 0:
+                    ratios.setdefault(x["kind"], []).append(max(1.0, x["contended"] / x["seconds"]))
+            self._slowdowns = {k: statistics.median(v) for k, v in ratios.items()}
+        return self._slowdowns.get(kind, 1.0)
 
     def _index(self):
         if self._by_kind is None:
@@ -187,6 +293,32 @@ class CostTable:
 
     def op_time(self, eg, op: dict) -> float:
         return self.time(*op_tiles(eg, op))
+
+    def fetch_time(self, eg, op: dict) -> float:
+        """Seconds a device thread takes to run fetch op `op` alone (``fetch_on_cores``
+        hosts): measured for its piece shapes, else the fitted fetch model, else the
+        profile's ``fetch_overhead_s`` + bytes / ``local_copy_bandwidth``."""
+        key = fetch_key(eg, op)
+        hit = self.calibration.fetches.get(key) if self.calibration is not None else None
+        if hit is not None:
+            return float(hit["seconds"])
+        pieces = fetch_pieces(eg, op)
+        nbytes, rows = sum(p[1] for p in pieces), sum(p[2] for p in pieces)
+        f = self.calibration.fetch if self.calibration is not None else {}
+        bw = self.hw.local_copy_bandwidth
+        bw = float(f.get("accumulate_bandwidth" if op["accumulate"] else "bandwidth", bw))
+        return (float(f.get("overhead", self.hw.device.get("fetch_overhead_s", 0.0)))
+                + rows * float(f.get("row_seconds", 0.0)) + nbytes / bw)
+
+    def slowdown(self, eg, op: dict) -> float:
+        """How many times longer `op` takes when the other cores are busy than alone
+        (measured, see :class:`Calibration`; 1 without a calibration)."""
+        if self.calibration is None:
+            return 1.0
+        if op["kind"] == "fetch":
+            return self.calibration.slowdown(fetch_key(eg, op), "fetch")
+        kind, ins, outs = op_tiles(eg, op)
+        return self.calibration.slowdown(shape_key(kind, ins, outs), kind)
 
     def threads(self, kind: str) -> float:
         """Cores an op keeps busy when it runs alone on a shared-core host: BLAS kernels use

@@ -72,6 +72,17 @@ class Hardware:
         return int(self.device.get("copy_engines", 1))
 
     @property
+    def fetch_on_cores(self) -> bool:
+        """Whether a fetch is a copy run by the device's own CPU thread (the host runtime's
+        MultiFetch): it then takes a core like a kernel, rather than a link's bandwidth."""
+        return bool(self.device.get("fetch_on_cores", False))
+
+    @property
+    def wake_latency(self) -> float:
+        """Seconds an in-order device thread that blocked on a dependency takes to resume."""
+        return float(self.device.get("wake_latency_s", 0.0))
+
+    @property
     def in_order(self) -> bool:
         """Whether each device runs its schedule strictly in order (host runtime threads)."""
         return bool(self.device.get("in_order", False))

@@ -10,10 +10,21 @@ Model (what is simulated, and what is not):
   its schedule strictly in order) it also waits for the ops before it in its queue; otherwise
   a free stream takes the earliest op of its queue that is ready (a dependency-driven engine
   such as MXNet's feeding GPU streams), so gradient exchange overlaps the backward pass.
+  An in-order thread that had to block on a dependency (another device's op) starts its op
+  ``wake_latency_s`` after the dependency is met: the waker's ``Event.set`` wakes it, and it
+  must then get the GIL, which the waker holds while it dispatches its own next op (a
+  measured machine figure, :func:`autotile.sim.calibrate.measure_wake_latency`).
 - Compute. An op takes its cost-table time. On a profile whose devices share CPU cores
   (``cores`` set: the host), concurrent ops share the cores: an op that runs alone uses
   ``threads`` cores (all of them for BLAS kernels, one otherwise); when the running ops ask
   for more cores than there are, each runs ``cores / demand`` as fast (processor sharing).
+  An op also runs slower while the other cores are busy (memory bandwidth, last-level cache
+  and clock shared): its measured co-runner slowdown s (``CostTable.slowdown``) stretches it
+  by ``1 + x (s - 1)``, x the fraction of the other cores the other running ops occupy.
+- Host fetches. On a ``fetch_on_cores`` profile (the host runtime: a MultiFetch is a copy
+  the device thread runs in C++) a fetch is CPU work like a kernel: its cost-table time
+  (``CostTable.fetch_time``, measured per piece shapes) on one core, sharing the cores
+  with the kernels. Links and copy engines are then not used.
 - Communication. A fetch gathers remote pieces from their source devices concurrently and
   finishes after its last piece, plus a local copy of the pieces already on the device (and
   of the sum, for accumulating fetches) at the device's local copy bandwidth. A remote piece
@@ -22,9 +33,10 @@ Model (what is simulated, and what is not):
   and a transfer moves at the rate of its most contended link. This never over-commits a
   link; it is simpler than max-min fairness (a transfer held back elsewhere does not give its
   share away), which can only make the simulation slightly pessimistic under contention.
-- Not simulated: memory allocation time, kernel-launch queues beyond a fixed per-op
-  overhead, the memory-bandwidth contention between concurrent compute kernels, PCIe
-  protocol overheads beyond what the profile's bandwidth figures already include.
+- Not simulated: memory allocation time beyond what the calibration measured, kernel-launch
+  queues beyond a fixed per-op overhead, contention between ops beyond the measured
+  co-runner slowdown, PCIe protocol overheads beyond what the profile's bandwidth figures
+  already include.
 """
 from __future__ import annotations
 
@@ -33,10 +45,11 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
 from ..errors import Error
-from .cost_table import Calibration, CostTable, op_tiles
+from .cost_table import Calibration, CostTable, fetch_pieces
 from .hardware import Hardware, load_profile
 
 _EPS = 1e-15
+_START = object()  # a timer whose end starts its op (a device thread waking up)
 
 
 @dataclass
@@ -77,14 +90,15 @@ class SimResult:
 class _Activity:
     """A part of an op in flight: fluid work (compute seconds or bytes) or a timer."""
 
-    __slots__ = ("op", "kind", "remaining", "links", "demand", "timer_end", "rate", "then")
+    __slots__ = ("demand", "kind", "links", "op", "rate", "remaining", "slowdown", "then", "timer_end")
 
-    def __init__(self, op, kind, remaining=0.0, links=(), demand=1.0, timer_end=None, then=None):
+    def __init__(self, op, kind, remaining=0.0, links=(), demand=1.0, timer_end=None, then=None, slowdown=1.0):
         self.op = op
-        self.kind = kind  # "compute" | "transfer" | "timer"
+        self.kind = kind  # "compute" (kernels, and fetches on host cores) | "transfer" | "timer"
         self.remaining = remaining
         self.links = links
         self.demand = demand
+        self.slowdown = slowdown
         self.timer_end = timer_end
         self.rate = 0.0
         self.then = then  # for a timer: the activity that starts when it ends (latency -> bytes)
@@ -122,12 +136,15 @@ class Simulator:
         self.hw: Hardware = load_profile(hardware) if isinstance(hardware, str) else hardware
         if calibration is not None and calibration.fetch:
             self.hw = _with_fetch_calibration(self.hw, calibration.fetch)
-        if calibration is not None and self.hw.cores and calibration.machine.get("effective_cores"):
+        machine = calibration.machine if calibration is not None else {}
+        if self.hw.cores and (machine.get("effective_cores") or machine.get("wake_latency_s") is not None):
             import copy
 
-            # the parallelism the runtime's threads got when the kernels were timed
             self.hw = copy.deepcopy(self.hw)
-            self.hw.cores = float(calibration.machine["effective_cores"])
+            if machine.get("effective_cores"):  # the parallelism the runtime's threads got when calibrated
+                self.hw.cores = float(machine["effective_cores"])
+            if machine.get("wake_latency_s") is not None:
+                self.hw.device["wake_latency_s"] = float(machine["wake_latency_s"])
         self.cost = cost or CostTable(self.hw, calibration)
 
     # ------------------------------------------------------------------ op setup
@@ -135,24 +152,13 @@ class Simulator:
         """(bytes per source device, local seconds) of a fetch op."""
         dst = op["device"]
         by_src: Dict[int, int] = {}
-        local = 0
-        total = 0
-        itemsize = 4
-        for src_b, lo, hi in op["pieces"]:
-            buf = eg.buffers[src_b]
-            n = 1
-            for l, h in zip(lo, hi):
-                n *= int(h) - int(l)
-            full = 1
-            for l, h in zip(buf["lo"], buf["hi"]):
-                full *= int(h) - int(l)
-            itemsize = max(1, int(buf["bytes"]) // max(full, 1)) if full else 4
-            nbytes = n * itemsize
+        local = total = 0
+        for src, nbytes, _, _ in fetch_pieces(eg, op):
             total += nbytes
-            if buf["device"] == dst:
+            if src == dst:
                 local += nbytes
             else:
-                by_src[buf["device"]] = by_src.get(buf["device"], 0) + nbytes
+                by_src[src] = by_src.get(src, 0) + nbytes
         local_bytes = local + (total if op["accumulate"] else 0)
         # fetch_overhead_s: the fixed cost of issuing one MultiFetch (the host runtime's Python)
         overhead = float(self.hw.device.get("fetch_overhead_s", 0.0))
@@ -183,6 +189,9 @@ class Simulator:
         # others (a dependency-driven engine feeding GPU streams, as MXNet's) start the
         # earliest op of the queue, in schedule order, whose dependencies are done.
         in_order = hw.in_order
+        # a thread that blocked on a dependency resumes wake_latency after it is met
+        wake = hw.wake_latency if in_order else 0.0
+        last_end = [0.0] * len(queues)
         head = [0] * len(queues)
         running = [0] * len(queues)
         ready: List[List[int]] = [[] for _ in queues]  # heaps of queue positions (out of order)
@@ -206,10 +215,12 @@ class Simulator:
         def start_op(i: int):
             o = ops[i]
             start[i] = now
-            if o["kind"] == "compute":
-                kind, ins, outs = op_tiles(eg, o)
-                active.append(_Activity(i, "compute", remaining=self.cost.time(kind, ins, outs),
-                                        demand=self.cost.threads(kind)))
+            if o["kind"] == "compute" or hw.fetch_on_cores:
+                is_fetch = o["kind"] == "fetch"
+                kind = "fetch" if is_fetch else eg.lowered.node_ops[o["node"]]
+                seconds = self.cost.fetch_time(eg, o) if is_fetch else self.cost.op_time(eg, o)
+                active.append(_Activity(i, "compute", remaining=seconds, slowdown=self.cost.slowdown(eg, o),
+                                        demand=1.0 if is_fetch else self.cost.threads(kind)))
                 parts_left[i] = 1
                 return
             by_src, local_seconds = self._fetch_parts(eg, o, k)
@@ -233,7 +244,10 @@ class Simulator:
                         i = q[head[s]]
                         head[s] += 1
                         running[s] += 1
-                        start_op(i)
+                        if wake > 0 and now > last_end[s] + _EPS:  # the thread slept on a dependency
+                            active.append(_Activity(i, "timer", timer_end=now + wake, then=_START))
+                        else:
+                            start_op(i)
                 else:
                     while ready[s] and running[s] < capacity[s]:
                         i = q[heapq.heappop(ready[s])]
@@ -245,6 +259,7 @@ class Simulator:
             end[i] = now
             done_count += 1
             running[stream_of[i]] -= 1
+            last_end[stream_of[i]] = now
             for j in dependents[i]:
                 deps_left[j] -= 1
                 if deps_left[j] == 0 and not in_order:
@@ -273,6 +288,10 @@ class Simulator:
                     continue
                 if a.kind == "compute":
                     a.rate = share
+                    if a.slowdown != 1.0 and cores and cores > a.demand:
+                        # co-runners: the share of the other cores the other running ops use
+                        busy = min(1.0, (demand - a.demand) / (cores - a.demand))
+                        a.rate = share / (1.0 + busy * (a.slowdown - 1.0))
                 else:
                     a.rate = min(bw / load[lid] for lid, bw in a.links) if a.links else float("inf")
                 next_t = min(next_t, now + (a.remaining / a.rate if a.rate > 0 else float("inf")))
@@ -297,6 +316,9 @@ class Simulator:
                     still.append(a)
             active = still
             for a in finished:
+                if a.then is _START:  # the woken thread runs its op
+                    start_op(a.op)
+                    continue
                 if a.then is not None:  # latency over: the bytes start moving
                     if a.then.remaining > 0:
                         active.append(a.then)
