@@ -141,15 +141,23 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
   for (TensorId t = 0; t < T; ++t) classes[c.tensor_tie[t]].push_back(t);
   p.tensor_var.assign(T, -1);
   for (auto& [rep, members] : classes) {
-    std::vector<Tiling> cand{Tiling::replicate()};
+    // Among tilings of equal cost the search keeps the first. A data input (no producer, not a
+    // parameter) costs nothing to lay out however it is tiled: list its splits first, which
+    // hold 1/k of it where a replica holds all of it.
+    bool produced = true, data_input = true;
+    for (TensorId t : members) {
+      produced = produced && g.tensor(t).producer != kNone;
+      data_input = data_input && g.tensor(t).producer == kNone && !g.tensor(t).is_param;
+    }
+    std::vector<Tiling> cand;
+    if (!data_input) cand.push_back(Tiling::replicate());
     const size_t rank = s.tensor_shape[rep].size();
     for (size_t d = 0; d < rank; ++d) {
       bool ok = true;
       for (TensorId t : members) ok = ok && s.tensor_shape[t].size() == rank && s.tensor_shape[t][d] % k == 0;
       if (ok) cand.push_back(Tiling::split(static_cast<int>(d)));
     }
-    bool produced = true;
-    for (TensorId t : members) produced = produced && g.tensor(t).producer != kNone;
+    if (data_input) cand.push_back(Tiling::replicate());
     if (produced) cand.push_back(Tiling::partial());
     std::vector<Tiling> dom;
     for (const Tiling& ti : cand) {
