@@ -140,6 +140,22 @@ def pyplot():
 ALGORITHMS = ("tofu", "soybean", "data", "model", "owt", "hypar", "spartan")
 
 
+def random_step_values(sym, seed: int = 0):
+    """(values, shapes) for one training step of `sym`: every argument and auxiliary state
+    filled (labels: integers in [0, 10); the rest: normal * 0.01, float32), and the shapes of
+    the data and label inputs, which the planner needs."""
+    import numpy as np
+
+    arg_shapes, _, aux_shapes = sym.infer_shape()
+    rng = np.random.default_rng(seed)
+    vals = {}
+    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
+        vals[name] = (rng.integers(0, 10, shape).astype(np.float32) if name.endswith("label")
+                      else (rng.standard_normal(shape) * 0.01).astype(np.float32))
+    shapes = {k: v.shape for k, v in vals.items() if k == "data" or k.endswith("label")}
+    return vals, shapes
+
+
 def planning_bandwidths(hw, devices: int):
     """Per-cut bandwidths of profile `hw` for a plan on `devices` devices, normalised to the
     first cut (the planner weighs each cut's bytes by 1 / bandwidth; only ratios matter), or

@@ -31,7 +31,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
-from common import table, write_json  # noqa: E402
+from common import random_step_values, table, write_json  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -42,13 +42,7 @@ def vgg_problem(batch, image):
     import autotile as at
 
     sym = at.models.vgg(16, batch=batch, classes=10, image=image)
-    arg_shapes, _, aux_shapes = sym.infer_shape()
-    rng = np.random.default_rng(0)
-    vals = {}
-    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
-        vals[name] = (rng.integers(0, 10, shape).astype(np.float32) if name.endswith("label")
-                      else (rng.standard_normal(shape) * 0.01).astype(np.float32))
-    shapes = {k: v.shape for k, v in vals.items() if k == "data" or k.endswith("label")}
+    vals, shapes = random_step_values(sym)
     return sym, vals, shapes
 
 

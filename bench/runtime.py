@@ -15,7 +15,7 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from common import median_seconds, table, write_json  # noqa: E402
+from common import median_seconds, random_step_values, table, write_json  # noqa: E402
 
 import numpy as np  # noqa: E402
 
@@ -26,13 +26,7 @@ from autotile.backend.multi_device import run_multi_device  # noqa: E402
 
 def step_ratio(model, batch, devices, algorithm, repeat):
     sym = at.models.get(model, batch=batch)
-    arg_shapes, _, aux_shapes = sym.infer_shape()
-    rng = np.random.default_rng(0)
-    vals = {}
-    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
-        vals[name] = (rng.integers(0, 10, shape).astype(np.float32) if name.endswith("label")
-                      else (rng.standard_normal(shape) * 0.01).astype(np.float32))
-    shapes = {k: v.shape for k, v in vals.items() if k == "data" or k.endswith("label")}
+    vals, shapes = random_step_values(sym)
     times = {}
     for k in (1, devices):
         plan = at.plan(sym, devices=k, shapes=shapes, algorithm=algorithm)
