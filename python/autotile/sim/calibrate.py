@@ -71,9 +71,10 @@ def serial_order(eg) -> List[int]:
     return order
 
 
-def _replay_times(eg, order, repeat: int, clock, rng_seed: int = 0):
+def _replay_times(eg, order, repeat: int, clock, rng_seed: int = 0, barrier=None):
     """{op index: [seconds]} of `repeat` replays of `eg` on a fresh host runtime, in `order`,
-    each op timed with `clock`; one warm-up replay first (first touch of the arenas)."""
+    each op timed with `clock`; one warm-up replay first (first touch of the arenas). With a
+    `barrier`, every op starts when the other replaying threads start it too."""
     from ..backend.host_runtime import HostRuntime
 
     rt = HostRuntime(eg)
@@ -84,6 +85,8 @@ def _replay_times(eg, order, repeat: int, clock, rng_seed: int = 0):
         rt.load(values)
         for i in order:
             op = eg.ops[i]
+            if barrier is not None:
+                barrier.wait()
             t0 = clock()
             if op["kind"] == "compute":
                 rt._compute(op, True, rng)
@@ -95,16 +98,19 @@ def _replay_times(eg, order, repeat: int, clock, rng_seed: int = 0):
 
 
 def _threaded_replays(eg, order, repeat: int, threads: int, clock, blas: int):
-    """{op index: [seconds]} pooled over `threads` threads that each replay `eg` at once on
-    a runtime of their own (`_replay_times`). Replays run on worker threads, as the runtime's
+    """{op index: [seconds]} pooled over `threads` threads that each replay `eg` at once, in
+    step, on a runtime of their own (`_replay_times`). Replays run on worker threads, as the runtime's
     ops do: NumPy's temporaries then come from a thread's own malloc arena, which in the main
     thread behaves differently (large ops measured there ran up to 3x slower)."""
     from ..backend.host_runtime import _blas_threads
 
     results = [None] * threads
+    # in step: in a real step the devices run the same op at about the same time (SPMD plans),
+    # so an op's co-runners are copies of itself (memory-bound ops meet memory-bound ops)
+    barrier = threading.Barrier(threads) if threads > 1 else None
 
     def replay(j):
-        results[j] = _replay_times(eg, order, repeat, clock, rng_seed=j)
+        results[j] = _replay_times(eg, order, repeat, clock, rng_seed=j, barrier=barrier)
 
     with _blas_threads(blas):
         ts = [threading.Thread(target=replay, args=(j,)) for j in range(threads)]
@@ -133,8 +139,8 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
 
     With `contended` (graphs of 2 or more devices, hosts of 2 or more cores), the replay runs
     again on as many threads at once as the graph has devices (at least one per core), each
-    replaying its own copy: the ops' CPU times then are their times with the other cores busy
-    with the same kind of work (memory bandwidth and cache shared, and with more threads than
+    replaying its own copy, all starting each op together: the ops' CPU times then are their
+    times with the other cores busy with the same work, as in a step of an SPMD plan (memory bandwidth and cache shared, and with more threads than
     cores, the caches a time-sliced thread finds cold), stored as ``contended``. Shapes
     measured before are measured again and replaced. With `parallelism`, the cores the
     runtime's threads get now (:func:`measure_parallelism`) and their wake-up latency
