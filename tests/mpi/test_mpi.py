@@ -6,6 +6,7 @@ is killed or hangs makes the others exit with an error in bounded time; the CLI 
 and resumes. Every launch runs under a timeout; skipped without mpi4py or mpirun."""
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -132,7 +133,14 @@ def test_exec_graph_mismatch_names_the_ranks():
 
 
 def _errors(out):
-    return {int(line.split()[1]): line for line in out.splitlines() if line.startswith("RANK ") and " ERROR: " in line}
+    """rank -> its 'RANK r ERROR: ...' message. The launcher forwards each rank's output as it
+    comes, so one rank's message can follow another's on the same line: split at the tags."""
+    errors = {}
+    for piece in re.split(r"(?=RANK \d+ )", out):
+        m = re.match(r"RANK (\d+) ERROR: ([^\n]*)", piece)
+        if m:
+            errors[int(m.group(1))] = m.group(0)
+    return errors
 
 
 def test_rank_that_raises_stops_the_others():
