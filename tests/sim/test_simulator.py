@@ -292,7 +292,7 @@ def test_co_runner_slowdown_on_top_of_processor_sharing():
 def test_thread_that_blocked_on_a_dependency_wakes_late():
     wake = 0.002
     eg = FakeExecGraph(2)
-    a, out = eg.compute(0, 0.01)
+    a, _ = eg.compute(0, 0.01)
     b, _ = eg.compute(1, 0.001, deps=[a])  # device 1 blocks on device 0 from t=0
     r = host_sim(eg, host(2, cores=2, wake=wake))
     assert r.op_start[b] == pytest.approx(0.01 + wake)
@@ -302,7 +302,7 @@ def test_thread_that_blocked_on_a_dependency_wakes_late():
 def test_thread_that_did_not_block_pays_no_wake_latency():
     eg = FakeExecGraph(2)
     a, _ = eg.compute(0, 0.01)
-    first, _ = eg.compute(1, 0.02)
+    eg.compute(1, 0.02)
     b, _ = eg.compute(1, 0.001, deps=[a])  # a is done long before device 1 gets to b
     r = host_sim(eg, host(2, cores=2, wake=0.002))
     assert r.op_start[b] == pytest.approx(0.02)
