@@ -9,7 +9,7 @@ namespace autotile {
 
 namespace {
 
-// Copies rows of the innermost dimension with memcpy (or adds them), walking the outer dims.
+// Adds the region's contiguous runs of `row_len` elements, walking the outer dims.
 template <typename T>
 void add_rows(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int64_t rows, int64_t row_len) {
   for (int64_t r = 0; r < rows; ++r) {
@@ -17,6 +17,19 @@ void add_rows(char* dst, const char* src, const RegionView& dv, const RegionView
     const T* s = reinterpret_cast<const T*>(src) + region_offset(sv, r * row_len);
     for (int64_t j = 0; j < row_len; ++j) d[j] += s[j];
   }
+}
+
+// Elements per contiguous run of a region: the innermost dim, times each next-outer dim as
+// long as the dims inside it are whole in both buffers (a channel slice of NCHW tiles is one
+// run of C/k*H*W per image, not C/k*H runs of W).
+int64_t contiguous_run(int ndim, const int64_t* shape, const int64_t* src_shape, const int64_t* dst_shape) {
+  if (ndim == 0) return 1;
+  int64_t run = shape[ndim - 1];
+  for (int d = ndim - 1; d > 0; --d) {
+    if (shape[d] != src_shape[d] || shape[d] != dst_shape[d]) break;
+    run *= shape[d - 1];
+  }
+  return run;
 }
 
 }  // namespace
@@ -46,7 +59,7 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
     RegionView dv = make_region_view(ndim, p.lo.data(), shape, dst_lo.data(), dst_shape.data());
     int64_t volume = region_volume(sv);
     if (volume == 0) continue;
-    int64_t row_len = ndim ? shape[ndim - 1] : 1;
+    int64_t row_len = contiguous_run(ndim, shape, p.buf_shape.data(), dst_shape.data());
     int64_t rows = volume / row_len;
     const char* src = static_cast<const char*>(p.data);
     char* out = static_cast<char*>(dst);

@@ -1,0 +1,81 @@
+"""Host MultiFetch (csrc/runtime/multifetch.cc) against NumPy slicing: random boxes, random
+pieces (whole trailing dims or not, so contiguous runs of every length occur), copy and
+accumulate, float32 / float64 / other dtypes; bad pieces are refused."""
+import numpy as np
+import pytest
+
+import autotile as at
+from autotile import _core
+
+
+def _box(rng, shape):
+    lo = [int(rng.integers(0, s)) for s in shape]
+    hi = [int(rng.integers(l + 1, s + 1)) for l, s in zip(lo, shape)]
+    return lo, hi
+
+
+def _sub(rng, lo, hi, whole_trailing):
+    """A random sub-box of [lo, hi); its last `whole_trailing` dims span the whole box."""
+    n = len(lo)
+    a, b = [], []
+    for d in range(n):
+        if d >= n - whole_trailing:
+            a.append(lo[d])
+            b.append(hi[d])
+        else:
+            x = int(rng.integers(lo[d], hi[d]))
+            a.append(x)
+            b.append(int(rng.integers(x + 1, hi[d] + 1)))
+    return a, b
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+@pytest.mark.parametrize("seed", range(25))
+def test_multifetch_equals_numpy(dtype, seed):
+    rng = np.random.default_rng(seed)
+    ndim = int(rng.integers(1, 5))
+    full = [int(rng.integers(1, 7)) for _ in range(ndim)]
+    tensor = (rng.standard_normal(full) * 100).astype(dtype)
+    dlo, dhi = _box(rng, full)
+    dst = np.full([h - l for l, h in zip(dlo, dhi)], 7, dtype)
+    want = dst.copy()
+    pieces = []
+    accumulate = dtype != np.int16 and bool(seed % 2)
+    if accumulate:
+        want[...] = 0
+    for _ in range(int(rng.integers(1, 4))):
+        rlo, rhi = _sub(rng, dlo, dhi, int(rng.integers(0, ndim + 1)))
+        # the source buffer holds a box around the region, sometimes exactly the region
+        slo = [int(rng.integers(0, l + 1)) if rng.random() < 0.6 else l for l in rlo]
+        shi = [int(rng.integers(h, s + 1)) if rng.random() < 0.6 else h for h, s in zip(rhi, full)]
+        src = np.ascontiguousarray(tensor[tuple(slice(a, b) for a, b in zip(slo, shi))])
+        pieces.append((src, slo, rlo, rhi))
+        region = tuple(slice(a - o, b - o) for a, b, o in zip(rlo, rhi, dlo))
+        value = tensor[tuple(slice(a, b) for a, b in zip(rlo, rhi))]
+        if accumulate:
+            want[region] += value
+        else:
+            want[region] = value
+    _core.multifetch(dst, dlo, pieces, accumulate)
+    np.testing.assert_array_equal(dst, want)
+
+
+def test_channel_slice_of_nchw_tiles():
+    # a channel half from two batch halves: runs of C/2*H*W elements per image
+    x = np.arange(4 * 6 * 3 * 5, dtype=np.float32).reshape(4, 6, 3, 5)
+    dst = np.empty((4, 3, 3, 5), np.float32)
+    pieces = [(np.ascontiguousarray(x[:2]), (0, 0, 0, 0), (0, 3, 0, 0), (2, 6, 3, 5)),
+              (np.ascontiguousarray(x[2:]), (2, 0, 0, 0), (2, 3, 0, 0), (4, 6, 3, 5))]
+    _core.multifetch(dst, (0, 3, 0, 0), pieces)
+    np.testing.assert_array_equal(dst, x[:, 3:])
+
+
+def test_bad_pieces_are_refused():
+    dst = np.zeros((4, 4), np.float32)
+    src = np.ones((2, 4), np.float32)
+    with pytest.raises(at.Error, match="outside its source"):
+        _core.multifetch(dst, (0, 0), [(src, (0, 0), (0, 0), (3, 4))])
+    with pytest.raises(at.Error, match="outside its source"):
+        _core.multifetch(dst, (2, 0), [(src, (0, 0), (0, 0), (2, 4))])  # not in the destination
+    with pytest.raises(at.Error, match="wrong rank"):
+        _core.multifetch(dst, (0, 0), [(src, (0, 0), (0,), (2,))])
