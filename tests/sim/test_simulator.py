@@ -308,7 +308,7 @@ def test_thread_that_did_not_block_pays_no_wake_latency():
     assert r.op_start[b] == pytest.approx(0.02)
 
 
-def test_fetch_pieces_count_innermost_rows():
+def test_fetch_pieces_count_contiguous_runs():
     from autotile.sim.cost_table import fetch_key, fetch_pieces
 
     eg = FakeExecGraph(2)
@@ -317,8 +317,16 @@ def test_fetch_pieces_count_innermost_rows():
     eg.buffers.append({"device": 1, "lo": (0, 0, 0), "hi": (2, 3, 2), "bytes": 4 * 12})
     op = {"kind": "fetch", "device": 1, "pieces": [(src, (0, 0, 1), (2, 3, 3))], "outputs": [len(eg.buffers) - 1],
           "accumulate": True}
-    assert fetch_pieces(eg, op) == [(0, 4 * 12, 6, (2, 3, 2))]
+    assert fetch_pieces(eg, op) == [(0, 4 * 12, 6, (2, 3, 2))]  # the last dim is split: 2 x 3 runs
     assert fetch_key(eg, op) == "fetch+|2x3x2|2x3x2"
+    # a split of dim 1 with the last dim whole in both buffers: one run of 2 x 4 per index of dim 0
+    eg.buffers[-1].update({"hi": (2, 2, 4), "bytes": 4 * 16})
+    op["pieces"] = [(src, (0, 1, 0), (2, 3, 4))]
+    assert fetch_pieces(eg, op) == [(0, 4 * 16, 2, (2, 2, 4))]
+    # the whole source into a destination of the same box: one run
+    eg.buffers[-1].update({"hi": (2, 3, 4), "bytes": 4 * 24})
+    op["pieces"] = [(src, (0, 0, 0), (2, 3, 4))]
+    assert fetch_pieces(eg, op)[0][2] == 1
 
 
 def test_fit_fetch_recovers_the_cost_model():

@@ -14,9 +14,10 @@ Host fetches. On a host whose device threads copy regions themselves (``fetch_on
 MultiFetch is CPU work like a kernel: its measured time is looked up by its pieces' shapes
 (:func:`fetch_key`); a fetch never measured costs ``overhead + rows * row_seconds + bytes /
 bandwidth`` (accumulating fetches: ``bytes / accumulate_bandwidth``), the four figures fitted
-to the measured fetches (:func:`fit_fetch`). ``rows`` counts the innermost-dimension runs the
-C++ MultiFetch copies one at a time: a piece that splits the last dims of a tile (a channel
-split of NCHW data) copies many short rows, several times slower per byte than one long run.
+to the measured fetches (:func:`fit_fetch`). ``rows`` counts the contiguous runs the C++
+MultiFetch copies one memcpy at a time (the innermost dim, merged with outer dims while the
+dims inside are whole in the source and the destination): a piece that splits the last dim
+of a tile copies many short runs, several times slower per byte than one long run.
 
 Co-runner slowdown. A kernel (or copy) running while the other cores are busy runs slower
 than alone: they share the memory bandwidth and the last-level cache, and the cores' clocks
@@ -118,16 +119,25 @@ def op_tiles(eg, op: dict) -> Tuple[str, List[Optional[Shape]], List[Shape]]:
 
 
 def fetch_pieces(eg, op: dict) -> List[Tuple[int, int, int, Shape]]:
-    """(source device, bytes, rows, shape) of each piece of fetch op `op`; rows are the runs
-    of the piece's innermost dimension (what MultiFetch copies one memcpy at a time)."""
+    """(source device, bytes, rows, shape) of each piece of fetch op `op`; rows are the
+    contiguous runs MultiFetch copies one memcpy at a time (csrc/runtime/multifetch.cc: the
+    innermost dim, times each outer dim while the dims inside it are whole in both buffers)."""
+    dst = eg.buffers[op["outputs"][0]]
+    dst_shape = [int(h) - int(l) for l, h in zip(dst["lo"], dst["hi"])]
     pieces = []
     for src_b, lo, hi in op["pieces"]:
         buf = eg.buffers[src_b]
         shape = tuple(int(h) - int(l) for l, h in zip(lo, hi))
+        src_shape = [int(h) - int(l) for l, h in zip(buf["lo"], buf["hi"])]
         n = _numel(shape)
-        full = _numel([int(h) - int(l) for l, h in zip(buf["lo"], buf["hi"])])
+        full = _numel(src_shape)
         itemsize = max(1, int(buf["bytes"]) // full) if full else 4
-        rows = n // shape[-1] if shape and shape[-1] else (1 if n else 0)
+        run = shape[-1] if shape else 1
+        for d in range(len(shape) - 1, 0, -1):
+            if shape[d] != src_shape[d] or shape[d] != dst_shape[d]:
+                break
+            run *= shape[d - 1]
+        rows = n // run if run else (1 if n else 0)
         pieces.append((int(buf["device"]), n * itemsize, rows, shape))
     return pieces
 
