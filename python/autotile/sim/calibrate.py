@@ -131,7 +131,8 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
 
     Each graph is replayed `repeat` times on one worker thread, every op in a dependency order
     (devices interleaved as their threads would meet the ops), on random inputs loaded
-    before each replay; an op's time is its median over the replays. Timing kernels in place,
+    before each replay; an op's time is its median over the replays (the fastest replay when
+    timed by the wall clock, see below). Timing kernels in place,
     rather than one kernel in a loop, keeps what a real step sees: cold caches, the
     allocator's page faults for large temporaries, the runtime's own dispatch. Kernels run
     with the BLAS threads a device thread gets in a real step; with one BLAS thread an op is
@@ -153,6 +154,11 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
         blas = max(1, cores // eg.devices)  # what the runtime gives each device thread
         clock = time.thread_time if blas == 1 else time.perf_counter
         alone = _threaded_replays(eg, order, repeat, 1, clock, blas)
+        # Wall-clock times (several BLAS threads per op) grow whenever another job takes a
+        # core, and a multi-threaded BLAS call waits for its slowest thread: keep the fastest
+        # replay, as the measured steps keep only undisturbed ones. CPU times are not inflated
+        # by other jobs: their median.
+        stat = min if clock is time.perf_counter else statistics.median
         # contended: as many replaying threads as the runtime has device threads (at least
         # one per core), so oversubscribed cores (4 devices on 2 cores) are measured too
         busy = _threaded_replays(eg, order, repeat, max(eg.devices, cores), time.thread_time, 1) \
@@ -161,7 +167,7 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
         for i, ts in alone.items():
             op = eg.ops[i]
             if op["kind"] == "fetch":
-                cal.add_fetch(eg, op, statistics.median(ts), statistics.median(busy[i]) if i in busy else None)
+                cal.add_fetch(eg, op, stat(ts), statistics.median(busy[i]) if i in busy else None)
                 samples.append(cal.fetches[fetch_key(eg, op)])
                 continue
             kind, ins, outs = op_tiles(eg, op)
@@ -169,7 +175,7 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
             entry[3].extend(ts)
             entry[4].extend(busy.get(i, []))
         for kind, ins, outs, ts, bs in by_shape.values():
-            cal.add(kind, ins, outs, statistics.median(ts), statistics.median(bs) if bs else None)
+            cal.add(kind, ins, outs, stat(ts), statistics.median(bs) if bs else None)
         if log:
             fetches = sum(1 for o in eg.ops if o["kind"] == "fetch")
             log(f"calibrated {len(by_shape)} op shapes and {fetches} fetches ({eg.devices} devices, "
