@@ -1,17 +1,22 @@
 #include "exec/schedule_order.h"
 
+#include <algorithm>
 #include <queue>
 #include <tuple>
 
 namespace autotile {
 
-std::vector<NodeId> schedule_order(const Graph& g) {
-  g.topo_order();  // reports a cycle, naming a node on it
+namespace {
+
+/// Each layer's backward ops together: updates and gradient sums as soon as ready, backward
+/// nodes in reverse order of their forward nodes, forward nodes in id order.
+std::vector<NodeId> layerwise_order(const Graph& g) {
   const int n = g.num_nodes();
   using Key = std::tuple<int, int, NodeId>;  // (class, rank within class, id): smallest first
   auto key = [&](NodeId v) -> Key {
     const Node& node = g.node(v);
-    if (node.role == NodeRole::kUpdate || (node.role == NodeRole::kBackward && node.forward_node == kNone))
+    if (node.role == NodeRole::kUpdate || is_gradient_sum(g, v) ||
+        (node.role == NodeRole::kBackward && node.forward_node == kNone))
       return {0, 0, v};
     if (node.forward_node != kNone) return {1, -node.forward_node, v};
     return {2, 0, v};
@@ -34,6 +39,40 @@ std::vector<NodeId> schedule_order(const Graph& g) {
         if (--indegree[v] == 0) ready.push(key(v));
   }
   return order;
+}
+
+}  // namespace
+
+int64_t serial_peak_bytes(const Graph& g, const std::vector<NodeId>& order) {
+  const int T = g.num_tensors();
+  std::vector<int> last(T, -1), position(g.num_nodes(), 0);
+  for (size_t i = 0; i < order.size(); ++i) position[order[i]] = static_cast<int>(i);
+  int64_t live = 0;
+  for (TensorId t = 0; t < T; ++t) {
+    const Tensor& x = g.tensor(t);
+    if (x.is_output || x.consumers.empty()) {
+      last[t] = static_cast<int>(order.size());  // lives to the end
+    } else {
+      for (NodeId c : x.consumers) last[t] = std::max(last[t], position[c]);
+    }
+    if (x.producer == kNone) live += x.bytes();
+  }
+  std::vector<std::vector<TensorId>> dies(order.size());
+  for (TensorId t = 0; t < T; ++t)
+    if (last[t] >= 0 && last[t] < static_cast<int>(order.size())) dies[last[t]].push_back(t);
+  int64_t peak = live;
+  for (size_t i = 0; i < order.size(); ++i) {
+    for (TensorId t : g.node(order[i]).outputs) live += g.tensor(t).bytes();
+    peak = std::max(peak, live);
+    for (TensorId t : dies[i]) live -= g.tensor(t).bytes();
+  }
+  return peak;
+}
+
+std::vector<NodeId> schedule_order(const Graph& g) {
+  std::vector<NodeId> by_id = g.topo_order();  // reports a cycle, naming a node on it
+  std::vector<NodeId> by_layer = layerwise_order(g);
+  return serial_peak_bytes(g, by_id) < serial_peak_bytes(g, by_layer) ? by_id : by_layer;
 }
 
 }  // namespace autotile

@@ -185,4 +185,12 @@ void Graph::validate() const {
   topo_order();
 }
 
+bool is_gradient_sum(const Graph& g, NodeId n) {
+  const Node& node = g.node(n);
+  if (node.forward_node != kNone || node.role == NodeRole::kUpdate || node.outputs.empty()) return false;
+  for (TensorId o : node.outputs)
+    if (g.tensor(o).gradient_of == kNone) return false;
+  return true;
+}
+
 }  // namespace autotile

@@ -99,6 +99,10 @@ class Graph {
   std::map<std::string, NodeId> node_by_name_;
 };
 
+/// \brief Whether node `n` sums the gradient pieces of a multi-use tensor: no forward node
+/// of its own and only gradients as outputs (the autodiff may give it the forward role).
+bool is_gradient_sum(const Graph& g, NodeId n);
+
 /// \brief Formats a shape as "(2, 3)".
 std::string shape_str(const std::vector<int64_t>& shape);
 

@@ -27,14 +27,6 @@ struct UnionFind {
   }
 };
 
-// A node that sums the gradient pieces of a multi-use tensor: no forward node of its own and
-// only gradients as outputs (the autodiff may give it the forward role).
-bool is_gradient_sum(const Graph& g, const Node& node) {
-  if (node.forward_node != kNone || node.role == NodeRole::kUpdate || node.outputs.empty()) return false;
-  for (TensorId o : node.outputs)
-    if (g.tensor(o).gradient_of == kNone) return false;
-  return true;
-}
 }  // namespace
 
 Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
@@ -49,7 +41,7 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     if (node.forward_node != kNone) groups.join(node_el(n), node_el(node.forward_node));
-    if (is_gradient_sum(g, node)) {
+    if (is_gradient_sum(g, n)) {
       for (TensorId o : node.outputs) groups.join(node_el(n), o);
       // The sum of a timestep tensor's gradients is part of that step (the autodiff does not
       // mark it): it joins the step's group, keyed by the forward producer and output index.
