@@ -94,7 +94,7 @@ def plan_and_transform(model, devices: int, algorithm: str, batch=None, **plan_k
     import autotile as at
 
     plan = at.plan(model, devices=devices, batch=batch, algorithm=algorithm, **plan_kwargs)
-    return plan, at.transform(model, plan)
+    return plan, at.transform(model, plan, replicate_fallback=plan_kwargs.get("replicate_fallback", False))
 
 
 class Cache:
@@ -170,14 +170,16 @@ def planning_bandwidths(hw, devices: int):
     return None if len(set(bw)) <= 1 else tuple(b / bw[0] for b in bw)
 
 
-def simulate_config(model, devices: int, algorithm: str, profiles, batch=None, calibration=None):
+def simulate_config(model, devices: int, algorithm: str, profiles, batch=None, calibration=None,
+                    replicate_fallback: bool = False):
     """Plan, transform and simulate `model` on each of `profiles` (Hardware objects); the plan
     weighs each cut by the profile's link bandwidths (one plan per distinct set of ratios).
 
     Returns {"ok": True, "comm_bytes", "search_seconds", "peak_memory", "sims": {profile:
     SimResult.summary()}} (the top-level figures are those of the first profile's plan) or
     {"ok": False, "error": short text} when planning or the transform fails (an algorithm not
-    implemented yet, a graph too large)."""
+    implemented yet, a graph too large). `replicate_fallback`: ops the algorithm leaves no
+    strategy run replicated (autotile.plan's option)."""
     from autotile.errors import Error
     from autotile.sim import Simulator
 
@@ -188,9 +190,11 @@ def simulate_config(model, devices: int, algorithm: str, profiles, batch=None, c
     for bandwidths, members in groups.items():
         try:
             plan, eg = plan_and_transform(model, devices, algorithm, batch=batch,
-                                          bandwidths=list(bandwidths) if bandwidths else None)
+                                          bandwidths=list(bandwidths) if bandwidths else None,
+                                          replicate_fallback=replicate_fallback)
         except (Error, MemoryError) as e:
-            return {"ok": False, "error": error_text(e)}
+            # `fallback`: the plan exists with replicate_fallback=True (ops run replicated)
+            return {"ok": False, "error": error_text(e), "fallback": "replicate_fallback=True" in str(e)}
         figures = {"comm_bytes": plan.comm_bytes, "search_seconds": plan.search_seconds,
                    "peak_memory": max(eg.stats()["peak_memory"]), "bandwidths": plan.bandwidths}
         for key, value in figures.items():
