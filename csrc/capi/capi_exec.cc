@@ -54,11 +54,20 @@ void give_box(const Box& box, int64_t* lo, int64_t* hi, int32_t capacity, int32_
   }
 }
 
-int64_t per_device(const std::vector<int64_t>& v, int32_t device, const char* what) {
-  // The core fills these per device; a short vector would be a core bug, not bad input.
-  if (static_cast<size_t>(device) >= v.size())
-    api_fail(AT_ERR_INTERNAL, what, " has ", v.size(), " entries for device ", device);
-  return v[static_cast<size_t>(device)];
+// One per-device figure of an execution graph (arena, live peak, bytes received) into *out.
+AT_Status device_figure(const char* fn, AT_ExecGraph* exec, int32_t device, int64_t* out,
+                        std::vector<int64_t> ExecGraph::*field, const char* what) {
+  return guard(fn, [&] {
+    std::shared_ptr<ExecObject> keep;
+    const ExecGraph& eg = exec_of(exec, &keep);
+    need(out, "out");
+    check_device(eg, device);
+    const std::vector<int64_t>& v = eg.*field;
+    // The core fills these per device; a short vector would be a core bug, not bad input.
+    if (static_cast<size_t>(device) >= v.size())
+      api_fail(AT_ERR_INTERNAL, what, " has ", v.size(), " entries for device ", device);
+    *out = v[static_cast<size_t>(device)];
+  });
 }
 
 }  // namespace
@@ -240,33 +249,15 @@ AT_Status at_exec_tile(AT_ExecGraph* exec, int32_t tensor, int32_t device, int32
 }
 
 AT_Status at_exec_arena_bytes(AT_ExecGraph* exec, int32_t device, int64_t* out) {
-  return guard("at_exec_arena_bytes", [&] {
-    std::shared_ptr<ExecObject> keep;
-    const ExecGraph& eg = exec_of(exec, &keep);
-    need(out, "out");
-    check_device(eg, device);
-    *out = per_device(eg.arena_bytes, device, "arena_bytes");
-  });
+  return device_figure("at_exec_arena_bytes", exec, device, out, &ExecGraph::arena_bytes, "arena_bytes");
 }
 
 AT_Status at_exec_live_peak_bytes(AT_ExecGraph* exec, int32_t device, int64_t* out) {
-  return guard("at_exec_live_peak_bytes", [&] {
-    std::shared_ptr<ExecObject> keep;
-    const ExecGraph& eg = exec_of(exec, &keep);
-    need(out, "out");
-    check_device(eg, device);
-    *out = per_device(eg.live_peak_bytes, device, "live_peak_bytes");
-  });
+  return device_figure("at_exec_live_peak_bytes", exec, device, out, &ExecGraph::live_peak_bytes, "live_peak_bytes");
 }
 
 AT_Status at_exec_bytes_received(AT_ExecGraph* exec, int32_t device, int64_t* out) {
-  return guard("at_exec_bytes_received", [&] {
-    std::shared_ptr<ExecObject> keep;
-    const ExecGraph& eg = exec_of(exec, &keep);
-    need(out, "out");
-    check_device(eg, device);
-    *out = per_device(eg.bytes_received, device, "bytes_received");
-  });
+  return device_figure("at_exec_bytes_received", exec, device, out, &ExecGraph::bytes_received, "bytes_received");
 }
 
 AT_Status at_exec_bytes_moved(AT_ExecGraph* exec, int64_t* out) {

@@ -69,6 +69,9 @@ class Builder {
   SubOp sub_op(NodeId n, int device);
   int new_buffer(int device, TensorId t, const Box& box, BufferRole role, bool partial);
   int new_op(ExecOp op);
+  /// Appends a MultiFetch op on `device` assembling buffer `dest` from `pieces`.
+  void new_fetch(int device, NodeId node, int dest, std::vector<Piece> pieces, bool accumulate, int64_t moved,
+                 int64_t time);
   /// Assemble `want` on `device` from holders described by `levels` and `holder_buffer(e)`.
   /// `keep[i]` keeps the destination partial at cut i. Returns the buffer (maybe an
   /// existing one when nothing needs to move) and appends the fetch op if one is needed.
@@ -224,6 +227,20 @@ int Builder::new_op(ExecOp op) {
   return id;
 }
 
+void Builder::new_fetch(int device, NodeId node, int dest, std::vector<Piece> pieces, bool accumulate,
+                        int64_t moved, int64_t time) {
+  ExecOp op;
+  op.kind = ExecKind::kFetch;
+  op.device = device;
+  op.node = node;
+  op.outputs = {dest};
+  op.pieces = std::move(pieces);
+  op.accumulate = accumulate;
+  op.bytes_moved = moved;
+  op.time = time;
+  new_op(std::move(op));
+}
+
 int Builder::assemble(int device, TensorId t, const Box& want, const std::vector<Level>& levels,
                       const std::function<int(int)>& holder_buffer, const std::vector<bool>& keep, BufferRole role,
                       NodeId node, int64_t time) {
@@ -275,16 +292,7 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
            " elements of region ", want.str(), " on device ", device);
   }
   int dest = new_buffer(device, t, want, role, partial_dest);
-  ExecOp op;
-  op.kind = ExecKind::kFetch;
-  op.device = device;
-  op.node = node;
-  op.outputs = {dest};
-  op.pieces = std::move(pieces);
-  op.accumulate = reduce;
-  op.bytes_moved = moved;
-  op.time = time;
-  new_op(std::move(op));
+  new_fetch(device, node, dest, std::move(pieces), reduce, moved, time);
   return dest;
 }
 
@@ -447,15 +455,7 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       continue;
     }
     int dest = new_buffer(d, t, w, role, eg_.buffers[reduced[d]].partial);
-    ExecOp op;
-    op.kind = ExecKind::kFetch;
-    op.device = d;
-    op.node = node;
-    op.outputs = {dest};
-    op.pieces = std::move(pieces);
-    op.bytes_moved = moved;
-    op.time = time;
-    new_op(std::move(op));
+    new_fetch(d, node, dest, std::move(pieces), false, moved, time);
     out[d] = dest;
   }
   return out;

@@ -128,6 +128,7 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
     int64_t size = 0, begin = 0, end = 0, offset = -1;
   };
   std::vector<int> group_of(eg.buffers.size(), -1);
+  std::vector<int> source_of(eg.buffers.size(), -1);  // the input whose memory a buffer took
   // Whether two groups may not share memory: their lifetimes overlap, or (dataflow planning)
   // the later one's writer is not ordered after every reader of the earlier one.
   auto conflict = [&](const Group& g, const Group& h) {
@@ -149,6 +150,7 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
       int src = inplace_source(id);
       if (src >= 0) {
         taken[src] = 1;
+        source_of[id] = src;
         Group& g = groups[group_of[src]];
         g.members.push_back(id);
         g.end = std::max(g.end, b.live_end);
@@ -198,15 +200,11 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
         ending.pop();
         if (!taken[o]) live_bytes -= eg.buffers[o].bytes;
       }
-      const Group& g = groups[group_of[id]];
-      if (g.members.front() != id) {  // takes its input's memory: that input is no longer live
-        int src = g.members[std::find(g.members.begin(), g.members.end(), id) - g.members.begin() - 1];
-        live_bytes -= eg.buffers[src].bytes;
-      }
+      if (source_of[id] >= 0) live_bytes -= eg.buffers[source_of[id]].bytes;  // in place: the input dies
       live_bytes += b.bytes;
       peak = std::max(peak, live_bytes);
       ending.push({b.live_end, id});
-      const int64_t offset = b.offset, size = g.size;
+      const int64_t offset = b.offset, size = groups[group_of[id]].size;
       std::vector<int> previous = occupancy.claim(offset, offset + size, id);
       if (b.producer < 0) continue;  // graph inputs are written before the step starts
       auto& deps = eg.ops[b.producer].deps;

@@ -46,16 +46,21 @@ const NodeOption& option_named(const Graph& g, NodeId n, const std::vector<NodeO
     if (o.name == name) return o;
   fail("node '", g.node(n).name, "': the search chose strategy '", name, "', which the node does not offer");
 }
-}  // namespace
-
-Plan staged_plan(const Graph& g, int devices, const SearchOptions& options, const std::string& name,
-                 const CutRestriction& restrict) {
-  auto t0 = std::chrono::steady_clock::now();
+// The plan of `name` for `devices` devices before any cut (validates the graph).
+Plan empty_plan(const Graph& g, int devices, const std::string& name) {
   g.validate();
   Plan plan;
   plan.algorithm = name;
   plan.devices = devices;
   plan.factors = factorize(devices);
+  return plan;
+}
+}  // namespace
+
+Plan staged_plan(const Graph& g, int devices, const SearchOptions& options, const std::string& name,
+                 const CutRestriction& restrict) {
+  auto t0 = std::chrono::steady_clock::now();
+  Plan plan = empty_plan(g, devices, name);
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
@@ -120,11 +125,7 @@ Plan staged_plan(const Graph& g, int devices, const SearchOptions& options, cons
 Plan direct_plan(const Graph& g, int devices, const SearchOptions& options, const std::string& name,
                  const CutChooser& choose, const CutRestriction& restrict) {
   auto t0 = std::chrono::steady_clock::now();
-  g.validate();
-  Plan plan;
-  plan.algorithm = name;
-  plan.devices = devices;
-  plan.factors = factorize(devices);
+  Plan plan = empty_plan(g, devices, name);
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
