@@ -212,12 +212,38 @@ def format_value(value) -> str:
     return str(value)
 
 
+# Parsed attributes by (op, raw attributes): a large graph has thousands of nodes sharing a
+# few attribute sets, and planning reads each node's attributes several times (shape and type
+# inference, autodiff, lowering). Only successful parses are kept (errors name their node).
+_PARSED: Dict[Tuple, Dict[str, Any]] = {}
+_PARSED_LIMIT = 1 << 16
+
+
 def parse_attrs(op: OpDef, raw: Dict[str, str], node: str = "") -> Dict[str, Any]:
     """Typed attributes of a node: raw strings parsed by the op's Param specs, defaults filled.
 
     Keys of the form __name__ (MXNet's per-variable hints such as __shape__, __lr_mult__)
     are kept as strings under their own name. An unknown attribute or a bad value raises
-    Error naming the node, the op, the attribute and the value."""
+    Error naming the node, the op, the attribute and the value. Returns a fresh dict (parsed
+    values are immutable: numbers, strings, tuples) from a cache keyed by the raw text."""
+    try:
+        key = (id(op), op.name, tuple(raw.items()))
+        hash(key)
+    except TypeError:  # an unhashable raw value: parse (and report) without the cache
+        key = None
+    if key is not None:
+        hit = _PARSED.get(key)
+        if hit is not None:
+            return dict(hit)
+    out = _parse_attrs_uncached(op, raw, node)
+    if key is not None:
+        if len(_PARSED) >= _PARSED_LIMIT:
+            _PARSED.clear()
+        _PARSED[key] = dict(out)
+    return out
+
+
+def _parse_attrs_uncached(op: OpDef, raw: Dict[str, str], node: str) -> Dict[str, Any]:
     out: Dict[str, Any] = {}
     for key, text in raw.items():
         if key.startswith("__") and key.endswith("__"):

@@ -108,8 +108,13 @@ class Symbol:
         return self._entries[0][0].name
 
     def topo_nodes(self) -> List[Node]:
-        """All nodes in topological order."""
-        return topo_sort(self._entries)
+        """All nodes in topological order (a fresh list; the order is computed once per Symbol:
+        planning asks for it many times, and a Symbol's graph does not change after it is
+        built)."""
+        cached = self.__dict__.get("_topo")
+        if cached is None:
+            cached = self._topo = topo_sort(self._entries)
+        return list(cached)
 
     def _aux_variable_ids(self) -> set:
         aux = set()
