@@ -11,12 +11,15 @@ namespace tdl {
 namespace {
 
 // Texts embed concrete constants, so a long-lived process may see many; past this many
-// entries the cache starts over rather than grow without bound.
+// entries (or this many bytes of text: one hostile description can be megabytes) the cache
+// starts over rather than grow without bound.
 constexpr size_t kMaxEntries = 1 << 16;
+constexpr size_t kMaxTextBytes = size_t{64} << 20;
 
 struct Cache {
   std::mutex mu;
   std::unordered_map<std::string, std::shared_ptr<const Program>> map;
+  size_t text_bytes = 0;  // sum of the keys' sizes
 };
 
 Cache& cache() {
@@ -36,8 +39,13 @@ std::shared_ptr<const Program> parse_cached(const std::string& text) {
   // Parse outside the lock; a concurrent parse of the same text is harmless (same result).
   std::shared_ptr<const Program> prog = parse(text);
   std::lock_guard<std::mutex> lock(c.mu);
-  if (c.map.size() >= kMaxEntries) c.map.clear();
-  return c.map.emplace(text, std::move(prog)).first->second;
+  if (c.map.size() >= kMaxEntries || c.text_bytes + text.size() > kMaxTextBytes) {
+    c.map.clear();
+    c.text_bytes = 0;
+  }
+  auto [it, inserted] = c.map.emplace(text, std::move(prog));
+  if (inserted) c.text_bytes += text.size();
+  return it->second;
 }
 
 size_t parse_cache_size() {
@@ -48,6 +56,7 @@ size_t parse_cache_size() {
 void clear_parse_cache() {
   std::lock_guard<std::mutex> lock(cache().mu);
   cache().map.clear();
+  cache().text_bytes = 0;
 }
 
 }  // namespace tdl

@@ -2,6 +2,7 @@
 
 #include <memory>
 #include <stdexcept>
+#include <unordered_map>
 #include <utility>
 
 #include "tdl/tdl_lexer.h"
@@ -25,8 +26,14 @@ int Statement::find_split_var(const std::string& name) const {
 
 namespace {
 
-// Deeper nesting than any real description; bounds the recursion on hostile input.
-constexpr int kMaxDepth = 256;
+// Deeper nesting than any real description; bounds the recursion on hostile input (each
+// level is a few stack frames: the cap fits a 256 KiB thread stack under ASan; real
+// descriptions nest fewer than 10 levels).
+constexpr int kMaxDepth = 96;
+// More index variables in one statement, or tensors in one header, than any operator has;
+// keeps the per-variable bookkeeping (linear scans, split-name tables) small on hostile text.
+constexpr size_t kMaxVars = 1024;
+constexpr size_t kMaxTensors = 1 << 16;
 
 bool is_reducer(const std::string& s, Reducer* r) {
   if (s == "sum") *r = Reducer::kSum;
@@ -43,6 +50,23 @@ struct ENode {
   Reducer reducer = Reducer::kSum;
   std::vector<int> vars;                       // 'R': its variable ids
   std::unique_ptr<ENode> a, b;                 // '+'/'-': operands; 'R': a = body
+
+  ENode() = default;
+  ENode(const ENode&) = delete;
+  ENode& operator=(const ENode&) = delete;
+  // A flat sum of n terms is a left-deep chain of n '+' nodes: the default destructor would
+  // recurse n deep and overflow the stack, so children are released through a work list.
+  ~ENode() {
+    std::vector<std::unique_ptr<ENode>> work;
+    if (a) work.push_back(std::move(a));
+    if (b) work.push_back(std::move(b));
+    while (!work.empty()) {
+      std::unique_ptr<ENode> n = std::move(work.back());
+      work.pop_back();
+      if (n->a) work.push_back(std::move(n->a));
+      if (n->b) work.push_back(std::move(n->b));
+    }  // `n` dies here with no children left
+  }
 };
 using ENodeP = std::unique_ptr<ENode>;
 
@@ -134,29 +158,28 @@ class Parser {
     return names;
   }
 
-  void check_unique_name(const std::string& name, size_t pos) {
-    for (const auto& n : prog_->inputs)
-      if (n == name) error_at(pos, "tensor name '" + name + "' appears twice in the header");
-    for (const auto& n : prog_->outputs)
-      if (n == name) error_at(pos, "tensor name '" + name + "' appears twice in the header");
+  // Records a header name: inputs get ids 0.., outputs -1, -2, ... (see input_index).
+  void add_header_name(const Token& t, bool is_input) {
+    if (prog_->inputs.size() + prog_->outputs.size() >= kMaxTensors)
+      error_at(t.pos, "more than " + std::to_string(kMaxTensors) + " tensors in the header");
+    int id = is_input ? static_cast<int>(prog_->inputs.size()) : -1 - static_cast<int>(prog_->outputs.size());
+    if (!names_.emplace(t.text, id).second)
+      error_at(t.pos, "tensor name '" + t.text + "' appears twice in the header");
+    (is_input ? prog_->inputs : prog_->outputs).push_back(t.text);
   }
 
   void parse_header() {
     // Inputs may be empty ("-> out: ..."), outputs may not.
     if (peek().kind != Tok::kArrow) {
       while (true) {
-        const Token& t = expect(Tok::kIdent, "an input name or '->'");
-        check_unique_name(t.text, t.pos);
-        prog_->inputs.push_back(t.text);
+        add_header_name(expect(Tok::kIdent, "an input name or '->'"), true);
         if (peek().kind != Tok::kComma) break;
         next();
       }
     }
     expect(Tok::kArrow, "'->' after the input names");
     while (true) {
-      const Token& t = expect(Tok::kIdent, "an output name");
-      check_unique_name(t.text, t.pos);
-      prog_->outputs.push_back(t.text);
+      add_header_name(expect(Tok::kIdent, "an output name"), false);
       if (peek().kind != Tok::kComma) break;
       next();
     }
@@ -164,14 +187,12 @@ class Parser {
   }
 
   int input_index(const std::string& name) const {
-    for (size_t i = 0; i < prog_->inputs.size(); ++i)
-      if (prog_->inputs[i] == name) return static_cast<int>(i);
-    return -1;
+    auto it = names_.find(name);
+    return it != names_.end() && it->second >= 0 ? it->second : -1;
   }
   int output_index(const std::string& name) const {
-    for (size_t i = 0; i < prog_->outputs.size(); ++i)
-      if (prog_->outputs[i] == name) return static_cast<int>(i);
-    return -1;
+    auto it = names_.find(name);
+    return it != names_.end() && it->second < 0 ? -1 - it->second : -1;
   }
 
   // ------------------------------------------------------------------ statements
@@ -213,6 +234,8 @@ class Parser {
   // reductions may reuse names; they are distinct variables).
   int declare_var(const Token& t, int out_dim) {
     if (lookup_var(t.text) >= 0) error_at(t.pos, "index variable '" + t.text + "' is already defined here");
+    if (st_->vars.size() >= kMaxVars)
+      error_at(t.pos, "more than " + std::to_string(kMaxVars) + " index variables in one statement");
     Var v;
     v.name = t.text;
     v.out_dim = out_dim;
@@ -533,12 +556,19 @@ class Parser {
       for (int id : n->vars) st_->vars[id].top_level = true;
   }
 
-  static void collect_terms(const ENode& n, int sign, std::vector<std::pair<int, const ENode*>>* out) {
-    if (n.op == '+' || n.op == '-') {
-      collect_terms(*n.a, sign, out);
-      collect_terms(*n.b, n.op == '+' ? sign : -sign, out);
-    } else {
-      out->push_back({sign, &n});
+  // The additive terms of `root` with their signs, left to right. Iterative: a sum's length
+  // is unbounded (a million-term description must not overflow a worker thread's stack).
+  static void collect_terms(const ENode& root, int sign, std::vector<std::pair<int, const ENode*>>* out) {
+    std::vector<std::pair<int, const ENode*>> work{{sign, &root}};
+    while (!work.empty()) {
+      auto [s, n] = work.back();
+      work.pop_back();
+      if (n->op == '+' || n->op == '-') {
+        work.push_back({n->op == '+' ? s : -s, n->b.get()});  // popped after n->a's terms
+        work.push_back({s, n->a.get()});
+      } else {
+        out->push_back({s, n});
+      }
     }
   }
 
@@ -563,6 +593,7 @@ class Parser {
   Program* prog_ = nullptr;
   Statement* st_ = nullptr;
   std::vector<std::vector<int>> scopes_;
+  std::unordered_map<std::string, int> names_;  // header tensor names, see add_header_name
   int depth_ = 0;
 };
 
