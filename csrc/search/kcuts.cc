@@ -12,6 +12,7 @@
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
 #include "search/one_cut_dp.h"
+#include "search/pins.h"
 #include "search/search_state.h"
 #include "util/error.h"
 
@@ -49,7 +50,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   g.validate();
   Plan plan;
   plan.devices = devices;
-  plan.factors = factorize(devices);
+  plan.factors = cut_factors(devices, options.factors);
   check_bandwidths(options.bandwidths, plan.factors.size());
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   SearchState s = SearchState::initial(g);
@@ -123,7 +124,7 @@ Plan price_plan(const Graph& g, int devices, const std::vector<std::vector<std::
   Plan plan;
   plan.algorithm = "priced";
   plan.devices = devices;
-  plan.factors = factorize(devices);
+  plan.factors = cut_factors(devices, options.factors);
   check_bandwidths(options.bandwidths, plan.factors.size());
   const size_t cuts = plan.factors.size();
   if (tensor_tilings.size() != static_cast<size_t>(g.num_tensors()))

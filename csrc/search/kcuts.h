@@ -31,6 +31,12 @@ struct SearchOptions {
   CutSolver solver = CutSolver::kDP;
   int64_t bruteforce_limit = 4000000;  ///< most tiling combinations bruteforce enumerates per cut
   std::vector<double> bandwidths;   ///< bytes/s of the link each cut crosses (any order; may be empty)
+  /// Cut factors in the order the cuts are made (a named mesh: each axis's factors); empty:
+  /// factorize(devices). Checked by cut_factors (search/pins.h).
+  std::vector<int> factors;
+  /// [tensor][cut] tilings the user fixed ("" = free; empty table = none): see search/pins.h.
+  /// Honoured by tofu, bruteforce and data.
+  std::vector<std::vector<std::string>> pinned;
   /// Testing aid: when set, every cut is also solved by bruteforce on the same problem and
   /// (DP cost, bruteforce cost) of that cut's problem is appended; the DP's choice is kept.
   std::vector<std::pair<double, double>>* cut_check = nullptr;

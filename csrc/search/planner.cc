@@ -3,7 +3,9 @@
 #include <algorithm>
 
 #include "search/baselines/data.h"
+#include "search/baselines/cut_driver.h"
 #include "search/baselines/registry.h"
+#include "search/pins.h"
 #include "util/error.h"
 
 namespace autotile {
@@ -28,11 +30,19 @@ Plan plan_graph(const Graph& g, int devices, const std::string& algorithm, Searc
     options.constraint = data_parallel_constraint(g);
   } else if (std::find(baseline_algorithms().begin(), baseline_algorithms().end(), algorithm) !=
              baseline_algorithms().end()) {
+    if (!options.factors.empty() || !options.pinned.empty())
+      fail("algorithm '", algorithm, "' plans its own layout: a mesh or layout rules work with tofu, bruteforce "
+           "and data");
     return baseline_plan(g, devices, algorithm, options);
   } else {
     std::string names;
     for (const auto& n : search_algorithms()) names += (names.empty() ? "" : ", ") + n;
     fail("unknown search algorithm '", algorithm, "' (implemented: ", names, ")");
+  }
+  if (!options.pinned.empty()) {
+    size_t cuts = cut_factors(devices, options.factors).size();
+    options.constraint = both(options.constraint, pin_table_constraint(g, options.pinned, cuts),
+                              options.constraint.name.empty() ? "layout" : options.constraint.name + "+layout");
   }
   Plan p = k_cuts(g, devices, options);
   p.algorithm = algorithm;

@@ -28,6 +28,8 @@ cdef extern from "search/kcuts.h" namespace "autotile":
         CStrategyProvider provider
         int64_t bruteforce_limit
         vector[double] bandwidths
+        vector[int] factors
+        vector[vector[string]] pinned
         vector[pair[double, double]]* cut_check
     CPlan c_price_plan "autotile::price_plan"(const CGraph&, int, const vector[vector[string]]&,
                                              const vector[vector[string]]&, const CSearchOptions&) except +
@@ -128,8 +130,21 @@ def _check_devices(devices):
         raise _AutotileError(f"devices must be at most {_MAX_DEVICES}, got {devices}")
 
 
+cdef void _set_layout(CSearchOptions* opts, factors, pinned) except *:
+    cdef vector[string] row
+    if factors is not None:
+        for f in factors:
+            opts.factors.push_back(int(f))
+    if pinned is not None:
+        for entry in pinned:
+            row.clear()
+            for x in (entry or ()):
+                row.push_back(_s(x or ""))
+            opts.pinned.push_back(row)
+
+
 def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,
-               strategy_provider=None, bruteforce_limit=None):
+               strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None):
     """Plan the core graph on `devices` devices (csrc/search).
 
     algorithm: "tofu" (recursive k-cuts with the one-cut DP), "bruteforce" (the exhaustive
@@ -140,10 +155,13 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     {"var", "reduction", "inputs": [None (whole) | "unread" | (dim, [(lo, hi)] * k)],
     "outputs": ["partial" | dim]}. Returns a dict: algorithm, devices, factors, cut_costs,
     total_bytes, weighted_cost, tensor_tilings, node_strategies, search_seconds, num_groups,
-    num_levels."""
+    num_levels. factors: the cut factors in order (a named mesh; default: devices factorised,
+    largest first). pinned: per tensor id, None (free) or a list over cuts of a tiling string
+    or None, the layout the search must honour (tofu, bruteforce, data)."""
     _check_devices(devices)
     box = _ProviderBox(strategy_provider)
     cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, bruteforce_limit)
+    _set_layout(&opts, factors, pinned)
     cdef CPlan p
     try:
         p = c_plan_graph(graph.g[0], devices, _s(algorithm), opts)
@@ -155,13 +173,14 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
 
 
 def price_plan(Graph graph, devices, tensor_tilings, node_strategies, replicate_fallback=False,
-               strategy_provider=None, bandwidths=None):
+               strategy_provider=None, bandwidths=None, factors=None):
     """Price a given plan with the search's cost model. tensor_tilings: per tensor id, a list
     over cuts of "split(d)" | "replicate" | "partial"; node_strategies: per node id, a list
     over cuts of strategy names. Returns the same dict as plan_graph (algorithm "priced")."""
     _check_devices(devices)
     box = _ProviderBox(strategy_provider)
     cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, None)
+    _set_layout(&opts, factors, None)
     cdef vector[vector[string]] tt, ns
     cdef vector[string] row
     for entry in tensor_tilings:

@@ -94,16 +94,32 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
     return sym, tg, in_shapes, lowered
 
 
-def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: Optional[int] = None,
-         algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None, optimizer: str = "sgd",
-         replicate_fallback: bool = False) -> Plan:
+def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
+         batch: Optional[int] = None, algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None,
+         optimizer: str = "sgd", replicate_fallback: bool = False, mesh=None, layout=None) -> Plan:
     """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices.
 
     `shapes` gives input shapes by name; otherwise `batch` sets the batch dim of every data
     input's declared shape. `bandwidths` (one per cut, bytes/s, slowest link first) weights
-    each cut's cost for hierarchical machines. Returns a :class:`Plan`."""
+    each cut's cost for hierarchical machines. `mesh` ({"batch": 4, "model": 8}, or the CLI
+    form "batch=4,model=8") names the device axes instead of `devices`; `layout` fixes some
+    tensors' layouts, {tensor name or pattern: {dim: mesh axis}} (see
+    :mod:`autotile.planner.layout_rules`), and the search completes the rest (tofu,
+    bruteforce and data honour it). Returns a :class:`Plan`."""
     from .. import _core
+    from . import layout_rules
 
+    mesh_axes = None
+    if mesh is not None:
+        mesh = layout_rules.check_mesh(mesh)
+        size = 1
+        for v in mesh.values():
+            size *= v
+        if devices is not None and devices != size:
+            raise Error(f"devices={devices!r} but the mesh {mesh} has {size} devices (give one or the other)")
+        devices = size
+    if devices is None:
+        raise Error("plan needs devices= (a device count) or mesh= (named axes)")
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
     if algorithm not in ALGORITHMS:
@@ -113,8 +129,14 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
     t0 = time.perf_counter()
     sym, tg, in_shapes, lowered = lowered_training_graph(model, shapes, batch, optimizer, replicate_fallback)
     lower_seconds = time.perf_counter() - t0
+    factors, pins = None, None
+    if mesh is not None or layout is not None:
+        mesh = mesh or {layout_rules.DEFAULT_AXIS: devices}
+        factors, mesh_axes = layout_rules.mesh_cuts(mesh)
+        if layout is not None:
+            pins, _ = layout_rules.pin_table(layout, lowered.tensor_names, lowered.tensor_shapes, mesh, mesh_axes)
     raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
-                           replicate_fallback)
+                           replicate_fallback, factors=factors, pinned=pins)
     names = lowered.tensor_names
     result = Plan(
         algorithm=algorithm, devices=devices, factors=list(raw["factors"]), cut_costs=list(raw["cut_costs"]),
@@ -129,6 +151,8 @@ def plan(model, devices: int, shapes: Optional[Dict[str, tuple]] = None, batch: 
         num_groups=int(raw.get("num_groups", 0)), num_levels=int(raw.get("num_levels", 0)),
         optimizer=optimizer, input_shapes=in_shapes)
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
+    result.mesh = dict(mesh) if mesh is not None else {layout_rules.DEFAULT_AXIS: devices}
+    result.cut_axes = list(mesh_axes) if mesh_axes else [layout_rules.DEFAULT_AXIS] * len(result.factors)
     return result
 
 

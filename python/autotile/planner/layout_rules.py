@@ -1,0 +1,155 @@
+"""Named meshes and layout rules (Mesh-TensorFlow Sec 4-5) as constraints of the search.
+
+A mesh names its axes and their sizes, ``{"batch": 4, "model": 8}``. The search cuts the
+devices one prime factor at a time; each cut belongs to one mesh axis (an axis of size 4 is
+two 2-way cuts), axes in the order given, so device ``d`` has mesh coordinates in row-major
+order (the last axis varies fastest), as ``numpy.reshape(range(devices), sizes)`` gives.
+
+A layout is a partial map from tensors to mesh axes: ``{pattern: {dim: axis}}`` where the
+pattern is a tensor name or an ``fnmatch`` pattern (``"*_weight"``). A tensor a rule matches
+has its whole layout fixed: the dimensions the rule names are split over their axes, and the
+tensor is replicated over every other axis. Tensors no rule matches are searched. A rule
+that matches no tensor, a dimension the tensor lacks, one axis used for two dimensions or an
+axis the mesh lacks is an Error naming the rule and the tensor.
+"""
+from __future__ import annotations
+
+import fnmatch
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+from ..errors import Error
+
+#: The axis name of a plain device count (``devices=k`` is the one-axis mesh).
+DEFAULT_AXIS = "devices"
+
+
+def _prime_factors(n: int) -> List[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return sorted(out, reverse=True)
+
+
+def check_mesh(mesh) -> Dict[str, int]:
+    """`mesh` as an ordered {axis: size} dict; Error naming the argument on anything else."""
+    if isinstance(mesh, str):  # the CLI form "batch=4,model=8"
+        pairs = {}
+        for part in filter(None, (p.strip() for p in mesh.split(","))):
+            name, sep, size = part.partition("=")
+            if not sep or not name.strip():
+                raise Error(f"mesh: expected 'axis=size' entries separated by commas, got {part!r}")
+            try:
+                pairs[name.strip()] = int(size)
+            except ValueError:
+                raise Error(f"mesh: the size of axis '{name.strip()}' must be an integer, got {size!r}") from None
+        mesh = pairs
+    if not isinstance(mesh, Mapping) or not mesh:
+        raise Error(f"mesh must be a non-empty dict {{axis name: size}}, got {mesh!r}")
+    out: Dict[str, int] = {}
+    for name, size in mesh.items():
+        if not isinstance(name, str) or not name:
+            raise Error(f"mesh: axis names must be non-empty strings, got {name!r}")
+        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
+            raise Error(f"mesh: axis '{name}' must have a positive integer size, got {size!r}")
+        out[name] = size
+    return out
+
+
+def mesh_cuts(mesh: Mapping[str, int]) -> Tuple[List[int], List[str]]:
+    """The cut factors of a mesh in search order and the axis each cut belongs to."""
+    factors: List[int] = []
+    axes: List[str] = []
+    for name, size in mesh.items():
+        for f in _prime_factors(size):
+            factors.append(f)
+            axes.append(name)
+    return factors, axes
+
+
+def _check_rules(layout) -> Dict[str, Dict[int, str]]:
+    if not isinstance(layout, Mapping):
+        raise Error(f"layout must be a dict {{tensor name or pattern: {{dim: mesh axis}}}}, got {type(layout).__name__}")
+    rules: Dict[str, Dict[int, str]] = {}
+    for pattern, dims in layout.items():
+        if not isinstance(pattern, str) or not pattern:
+            raise Error(f"layout: rule keys must be tensor names or patterns, got {pattern!r}")
+        if not isinstance(dims, Mapping):
+            raise Error(f"layout rule '{pattern}': expected {{dim: mesh axis}}, got {dims!r}")
+        clean: Dict[int, str] = {}
+        for dim, axis in dims.items():
+            if isinstance(dim, bool) or not isinstance(dim, int):
+                raise Error(f"layout rule '{pattern}': dimensions must be integers, got {dim!r}")
+            if axis is None:
+                continue
+            if not isinstance(axis, str):
+                raise Error(f"layout rule '{pattern}': dimension {dim} must map to a mesh axis name, got {axis!r}")
+            clean[dim] = axis
+        rules[pattern] = clean
+    return rules
+
+
+def pin_table(layout, tensor_names: Sequence[str], tensor_shapes: Sequence[Tuple[int, ...]],
+              mesh: Mapping[str, int], cut_axes: Sequence[str]) -> Tuple[List[Optional[List[str]]], Dict[str, str]]:
+    """Per tensor id, None (free) or the tiling string of every cut, from layout rules.
+
+    Returns (pins, rule_of_tensor). The first rule (in the dict's order) that matches a tensor
+    decides its layout; a rule matching no tensor is an Error."""
+    rules = _check_rules(layout)
+    pins: List[Optional[List[str]]] = [None] * len(tensor_names)
+    rule_of: Dict[str, str] = {}
+    for pattern, dims in rules.items():
+        used = {}
+        for dim, axis in dims.items():
+            if axis not in mesh:
+                raise Error(f"layout rule '{pattern}': mesh axis '{axis}' does not exist "
+                            f"(mesh axes: {', '.join(mesh)})")
+            if axis in used:
+                raise Error(f"layout rule '{pattern}': mesh axis '{axis}' is used for two dimensions "
+                            f"({used[axis]} and {dim}) of one tensor")
+            used[axis] = dim
+        literal = not any(c in pattern for c in "*?[")
+        matched = [i for i, n in enumerate(tensor_names)
+                   if (n == pattern if literal else fnmatch.fnmatchcase(n, pattern))]
+        if not matched:
+            hint = "" if not literal else " (names are the model's tensor names, e.g. from Plan.tensor_tilings)"
+            raise Error(f"layout rule '{pattern}' matches no tensor of the training graph{hint}")
+        for i in matched:
+            if pins[i] is not None:
+                continue  # an earlier rule decided this tensor
+            name, shape = tensor_names[i], tuple(tensor_shapes[i])
+            row = []
+            for axis in cut_axes:
+                dim = next((d for d, a in dims.items() if a == axis), None)
+                if dim is None:
+                    row.append("replicate")
+                    continue
+                d = dim + len(shape) if dim < 0 else dim
+                if not 0 <= d < len(shape):
+                    raise Error(f"layout rule '{pattern}': tensor '{name}' of shape {shape} has no dimension {dim}")
+                row.append(f"split({d})")
+            for axis, dim in used.items():
+                d = dim + len(shape) if dim < 0 else dim
+                if shape[d] % mesh[axis]:
+                    raise Error(f"layout rule '{pattern}': dimension {d} of tensor '{name}' (size {shape[d]}) "
+                                f"does not divide over mesh axis '{axis}' of size {mesh[axis]}")
+            pins[i] = row
+            rule_of[name] = pattern
+    return pins, rule_of
+
+
+def tensor_axes(tilings: Sequence[str], cut_axes: Sequence[str]) -> Dict[int, List[str]]:
+    """Which tensor dimension is split over which mesh axes, from a tensor's per-cut tilings:
+    {dim: [axis, ...]} (an axis appears once even when it spans several cuts)."""
+    out: Dict[int, List[str]] = {}
+    for t, axis in zip(tilings, cut_axes):
+        if t.startswith("split("):
+            d = int(t[6:-1])
+            axes = out.setdefault(d, [])
+            if axis not in axes:
+                axes.append(axis)
+    return out
