@@ -47,6 +47,10 @@ class Plan:
     optimizer: str = "sgd"
     #: input shapes the plan was made for (data and label), needed to rebuild its graph
     input_shapes: Dict[str, Tuple[int, ...]] = field(default_factory=dict)
+    #: the named mesh ({axis: size}; a plain device count is {"devices": k}) and the mesh
+    #: axis of each cut (planner/layout_rules.py)
+    mesh: Dict[str, int] = field(default_factory=dict)
+    cut_axes: List[str] = field(default_factory=list)
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -114,6 +118,25 @@ class Plan:
             return cls(**doc)
         except TypeError as e:
             raise Error(f"plan JSON has unexpected fields: {e}") from None
+
+    # ------------------------------------------------------------------ exports
+    def to_dtensor(self, granularity: Optional[str] = None, objects: bool = False) -> dict:
+        """PyTorch DTensor mesh and placements of every parameter and input (planner/export.py)."""
+        from .export import to_dtensor
+
+        return to_dtensor(self, granularity, objects)
+
+    def to_jax(self, granularity: Optional[str] = None, objects: bool = False) -> dict:
+        """JAX mesh and PartitionSpecs of every parameter and input (planner/export.py)."""
+        from .export import to_jax
+
+        return to_jax(self, granularity, objects)
+
+    def to_mesh_tf(self) -> dict:
+        """Layout rules that reproduce the plan where rules can (planner/export.py)."""
+        from .export import to_mesh_tf
+
+        return to_mesh_tf(self)
 
     def draw(self, path: str, tensors: Optional[List[str]] = None, max_tensors: int = 12) -> str:
         """Picture of the tile each device owns for weights and activations (Tofu Fig. 11)."""
