@@ -253,15 +253,31 @@ def _linear(node, variables):
 
 
 def _check_index(node, variables):
+    """An index is affine, with floor division by positive constants anywhere (nestable)."""
     if isinstance(node, Colon):
         return
     if isinstance(node, Bin) and node.op == "/":
         den = _linear(node.rhs, variables)
         if set(den) != {1} or den[1] <= 0:
             raise TdlSyntaxError("index divided by something other than a positive constant")
-        _linear(node.lhs, variables)
-        return
-    _linear(node, variables)
+        _check_index(node.lhs, variables)
+    elif isinstance(node, Bin) and node.op == "*":
+        const = [side for side in (node.lhs, node.rhs) if _has_no_vars(side)]
+        if not const:
+            raise TdlSyntaxError("product of two variables in an index")
+        _linear(const[0], variables)
+        _check_index(node.rhs if const[0] is node.lhs else node.lhs, variables)
+    elif isinstance(node, Bin) and node.op in "+-":
+        _check_index(node.lhs, variables)
+        _check_index(node.rhs, variables)
+    elif isinstance(node, Neg):
+        _check_index(node.arg, variables)
+    else:
+        _linear(node, variables)
+
+
+def _has_no_vars(node):
+    return not isinstance(node, Var) and all(_has_no_vars(c) for c in _children(node))
 
 
 def parse(text: str, in_shapes: Sequence[Sequence[int]], out_shapes: Sequence[Sequence[int]]) -> Description:
@@ -339,7 +355,10 @@ def _reduction_ranges(node: Reduce, arrays) -> List[int]:
                 if isinstance(i, Var):
                     alone.setdefault(i.name, arrays[n.name].shape[d])
                 elif not isinstance(i, Colon):
-                    lin = _linear(i.lhs if isinstance(i, Bin) and i.op == "/" else i, _AnyVars())
+                    try:
+                        lin = _linear(i.lhs if isinstance(i, Bin) and i.op == "/" else i, _AnyVars())
+                    except TdlSyntaxError:  # nested division: no coefficient-1 extent here
+                        continue
                     for v, c in lin.items():
                         if c == 1:
                             coef1.setdefault(v, arrays[n.name].shape[d])
