@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import sys
 
-import numpy as np
-
 import autotile as at
 from autotile import _core
 from autotile.ops.registry import format_value

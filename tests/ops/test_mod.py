@@ -47,7 +47,8 @@ def test_gradient_matches_finite_differences(fmod, shapes):
 
 def test_float32_stays_float32():
     a, b = _operands((2, 3), (3,), 3)
-    (y,) = forward(single_op("broadcast_mod", ["lhs", "rhs"]), {"lhs": a.astype(np.float32), "rhs": b.astype(np.float32)})
+    values = {"lhs": a.astype(np.float32), "rhs": b.astype(np.float32)}
+    (y,) = forward(single_op("broadcast_mod", ["lhs", "rhs"]), values)
     assert y.dtype == np.float32
 
 
