@@ -96,3 +96,7 @@ def test_pad_tdl(mode, shape, pad_width):
     check_tdl("pad", [x], attrs, exact=exact, fns={"pad": lambda v: v})
     (y,) = forward(single_op("pad", ["data"], **attrs), {"data": x})
     check_tdl("_backward_pad", [R(y.shape)], attrs, exact=exact, fns={"unpad": lambda v: v})
+
+
+def test_mxnet_name():
+    assert at.ops.get("Pad") is at.ops.get("pad")

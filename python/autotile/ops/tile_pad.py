@@ -19,7 +19,7 @@ from ..errors import Error
 from ._axes import need_shapes
 from ._ew_util import fmt
 from ._tiles import box_shape
-from .registry import OpDef, Param, register
+from .registry import OpDef, Param, alias, register
 from .tdl_helpers import access, header, index_vars
 
 _MODES = ("constant", "edge", "reflect")
@@ -263,6 +263,7 @@ register(OpDef(
     doc="data padded on every axis by pad_width=(before0, after0, before1, after1, ...) (negative widths "
         "crop): with constant_value, the edge values, or the mirror image without the edge (reflect).",
 ))
+alias("Pad", "pad")  # MXNet 1.x's name (same attributes; MXNet itself pads only the spatial axes)
 
 
 def _unpadded(attrs, dy_shape, op="_backward_pad"):
