@@ -30,10 +30,16 @@ _TILE_PARAMS = {k: Param("shape", ()) for k in ("tile_in_lo", "tile_out_lo", "ti
 
 # ----------------------------------------------------------------------------- gather / scatter
 
+def _is_identity(src, lo, n):
+    return len(src) == n and (n == 0 or (src[0] == lo and src[-1] == lo + n - 1 and bool(np.all(np.diff(src) == 1))))
+
+
 def _gather(x, sources: Sequence[np.ndarray], in_lo: Sequence[int], fill, op: str):
     """out[q0, q1, ...] = x[sources[0][q0] - in_lo[0], ...]; a negative source gives `fill`."""
     out = x
     for d, src in enumerate(sources):
+        if _is_identity(src, in_lo[d], x.shape[d]):
+            continue  # an axis neither tiled nor padded: nothing to move
         valid = src >= 0
         local = src - in_lo[d]
         if valid.any() and (local[valid].min() < 0 or local[valid].max() >= out.shape[d]):
@@ -56,10 +62,21 @@ def _scatter(dy, sources: Sequence[np.ndarray], dx_lo: Sequence[int], dx_shape: 
     """dx[s] = sum of dy[q] over the q whose sources are s, for s in the tile at dx_lo."""
     out = dy
     for d, src in enumerate(sources):
-        keep = (src >= dx_lo[d]) & (src < dx_lo[d] + dx_shape[d])
+        if _is_identity(src, dx_lo[d], dx_shape[d]):
+            continue
+        pos = np.flatnonzero((src >= dx_lo[d]) & (src < dx_lo[d] + dx_shape[d]))
+        target = src[pos] - dx_lo[d]
         moved = np.moveaxis(out, d, 0)
         acc = np.zeros((dx_shape[d],) + moved.shape[1:], dy.dtype)
-        np.add.at(acc, src[keep] - dx_lo[d], moved[keep])
+        # layer r holds each target's r-th source position (in order), so a layer's targets
+        # are distinct and one fancy-indexed += adds it (np.add.at is ~20x slower)
+        order = np.argsort(target, kind="stable")
+        first = np.flatnonzero(np.diff(target[order], prepend=-1))
+        rank = np.empty(len(pos), np.int64)
+        rank[order] = np.arange(len(pos)) - np.repeat(first, np.diff(np.append(first, len(pos))))
+        for r in range(int(rank.max(initial=-1)) + 1):
+            layer = rank == r
+            acc[target[layer]] += moved[pos[layer]]
         out = np.moveaxis(acc, 0, d)
     return out
 
