@@ -88,7 +88,7 @@ def test_tile_tdl(shape, reps):
 
 @pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("shape,pad_width", [((6, 8), (0, 0, 2, 2)), ((4, 6), (1, 1, 3, 3)), ((6, 6), (-1, 1, 0, 0)),
-                                             ((6, 10), (3, 3, -1, -3))])
+                                             ((6, 10), (3, 3, -1, -3)), ((6, 4), (0, 0, 4, 4))])
 def test_pad_tdl(mode, shape, pad_width):
     x = R(shape)
     attrs = {"mode": mode, "pad_width": pad_width}

@@ -55,3 +55,13 @@ def test_activation_network_on_tiles(factors):
     vals = {"data": rng.uniform(-4.0, 4.0, (8, 8)).astype(np.float32),
             "w": rng.uniform(0.6, 1.5, 8).astype(np.float32)}
     _check(_activation_net(), {"data": (8, 8)}, vals, factors, seed=30 + sum(factors), n_plans=10)
+
+
+@pytest.mark.parametrize("factors", [[3], [2, 2]])
+def test_pad_tiles_that_read_no_data(factors):
+    # 3 workers over the 12 padded columns: the first and last tiles are all padding
+    x, w = at.sym.Variable("data"), at.sym.Variable("w", shape=(12,))
+    net = at.sym.broadcast_mul(at.sym.pad(x, pad_width=(0, 0, 4, 4), constant_value=0.5, name="pw"), w, name="m")
+    rng = np.random.default_rng(5)
+    vals = {"data": rng.standard_normal((8, 4)).astype(np.float32), "w": rng.standard_normal(12).astype(np.float32)}
+    _check(net, {"data": (8, 4)}, vals, factors, seed=40 + sum(factors), n_plans=6)
