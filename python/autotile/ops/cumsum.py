@@ -42,17 +42,17 @@ def _forward(attrs, ins, ctx):
     out_lo = attrs["tile_out_lo"] or 0
     out_len = n if attrs["tile_out_len"] is None else attrs["tile_out_len"]
     zero = np.zeros(x.shape[:axis] + (1,) + x.shape[axis + 1:], x.dtype)
-    # out[q] sums the chunk's elements p (global in_lo + m) on q's side: prefix sums P[m] =
-    # x[0] + .. + x[m-1] (forward) or suffix sums S[m] = x[m] + .. + x[n-1] (reverse), so
-    # a chunk that is the whole axis gives NumPy's own running sums.
+    # x is the chunk of the axis from global position in_lo on (the whole axis when untiled);
+    # out[q] sums its elements on q's side. P[m] = x[0] + .. + x[m-1] and S[m] = x[m] + ..
+    # + x[n-1] (NumPy's own running sums), read at q's position in the chunk, clipped.
     q = np.arange(out_lo, out_lo + out_len) - in_lo
     if not attrs["reverse"]:
-        sums = np.concatenate([zero, np.cumsum(x, axis=axis)], axis=axis)
-        count = q if attrs["exclusive"] else q + 1
+        sums = np.concatenate([zero, np.cumsum(x, axis=axis)], axis=axis)  # P
+        at = q if attrs["exclusive"] else q + 1
     else:
-        sums = np.concatenate([np.flip(np.cumsum(np.flip(x, axis), axis=axis), axis), zero], axis=axis)
-        count = q + 1 if attrs["exclusive"] else q
-    return [cast(np.take(sums, np.clip(count, 0, n), axis=axis), x)]
+        sums = np.concatenate([np.flip(np.cumsum(np.flip(x, axis), axis=axis), axis), zero], axis=axis)  # S
+        at = q + 1 if attrs["exclusive"] else q
+    return [cast(np.take(sums, np.clip(at, 0, n), axis=axis), x)]
 
 
 def _tdl(attrs, in_shapes, out_shapes):
