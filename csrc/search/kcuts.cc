@@ -12,6 +12,7 @@
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
 #include "search/one_cut_dp.h"
+#include "search/external_solver.h"
 #include "search/pins.h"
 #include "search/search_state.h"
 #include "util/error.h"
@@ -82,12 +83,14 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       plan.num_groups = c.num_groups;
       plan.num_levels = L.num_levels;
     }
-    CutSolution sol = options.solver == CutSolver::kBruteforce
-                          ? solve_bruteforce(p, options.bruteforce_limit)
+    CutSolution sol = options.solver == CutSolver::kBruteforce ? solve_bruteforce(p, options.bruteforce_limit)
+                      : options.solver == CutSolver::kExternal
+                          ? solve_external(g, p, options.external_solver)
                           : solve_one_cut_dp(g, p, level_priority(p, L.level_of_group, c));
     if (options.cut_check) {
-      CutSolution bf = solve_bruteforce(p, options.bruteforce_limit);
-      options.cut_check->emplace_back(sol.cost, bf.cost);
+      CutSolution other = options.external_solver ? solve_external(g, p, options.external_solver)
+                                                  : solve_bruteforce(p, options.bruteforce_limit);
+      options.cut_check->emplace_back(sol.cost, other.cost);
     }
     if (profile)
       std::fprintf(stderr,

@@ -9,19 +9,21 @@
 // goes (strategies, coarsening, cost tables, levels, DP, pricing) and the DP's sizes (stderr).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "graph/graph.h"
 #include "search/constraint.h"
+#include "search/external_solver.h"
 #include "search/plan.h"
 #include "search/strategy_provider.h"
 
 namespace autotile {
 
 /// \brief How each cut is solved.
-enum class CutSolver { kDP, kBruteforce };
+enum class CutSolver { kDP, kBruteforce, kExternal };
 
 /// \brief Knobs of one search.
 struct SearchOptions {
@@ -40,6 +42,9 @@ struct SearchOptions {
   /// Testing aid: when set, every cut is also solved by bruteforce on the same problem and
   /// (DP cost, bruteforce cost) of that cut's problem is appended; the DP's choice is kept.
   std::vector<std::pair<double, double>>* cut_check = nullptr;
+  /// Solver of every cut when solver == kExternal (search/external_solver.h), and of the
+  /// second column of cut_check when set (instead of bruteforce).
+  ExternalCutSolver external_solver;
 };
 
 /// \brief Prime factors of `devices`, largest first (12 -> 3, 2, 2); empty for 1.

@@ -12,7 +12,7 @@ namespace autotile {
 
 const std::vector<std::string>& search_algorithms() {
   static const std::vector<std::string> names = [] {
-    std::vector<std::string> v{"tofu", "bruteforce", "data"};
+    std::vector<std::string> v{"tofu", "bruteforce", "ilp", "data"};
     for (const auto& b : baseline_algorithms()) v.push_back(b);
     return v;
   }();
@@ -25,6 +25,8 @@ Plan plan_graph(const Graph& g, int devices, const std::string& algorithm, Searc
     options.solver = CutSolver::kDP;
   } else if (algorithm == "bruteforce") {
     options.solver = CutSolver::kBruteforce;
+  } else if (algorithm == "ilp") {
+    options.solver = CutSolver::kExternal;  // planner/ilp.py through the binding
   } else if (algorithm == "data") {
     options.solver = CutSolver::kDP;
     options.constraint = data_parallel_constraint(g);

@@ -22,8 +22,34 @@ cdef extern from "search/plan.h" namespace "autotile":
         int num_groups
         int num_levels
 
+cdef extern from "search/external_solver.h" namespace "autotile":
+    cdef cppclass CCutProblemData "autotile::CutProblemData":
+        int cut
+        int k
+        vector[int] domain
+        vector[int] var_home
+        vector[int] num_options
+        vector[int] node_var
+        vector[vector[int]] node_var_option
+        vector[vector[int]] edge_var
+        vector[vector[vector[double]]] edge_cost
+    cppclass CExternalSolver "autotile::ExternalCutSolver":
+        pass
+
+cdef extern from *:
+    """
+    #include "search/external_solver.h"
+    typedef std::vector<int> (*AutotileExternalFn)(const autotile::CutProblemData&, void*);
+    static autotile::ExternalCutSolver autotile_external_solver(AutotileExternalFn fn, void* ctx) {
+      return [fn, ctx](const autotile::CutProblemData& p) { return fn(p, ctx); };
+    }
+    """
+    ctypedef vector[int] (*CExternalFn "AutotileExternalFn")(const CCutProblemData&, void*) noexcept
+    CExternalSolver c_external_solver "autotile_external_solver"(CExternalFn, void*)
+
 cdef extern from "search/kcuts.h" namespace "autotile":
     cdef cppclass CSearchOptions "autotile::SearchOptions":
+        CExternalSolver external_solver
         cbool replicate_fallback
         CStrategyProvider provider
         int64_t bruteforce_limit
@@ -37,6 +63,41 @@ cdef extern from "search/kcuts.h" namespace "autotile":
 
 cdef extern from "search/planner.h" namespace "autotile":
     CPlan c_plan_graph "autotile::plan_graph"(const CGraph&, int, const string&, CSearchOptions) except +
+
+
+cdef dict _cut_problem_dict(const CCutProblemData& p):
+    """A cut problem as plain data for a solver written in Python (planner/ilp.py): per
+    variable its domain size; per node its number of options, its shared strategy variable
+    (-1: none) with the option each of its values selects (-1: infeasible), and its edges as
+    (variable, cost matrix [option][value] in bytes; inf = not allowed)."""
+    import numpy as np
+
+    cdef size_t n, e
+    edges = []
+    for n in range(p.edge_var.size()):
+        row = []
+        for e in range(p.edge_var[n].size()):
+            v = p.edge_var[n][e]
+            cost = np.asarray(p.edge_cost[n][e], dtype=np.float64)
+            row.append((v, cost.reshape(p.num_options[n], p.domain[v])))
+        edges.append(row)
+    return {"cut": p.cut, "k": p.k, "domain": list(p.domain), "var_home": list(p.var_home),
+            "num_options": list(p.num_options), "node_var": list(p.node_var),
+            "node_var_option": [list(p.node_var_option[n]) for n in range(p.node_var_option.size())],
+            "edges": edges}
+
+
+cdef vector[int] _external_trampoline(const CCutProblemData& p, void* ctx) noexcept with gil:
+    box = <object>ctx
+    cdef vector[int] out
+    try:
+        for v in box.fn(_cut_problem_dict(p)):
+            out.push_back(int(v))
+    except BaseException as e:  # reported after the core unwinds (the core sees no values)
+        if box.error is None:
+            box.error = e
+        out.clear()
+    return out
 
 
 class _ProviderBox:
@@ -144,7 +205,7 @@ cdef void _set_layout(CSearchOptions* opts, factors, pinned) except *:
 
 
 def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,
-               strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None):
+               strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None, cut_solver=None):
     """Plan the core graph on `devices` devices (csrc/search).
 
     algorithm: "tofu" (recursive k-cuts with the one-cut DP), "bruteforce" (the exhaustive
@@ -157,17 +218,27 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     total_bytes, weighted_cost, tensor_tilings, node_strategies, search_seconds, num_groups,
     num_levels. factors: the cut factors in order (a named mesh; default: devices factorised,
     largest first). pinned: per tensor id, None (free) or a list over cuts of a tiling string
-    or None, the layout the search must honour (tofu, bruteforce, data)."""
+    or None, the layout the search must honour (tofu, bruteforce, data). cut_solver: a callable
+    (cut problem dict, see _cut_problem_dict) -> value per variable, used for every cut by
+    algorithm "ilp" (planner/ilp.py)."""
     _check_devices(devices)
+    if algorithm == "ilp" and cut_solver is None:
+        from autotile.planner.ilp import make_cut_solver
+
+        cut_solver = make_cut_solver()
     box = _ProviderBox(strategy_provider)
+    solver_box = _ProviderBox(cut_solver)
     cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, bruteforce_limit)
     _set_layout(&opts, factors, pinned)
+    if cut_solver is not None:
+        opts.external_solver = c_external_solver(_external_trampoline, <void*>solver_box)
     cdef CPlan p
     try:
         p = c_plan_graph(graph.g[0], devices, _s(algorithm), opts)
     except RuntimeError as e:
-        if box.error is not None:
-            raise box.error
+        for b in (box, solver_box):
+            if b.error is not None:
+                raise b.error
         _raise_core(e)
     return _plan_dict(p)
 
@@ -204,19 +275,24 @@ def price_plan(Graph graph, devices, tensor_tilings, node_strategies, replicate_
 
 
 def _check_cuts_against_bruteforce(Graph graph, devices, strategy_provider=None, replicate_fallback=False,
-                                   bruteforce_limit=None):
+                                   bruteforce_limit=None, cut_solver=None):
     """Testing aid: plan with the DP and also solve every cut's problem (same prefix) by
-    bruteforce. Returns [(dp_cost, bruteforce_cost)] per cut (bytes, flat totals)."""
+    bruteforce, or by `cut_solver` (e.g. the ILP) when given. Returns [(dp_cost, other_cost)]
+    per cut (bytes, flat totals)."""
     _check_devices(devices)
     box = _ProviderBox(strategy_provider)
+    solver_box = _ProviderBox(cut_solver)
     cdef CSearchOptions opts = _search_options(replicate_fallback, None, strategy_provider, box, bruteforce_limit)
+    if cut_solver is not None:
+        opts.external_solver = c_external_solver(_external_trampoline, <void*>solver_box)
     cdef vector[pair[double, double]] check
     opts.cut_check = &check
     try:
         c_plan_graph(graph.g[0], devices, b"tofu", opts)
     except RuntimeError as e:
-        if box.error is not None:
-            raise box.error
+        for b in (box, solver_box):
+            if b.error is not None:
+                raise b.error
         _raise_core(e)
     return [(float(a), float(b)) for a, b in check]
 

@@ -12,7 +12,7 @@ from .plan import Plan
 
 #: Every algorithm name the planner accepts (the C++ core implements them; see csrc/search).
 ALGORITHMS = ("tofu", "soybean", "data", "model", "owt", "hypar", "spartan", "allrow", "equalchop", "icml18",
-              "bruteforce")
+              "bruteforce", "ilp")
 
 
 def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], data_names: Sequence[str],
