@@ -12,6 +12,7 @@ model/plan error (message on stderr), 2 on bad usage (argparse).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import threading
 import time
@@ -93,6 +94,24 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _mesh_arg(text):
+    from .planner.layout_rules import check_mesh
+
+    try:
+        return check_mesh(text)
+    except Error as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _layout_arg(text):
+    from .planner.layout_rules import parse_rule
+
+    try:
+        return parse_rule(text)
+    except Error as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def cmd_plan(args) -> int:
     from . import planner
     from .model_input import as_symbol
@@ -101,11 +120,21 @@ def cmd_plan(args) -> int:
     print(model_summary(sym, args.batch))
     print()
     bandwidths = args.bandwidths
+    layout = dict(args.layout) if args.layout else None
+    if args.mesh is not None:
+        args.devices = None  # the mesh's size
     with Progress(f"planning ({args.algorithm})"):
         result = planner.plan(sym, devices=args.devices, batch=args.batch, algorithm=args.algorithm,
-                              bandwidths=bandwidths, replicate_fallback=args.replicate_fallback)
+                              bandwidths=bandwidths, replicate_fallback=args.replicate_fallback,
+                              mesh=args.mesh, layout=layout)
+    args.devices = result.devices
     result.model = args.model
     print(result.summary())
+    for fmt, path in (("dtensor", args.dtensor), ("jax", args.jax), ("mesh_tf", args.mesh_tf)):
+        if path:
+            with open(path, "w") as f:
+                json.dump(getattr(result, f"to_{fmt}")(), f, indent=1)
+            print(f"{fmt} layout written to {path}", file=sys.stderr)
     if args.compare:
         print()
         print(compare_table(sym, args, result))
@@ -247,6 +276,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--json", default=None, help="write the plan as JSON to this file")
     sp.add_argument("--draw", default=None, help="write a picture of the tiles to this PNG")
     sp.add_argument("--replicate-fallback", action="store_true", help="run ops without TDL replicated")
+    sp.add_argument("--mesh", default=None, type=_mesh_arg,
+                    help="named device axes instead of --devices, e.g. batch=4,model=8")
+    sp.add_argument("--layout", action="append", default=None, type=_layout_arg, metavar="PATTERN:DIM=AXIS",
+                    help="fix a tensor's layout (repeatable), e.g. 'fc*_weight:0=model'; the search does the rest")
+    sp.add_argument("--dtensor", default=None, metavar="FILE", help="write PyTorch DTensor placements (JSON)")
+    sp.add_argument("--jax", default=None, metavar="FILE", help="write JAX PartitionSpecs (JSON)")
+    sp.add_argument("--mesh-tf", dest="mesh_tf", default=None, metavar="FILE",
+                    help="write layout rules reproducing the plan (JSON)")
     sp.set_defaults(fn=cmd_plan)
 
     sp = sub.add_parser("run", help="run training steps and print loss and timing")

@@ -153,3 +153,22 @@ def tensor_axes(tilings: Sequence[str], cut_axes: Sequence[str]) -> Dict[int, Li
             if axis not in axes:
                 axes.append(axis)
     return out
+
+
+def parse_rule(text: str) -> Tuple[str, Dict[int, str]]:
+    """One rule in the CLI form ``PATTERN:DIM=AXIS[,DIM=AXIS...]`` (``PATTERN:`` replicates the
+    tensor over every axis) as (pattern, {dim: axis}); Error naming the rule otherwise."""
+    pattern, sep, rest = text.rpartition(":")
+    if not sep or not pattern:
+        raise Error(f"layout rule {text!r}: expected PATTERN:DIM=AXIS[,DIM=AXIS...] (e.g. 'fc*_weight:0=model')")
+    dims: Dict[int, str] = {}
+    for part in filter(None, (p.strip() for p in rest.split(","))):
+        dim, eq, axis = part.partition("=")
+        try:
+            d = int(dim)
+        except ValueError:
+            d = None
+        if not eq or d is None or not axis.strip():
+            raise Error(f"layout rule {text!r}: {part!r} is not DIM=AXIS (e.g. 0=model)")
+        dims[d] = axis.strip()
+    return pattern, dims

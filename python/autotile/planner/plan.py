@@ -78,7 +78,9 @@ class Plan:
     def summary(self, max_rows: int = 40) -> str:
         """A table a person can read: cut costs, then the parameters' tilings."""
         lines = [f"plan: {self.model or 'model'}  algorithm={self.algorithm}  devices={self.devices} "
-                 f"(cuts {' x '.join(map(str, self.factors)) or '-'})" + (f"  batch={self.batch}" if self.batch else ""),
+                 f"(cuts {' x '.join(map(str, self.factors)) or '-'})" + (f"  batch={self.batch}" if self.batch else "")
+                 + (f"  mesh {' x '.join(f'{a}={n}' for a, n in self.mesh.items())} (cut axes: "
+                    f"{' '.join(self.cut_axes)})" if self.mesh and list(self.mesh) != ["devices"] else ""),
                  f"communication per step: {_fmt_bytes(self.comm_bytes)}   search: {self.search_seconds * 1000:.1f} ms"
                  + (f"   coarsened groups: {self.num_groups}, levels: {self.num_levels}" if self.num_groups else "")]
         for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
