@@ -115,7 +115,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       fail("internal: cut ", cut + 1, " solver cost ", sol.cost, " != priced cost ", s.flat_bytes);
     flat.push_back(s.flat_bytes);
   }
-  finish_plan(g, s, flat, options.bandwidths, &plan);
+  finish_plan(g, s, flat, options.bandwidths, &plan, options.bandwidths_in_cut_order);
   plan.search_seconds = seconds_since(t0);
   return plan;
 }
@@ -182,13 +182,13 @@ Plan price_plan(const Graph& g, int devices, const std::vector<std::vector<std::
       fail("price_plan: cut ", cut + 1, " makes a partial tensor from a producer that does not reduce");
     flat.push_back(s.flat_bytes);
   }
-  finish_plan(g, s, flat, options.bandwidths, &plan);
+  finish_plan(g, s, flat, options.bandwidths, &plan, options.bandwidths_in_cut_order);
   plan.search_seconds = seconds_since(t0);
   return plan;
 }
 
 void finish_plan(const Graph& g, const SearchState& s, const std::vector<double>& flat,
-                 const std::vector<double>& bw, Plan* plan) {
+                 const std::vector<double>& bw, Plan* plan, bool bandwidths_in_cut_order) {
   if (!bw.empty() && bw.size() != plan->factors.size())
     fail("bandwidths has ", bw.size(), " entries but the plan has ", plan->factors.size(),
          " cuts (one bandwidth per cut)");
@@ -201,7 +201,7 @@ void finish_plan(const Graph& g, const SearchState& s, const std::vector<double>
   }
   plan->total_bytes = prev;
   std::vector<double> sorted = bw;
-  std::sort(sorted.begin(), sorted.end());
+  if (!bandwidths_in_cut_order) std::sort(sorted.begin(), sorted.end());
   plan->weighted_cost = 0;
   for (size_t i = 0; i < plan->cut_costs.size(); ++i)
     plan->weighted_cost += sorted.empty() ? plan->cut_costs[i] : plan->cut_costs[i] / sorted[i];

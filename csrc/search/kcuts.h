@@ -33,6 +33,8 @@ struct SearchOptions {
   CutSolver solver = CutSolver::kDP;
   int64_t bruteforce_limit = 4000000;  ///< most tiling combinations bruteforce enumerates per cut
   std::vector<double> bandwidths;   ///< bytes/s of the link each cut crosses (any order; may be empty)
+  /// bandwidths[i] is the link of cut i (a named mesh's axes), not a set to map slowest-first
+  bool bandwidths_in_cut_order = false;
   /// Cut factors in the order the cuts are made (a named mesh: each axis's factors); empty:
   /// factorize(devices). Checked by cut_factors (search/pins.h).
   std::vector<int> factors;
@@ -64,6 +66,6 @@ struct SearchState;
 /// link, Soybean Sec 5.1) and tiling/strategy strings from the final search state; `flat` holds
 /// the cumulative cost after each cut. Shared by the search and the cut-by-cut baselines.
 void finish_plan(const Graph& g, const SearchState& s, const std::vector<double>& flat,
-                 const std::vector<double>& bandwidths, Plan* plan);
+                 const std::vector<double>& bandwidths, Plan* plan, bool bandwidths_in_cut_order = false);
 
 }  // namespace autotile

@@ -146,3 +146,15 @@ def test_layer_wise_baselines_refuse_a_layout():
         at.plan(sym, devices=4, shapes=shapes, algorithm="owt", layout={"fc1_weight": {0: "devices"}})
     assert np.isfinite(at.plan(sym, devices=4, shapes=shapes, algorithm="data",
                                layout={"data": {0: "devices"}}).comm_bytes)
+
+
+def test_bandwidths_by_mesh_axis_weight_each_cut_by_its_axis():
+    sym, shapes, _ = models.mlp()
+    bw = {"batch": 12.5e9, "model": 300e9}
+    p = at.plan(sym, mesh={"batch": 2, "model": 4}, shapes=shapes, bandwidths=bw)
+    want = sum(c / bw[a] for c, a in zip(p.cut_costs, p.cut_axes))
+    assert p.weighted_cost == pytest.approx(want)
+    with pytest.raises(at.Error, match="missing: model"):
+        at.plan(sym, mesh={"batch": 2, "model": 4}, shapes=shapes, bandwidths={"batch": 1e9})
+    with pytest.raises(at.Error, match="need mesh="):
+        at.plan(sym, devices=8, shapes=shapes, bandwidths=bw)

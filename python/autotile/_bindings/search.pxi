@@ -54,6 +54,7 @@ cdef extern from "search/kcuts.h" namespace "autotile":
         CStrategyProvider provider
         int64_t bruteforce_limit
         vector[double] bandwidths
+        cbool bandwidths_in_cut_order
         vector[int] factors
         vector[vector[string]] pinned
         vector[pair[double, double]]* cut_check
@@ -196,6 +197,8 @@ cdef void _set_layout(CSearchOptions* opts, factors, pinned) except *:
     if factors is not None:
         for f in factors:
             opts.factors.push_back(int(f))
+        # a mesh's cuts come in axis order, and so do its bandwidths
+        opts.bandwidths_in_cut_order = True
     if pinned is not None:
         for entry in pinned:
             row.clear()

@@ -100,8 +100,9 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices.
 
     `shapes` gives input shapes by name; otherwise `batch` sets the batch dim of every data
-    input's declared shape. `bandwidths` (one per cut, bytes/s, slowest link first) weights
-    each cut's cost for hierarchical machines. `mesh` ({"batch": 4, "model": 8}, or the CLI
+    input's declared shape. `bandwidths` (one per cut, bytes/s, slowest link first; with a
+    mesh, a dict by axis name or a list in cut order) weights each cut's cost for
+    hierarchical machines. `mesh` ({"batch": 4, "model": 8}, or the CLI
     form "batch=4,model=8") names the device axes instead of `devices`; `layout` fixes some
     tensors' layouts, {tensor name or pattern: {dim: mesh axis}} (see
     :mod:`autotile.planner.layout_rules`), and the search completes the rest (tofu,
@@ -130,9 +131,13 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     sym, tg, in_shapes, lowered = lowered_training_graph(model, shapes, batch, optimizer, replicate_fallback)
     lower_seconds = time.perf_counter() - t0
     factors, pins = None, None
+    if isinstance(bandwidths, dict) and mesh is None:
+        raise Error("bandwidths by axis name need mesh= (give bandwidths as a list, one per cut, otherwise)")
     if mesh is not None or layout is not None:
         mesh = mesh or {layout_rules.DEFAULT_AXIS: devices}
         factors, mesh_axes = layout_rules.mesh_cuts(mesh)
+        if isinstance(bandwidths, dict):
+            bandwidths = layout_rules.cut_bandwidths(bandwidths, mesh, mesh_axes)
         if layout is not None:
             pins, _ = layout_rules.pin_table(layout, lowered.tensor_names, lowered.tensor_shapes, mesh, mesh_axes)
     raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,

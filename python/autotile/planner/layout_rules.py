@@ -71,6 +71,23 @@ def mesh_cuts(mesh: Mapping[str, int]) -> Tuple[List[int], List[str]]:
     return factors, axes
 
 
+def cut_bandwidths(bandwidths, mesh: Mapping[str, int], cut_axes: Sequence[str]) -> List[float]:
+    """Per-cut link bandwidths (bytes/s) from bandwidths by mesh axis name."""
+    missing = [a for a in mesh if a not in bandwidths]
+    unknown = [a for a in bandwidths if a not in mesh]
+    if missing or unknown:
+        raise Error(f"bandwidths must give one value per mesh axis ({', '.join(mesh)})"
+                    + (f"; missing: {', '.join(missing)}" if missing else "")
+                    + (f"; not mesh axes: {', '.join(map(str, unknown))}" if unknown else ""))
+    out = []
+    for axis in cut_axes:
+        b = bandwidths[axis]
+        if isinstance(b, bool) or not isinstance(b, (int, float)) or not b > 0:
+            raise Error(f"bandwidths: axis '{axis}' needs a positive number of bytes/s, got {b!r}")
+        out.append(float(b))
+    return out
+
+
 def _check_rules(layout) -> Dict[str, Dict[int, str]]:
     if not isinstance(layout, Mapping):
         raise Error(f"layout must be a dict {{tensor name or pattern: {{dim: mesh axis}}}}, got {type(layout).__name__}")
