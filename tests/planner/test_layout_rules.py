@@ -113,7 +113,8 @@ def test_full_layout_is_priced_like_a_search_with_nothing_left():
     ({"fc1_weight": {0: "rows"}}, "mesh axis 'rows' does not exist"),
     ({"fc1_weight": {1: "batch"}}, "dimension 1 of tensor 'fc1_weight' (size 12) does not divide over mesh axis 'batch'"),
     ({"fc1_weight": ["model"]}, "layout rule 'fc1_weight': expected {dim: mesh axis}"),
-    ([("batch", "rows")], "layout must be a dict"),
+    ([("batch", "rows")], "no tensor declares the dimension name(s) 'batch'"),
+    ([("batch", "rows", 3)], "Mesh-TF rules are (dimension name, mesh axis) pairs"),
 ])
 def test_bad_rules_name_the_rule_and_tensor(layout, needle):
     sym, shapes, _ = models.mlp()
@@ -158,3 +159,43 @@ def test_bandwidths_by_mesh_axis_weight_each_cut_by_its_axis():
         at.plan(sym, mesh={"batch": 2, "model": 4}, shapes=shapes, bandwidths={"batch": 1e9})
     with pytest.raises(at.Error, match="need mesh="):
         at.plan(sym, devices=8, shapes=shapes, bandwidths=bw)
+
+
+def named_mlp():
+    """A two-layer MLP whose variables declare Mesh-TF dimension names."""
+    B, D, F = 8, 6, 12
+    x = at.sym.Variable("data", dims=("batch", "d_model"))
+    w1 = at.sym.Variable("fc1_weight", dims=("d_ff", "d_model"))
+    w2 = at.sym.Variable("fc2_weight", dims=("d_model", "d_ff"))
+    h = at.sym.FullyConnected(x, weight=w1, num_hidden=F, no_bias=True, name="fc1")
+    h = at.sym.Activation(h, act_type="relu", name="relu1")
+    h = at.sym.FullyConnected(h, weight=w2, num_hidden=D, no_bias=True, name="fc2")
+    return at.sym.LinearRegressionOutput(h, name="lro"), {"data": (B, D), "lro_label": (B, D)}
+
+
+def test_mesh_tf_named_dimension_rules_run_like_one_device():
+    sym, shapes = named_mlp()
+    rules = [("batch", "rows"), ("d_ff", "cols")]
+    plan = at.plan(sym, mesh={"rows": 2, "cols": 2}, shapes=shapes, layout=rules)
+    assert plan.tensor_tilings["data"] == ["split(0)", "replicate"]
+    assert plan.tensor_tilings["fc1_weight"] == ["replicate", "split(0)"]
+    assert plan.tensor_tilings["fc2_weight"] == ["replicate", "split(1)"]
+    free = at.plan(sym, devices=4, shapes=shapes)
+    assert plan.comm_bytes >= free.comm_bytes - 1e-6
+    rng = np.random.default_rng(0)
+    vals = {"data": rng.standard_normal((8, 6)).astype(np.float32),
+            "lro_label": rng.standard_normal((8, 6)).astype(np.float32),
+            "fc1_weight": rng.standard_normal((12, 6)).astype(np.float32) * 0.3,
+            "fc2_weight": rng.standard_normal((6, 12)).astype(np.float32) * 0.3}
+    ref = models.reference_step(sym, shapes, vals)
+    res = at.backend.run(sym, devices=4, inputs={k: vals[k] for k in shapes},
+                         params={k: v for k, v in vals.items() if k not in shapes}, train=True, plan=plan)
+    models.assert_same_step(res, ref, "named dims")
+
+
+def test_named_dimension_mapped_twice_is_named():
+    sym, shapes = named_mlp()
+    with pytest.raises(at.Error, match="dimension name 'd_ff' is mapped to two mesh axes"):
+        at.plan(sym, mesh={"rows": 2, "cols": 2}, shapes=shapes, layout=[("d_ff", "rows"), ("d_ff", "cols")])
+    with pytest.raises(at.Error, match="mesh axis 'cols' is used for two dimensions"):
+        at.plan(sym, mesh={"rows": 2, "cols": 2}, shapes=shapes, layout=[("d_ff", "cols"), ("d_model", "cols")])

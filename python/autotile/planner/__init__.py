@@ -139,6 +139,8 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         if isinstance(bandwidths, dict):
             bandwidths = layout_rules.cut_bandwidths(bandwidths, mesh, mesh_axes)
         if layout is not None:
+            if isinstance(layout, (list, tuple)):  # Mesh-TF's form over declared dimension names
+                layout = layout_rules.named_dim_rules(sym, layout)
             pins, _ = layout_rules.pin_table(layout, lowered.tensor_names, lowered.tensor_shapes, mesh, mesh_axes)
     raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
                            replicate_fallback, factors=factors, pinned=pins)

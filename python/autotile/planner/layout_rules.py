@@ -172,6 +172,39 @@ def tensor_axes(tilings: Sequence[str], cut_axes: Sequence[str]) -> Dict[int, Li
     return out
 
 
+def declared_dims(text: str) -> List[str]:
+    """A variable's ``__dims__`` attribute ("batch,seq" or "('batch', 'seq')") as names."""
+    return [d.strip().strip("'\"") for d in text.strip().strip("()[]").split(",") if d.strip().strip("'\"")]
+
+
+def named_dim_rules(sym, pairs) -> Dict[str, Dict[int, str]]:
+    """Mesh-TensorFlow's layout form, ``[("batch", "rows"), ("d_ff", "cols")]`` (tensor
+    dimension name -> mesh axis), as per-tensor rules for every variable of `sym` that
+    declares its dimension names (``Variable(..., dims=("batch", "seq", "d_model"))``). Such a
+    tensor's layout is fixed as Mesh-TF fixes it: its named dimensions split over their axes,
+    replicated over the rest. Tensors without declared names are left to the search."""
+    mapping: Dict[str, str] = {}
+    for item in pairs:
+        if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+            raise Error(f"layout: Mesh-TF rules are (dimension name, mesh axis) pairs, got {item!r}")
+        dim, axis = item
+        if dim in mapping and mapping[dim] != axis:
+            raise Error(f"layout: dimension name '{dim}' is mapped to two mesh axes ('{mapping[dim]}' and '{axis}')")
+        mapping[dim] = axis
+    rules: Dict[str, Dict[int, str]] = {}
+    used = set()
+    for node in sym.topo_nodes():
+        if node.is_variable and "__dims__" in node.attrs:
+            names = declared_dims(node.attrs["__dims__"])
+            rules[node.name] = {i: mapping[n] for i, n in enumerate(names) if n in mapping}
+            used.update(n for n in names if n in mapping)
+    unused = [d for d in mapping if d not in used]
+    if unused:
+        raise Error(f"layout: no tensor declares the dimension name(s) {', '.join(map(repr, unused))} "
+                    "(variables declare them with dims=(...))")
+    return rules
+
+
 def parse_rule(text: str) -> Tuple[str, Dict[int, str]]:
     """One rule in the CLI form ``PATTERN:DIM=AXIS[,DIM=AXIS...]`` (``PATTERN:`` replicates the
     tensor over every axis) as (pattern, {dim: axis}); Error naming the rule otherwise."""
