@@ -1,6 +1,8 @@
 #include "runtime/multifetch.h"
 
+#include <cstdint>
 #include <cstring>
+#include <thread>
 
 #include "runtime/region_index.h"
 #include "util/error.h"
@@ -9,27 +11,76 @@ namespace autotile {
 
 namespace {
 
-// Adds the region's contiguous runs of `row_len` elements, walking the outer dims.
-template <typename T>
-void add_rows(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int64_t rows, int64_t row_len) {
-  for (int64_t r = 0; r < rows; ++r) {
-    T* d = reinterpret_cast<T*>(dst) + region_offset(dv, r * row_len);
-    const T* s = reinterpret_cast<const T*>(src) + region_offset(sv, r * row_len);
-    for (int64_t j = 0; j < row_len; ++j) d[j] += s[j];
+// Pieces of at least this many bytes, copied in runs shorter than 1/64 of it, use two threads.
+constexpr int64_t kParallelBytes = int64_t{4} << 20;
+
+// Number of trailing dims one contiguous run spans: the innermost dim, plus each next-outer
+// dim as long as the dims inside it are whole in both buffers (a channel slice of NCHW tiles
+// is one run of C/k*H*W per image, not C/k*H runs of W).
+int run_dims(int ndim, const int64_t* shape, const int64_t* src_shape, const int64_t* dst_shape) {
+  if (ndim == 0) return 0;
+  int dims = 1;
+  for (int d = ndim - 1; d > 0; --d) {
+    if (shape[d] != src_shape[d] || shape[d] != dst_shape[d]) break;
+    ++dims;
+  }
+  return dims;
+}
+
+// Calls f(dst_offset, src_offset) (elements) for every run of the region, walking the outer
+// dims with an odometer: offsets move by strides, no division per run (which cost more than
+// the copy for short runs such as the width half of NCHW tiles).
+template <typename F>
+void for_each_run(const RegionView& dv, const RegionView& sv, int outer, F&& f) {
+  int64_t idx[kMaxRank] = {0};
+  int64_t d_off = dv.base, s_off = sv.base;
+  for (int d = 0; d < outer; ++d)
+    if (dv.region_shape[d] == 0) return;
+  while (true) {
+    f(d_off, s_off);
+    int d = outer - 1;
+    for (; d >= 0; --d) {
+      d_off += dv.strides[d];
+      s_off += sv.strides[d];
+      if (++idx[d] < dv.region_shape[d]) break;
+      d_off -= dv.strides[d] * idx[d];
+      s_off -= sv.strides[d] * idx[d];
+      idx[d] = 0;
+    }
+    if (d < 0) return;
   }
 }
 
-// Elements per contiguous run of a region: the innermost dim, times each next-outer dim as
-// long as the dims inside it are whole in both buffers (a channel slice of NCHW tiles is one
-// run of C/k*H*W per image, not C/k*H runs of W).
-int64_t contiguous_run(int ndim, const int64_t* shape, const int64_t* src_shape, const int64_t* dst_shape) {
-  if (ndim == 0) return 1;
-  int64_t run = shape[ndim - 1];
-  for (int d = ndim - 1; d > 0; --d) {
-    if (shape[d] != src_shape[d] || shape[d] != dst_shape[d]) break;
-    run *= shape[d - 1];
+// Copies runs of `row_len` elements of T; short runs of a size known here skip the call into
+// libc's memcpy.
+template <typename T>
+void copy_runs(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int outer, int64_t row_len) {
+  T* out = reinterpret_cast<T*>(dst);
+  const T* in = reinterpret_cast<const T*>(src);
+  if (row_len <= 8) {
+    for_each_run(dv, sv, outer, [&](int64_t d, int64_t s) {
+      for (int64_t j = 0; j < row_len; ++j) out[d + j] = in[s + j];
+    });
+  } else {
+    const size_t bytes = static_cast<size_t>(row_len) * sizeof(T);
+    for_each_run(dv, sv, outer, [&](int64_t d, int64_t s) { std::memcpy(out + d, in + s, bytes); });
   }
-  return run;
+}
+
+void copy_runs_bytes(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int outer,
+                     int64_t row_len, int elem_size) {
+  const size_t bytes = static_cast<size_t>(row_len) * elem_size;
+  for_each_run(dv, sv, outer, [&](int64_t d, int64_t s) { std::memcpy(dst + d * elem_size, src + s * elem_size, bytes); });
+}
+
+// Adds runs of `row_len` elements of T.
+template <typename T>
+void add_runs(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int outer, int64_t row_len) {
+  T* out = reinterpret_cast<T*>(dst);
+  const T* in = reinterpret_cast<const T*>(src);
+  for_each_run(dv, sv, outer, [&](int64_t d, int64_t s) {
+    for (int64_t j = 0; j < row_len; ++j) out[d + j] += in[s + j];
+  });
 }
 
 }  // namespace
@@ -57,20 +108,39 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
     }
     RegionView sv = make_region_view(ndim, p.lo.data(), shape, p.buf_lo.data(), p.buf_shape.data());
     RegionView dv = make_region_view(ndim, p.lo.data(), shape, dst_lo.data(), dst_shape.data());
-    int64_t volume = region_volume(sv);
-    if (volume == 0) continue;
-    int64_t row_len = contiguous_run(ndim, shape, p.buf_shape.data(), dst_shape.data());
-    int64_t rows = volume / row_len;
+    if (region_volume(sv) == 0) continue;
+    const int inner = run_dims(ndim, shape, p.buf_shape.data(), dst_shape.data());
+    const int outer = ndim - inner;
+    int64_t row_len = 1;
+    for (int d = outer; d < ndim; ++d) row_len *= shape[d];
     const char* src = static_cast<const char*>(p.data);
     char* out = static_cast<char*>(dst);
-    if (!accumulate) {
-      for (int64_t r = 0; r < rows; ++r)
-        std::memcpy(out + region_offset(dv, r * row_len) * elem_size, src + region_offset(sv, r * row_len) * elem_size,
-                    static_cast<size_t>(row_len * elem_size));
-    } else if (dtype == FetchDType::kFloat32) {
-      add_rows<float>(out, src, dv, sv, rows, row_len);
+    auto run = [&](const RegionView& d, const RegionView& s) {
+      if (!accumulate) {
+        if (elem_size == 4) copy_runs<uint32_t>(out, src, d, s, outer, row_len);
+        else if (elem_size == 8) copy_runs<uint64_t>(out, src, d, s, outer, row_len);
+        else copy_runs_bytes(out, src, d, s, outer, row_len, elem_size);
+      } else if (dtype == FetchDType::kFloat32) {
+        add_runs<float>(out, src, d, s, outer, row_len);
+      } else {
+        add_runs<double>(out, src, d, s, outer, row_len);
+      }
+    };
+    // A large strided piece is copied by two threads, each taking half of the outermost dim:
+    // one core alone does not saturate memory on short runs.
+    const int64_t bytes = region_volume(sv) * elem_size;
+    if (outer > 0 && dv.region_shape[0] > 1 && bytes >= kParallelBytes && row_len * elem_size < kParallelBytes / 64) {
+      RegionView d1 = dv, s1 = sv, d2 = dv, s2 = sv;
+      const int64_t half = dv.region_shape[0] / 2;
+      d1.region_shape[0] = s1.region_shape[0] = half;
+      d2.region_shape[0] = s2.region_shape[0] = dv.region_shape[0] - half;
+      d2.base += half * dv.strides[0];
+      s2.base += half * sv.strides[0];
+      std::thread helper([&] { run(d2, s2); });
+      run(d1, s1);
+      helper.join();
     } else {
-      add_rows<double>(out, src, dv, sv, rows, row_len);
+      run(dv, sv);
     }
   }
 }
