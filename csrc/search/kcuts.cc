@@ -13,6 +13,7 @@
 #include "search/cut_problem.h"
 #include "search/one_cut_dp.h"
 #include "search/external_solver.h"
+#include "search/memory_term.h"
 #include "search/pins.h"
 #include "search/search_state.h"
 #include "util/error.h"
@@ -83,10 +84,20 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       plan.num_groups = c.num_groups;
       plan.num_levels = L.num_levels;
     }
-    CutSolution sol = options.solver == CutSolver::kBruteforce ? solve_bruteforce(p, options.bruteforce_limit)
-                      : options.solver == CutSolver::kExternal
-                          ? solve_external(g, p, options.external_solver)
-                          : solve_one_cut_dp(g, p, level_priority(p, L.level_of_group, c));
+    CutSolution sol;
+    {
+      // With a memory weight the solver sees the weighted problem; the plan is priced below
+      // on the communication-only problem (the weight only moves tensor variables).
+      CutProblem weighted = options.memory_weight > 0 ? with_memory_term(g, s, p, options.memory_weight) : CutProblem();
+      const CutProblem& q = options.memory_weight > 0 ? weighted : p;
+      sol = options.solver == CutSolver::kBruteforce ? solve_bruteforce(q, options.bruteforce_limit)
+            : options.solver == CutSolver::kExternal ? solve_external(g, q, options.external_solver)
+                                                     : solve_one_cut_dp(g, q, level_priority(q, L.level_of_group, c));
+      if (options.memory_weight > 0) {
+        sol.cost = 0;
+        for (NodeId n = 0; n < g.num_nodes(); ++n) sol.cost += p.node_cost(n, sol.value);
+      }
+    }
     if (options.cut_check) {
       CutSolution other = options.external_solver ? solve_external(g, p, options.external_solver)
                                                   : solve_bruteforce(p, options.bruteforce_limit);

@@ -103,6 +103,15 @@ def _mesh_arg(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _memory_arg(text):
+    from .planner.memory_fit import parse_bytes
+
+    try:
+        return parse_bytes(text, "--memory")
+    except Error as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def _layout_arg(text):
     from .planner.layout_rules import parse_rule
 
@@ -126,7 +135,7 @@ def cmd_plan(args) -> int:
     with Progress(f"planning ({args.algorithm})"):
         result = planner.plan(sym, devices=args.devices, batch=args.batch, algorithm=args.algorithm,
                               bandwidths=bandwidths, replicate_fallback=args.replicate_fallback,
-                              mesh=args.mesh, layout=layout)
+                              mesh=args.mesh, layout=layout, device_memory=args.memory)
     args.devices = result.devices
     result.model = args.model
     print(result.summary())
@@ -280,6 +289,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="named device axes instead of --devices, e.g. batch=4,model=8")
     sp.add_argument("--layout", action="append", default=None, type=_layout_arg, metavar="PATTERN:DIM=AXIS",
                     help="fix a tensor's layout (repeatable), e.g. 'fc*_weight:0=model'; the search does the rest")
+    sp.add_argument("--memory", default=None, type=_memory_arg, metavar="SIZE",
+                    help="per-device memory budget, e.g. 16GiB: the cheapest plan that fits it")
     sp.add_argument("--dtensor", default=None, metavar="FILE", help="write PyTorch DTensor placements (JSON)")
     sp.add_argument("--jax", default=None, metavar="FILE", help="write JAX PartitionSpecs (JSON)")
     sp.add_argument("--mesh-tf", dest="mesh_tf", default=None, metavar="FILE",

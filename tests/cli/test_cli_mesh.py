@@ -48,3 +48,11 @@ def test_ilp_algorithm_from_the_command_line():
     p = autotile("plan", "mlp", "--devices", "4", "--batch", "32", "--algorithm", "ilp", "--no-compare")
     assert p.returncode == 0, p.stderr
     assert "algorithm=ilp" in p.stdout
+
+
+def test_memory_budget_from_the_command_line():
+    p = autotile("plan", "wresnet-50-4", "--devices", "8", "--batch", "8", "--memory", "600MB", "--no-compare")
+    assert p.returncode == 0, p.stderr
+    assert "per-device memory peak" in p.stdout and "budget 600.0 MB" in p.stdout
+    bad = autotile("plan", "mlp", "--memory", "16 parsecs", "--no-compare")
+    assert bad.returncode == 2 and "expected a positive size with a unit" in bad.stderr

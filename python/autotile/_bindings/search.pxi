@@ -55,6 +55,7 @@ cdef extern from "search/kcuts.h" namespace "autotile":
         int64_t bruteforce_limit
         vector[double] bandwidths
         cbool bandwidths_in_cut_order
+        double memory_weight
         vector[int] factors
         vector[vector[string]] pinned
         vector[pair[double, double]]* cut_check
@@ -208,7 +209,8 @@ cdef void _set_layout(CSearchOptions* opts, factors, pinned) except *:
 
 
 def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,
-               strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None, cut_solver=None):
+               strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None, cut_solver=None,
+               memory_weight=0.0):
     """Plan the core graph on `devices` devices (csrc/search).
 
     algorithm: "tofu" (recursive k-cuts with the one-cut DP), "bruteforce" (the exhaustive
@@ -223,7 +225,8 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     largest first). pinned: per tensor id, None (free) or a list over cuts of a tiling string
     or None, the layout the search must honour (tofu, bruteforce, data). cut_solver: a callable
     (cut problem dict, see _cut_problem_dict) -> value per variable, used for every cut by
-    algorithm "ilp" (planner/ilp.py)."""
+    algorithm "ilp" (planner/ilp.py). memory_weight: price of a byte each device holds, against
+    a byte moved (the memory-aware search, planner/memory_fit.py)."""
     _check_devices(devices)
     if algorithm == "ilp" and cut_solver is None:
         from autotile.planner.ilp import make_cut_solver
@@ -233,6 +236,7 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     solver_box = _ProviderBox(cut_solver)
     cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, bruteforce_limit)
     _set_layout(&opts, factors, pinned)
+    opts.memory_weight = float(memory_weight)
     if cut_solver is not None:
         opts.external_solver = c_external_solver(_external_trampoline, <void*>solver_box)
     cdef CPlan p

@@ -96,7 +96,8 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
 
 def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
          batch: Optional[int] = None, algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None,
-         optimizer: str = "sgd", replicate_fallback: bool = False, mesh=None, layout=None) -> Plan:
+         optimizer: str = "sgd", replicate_fallback: bool = False, mesh=None, layout=None,
+         device_memory=None) -> Plan:
     """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices.
 
     `shapes` gives input shapes by name; otherwise `batch` sets the batch dim of every data
@@ -106,7 +107,10 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     form "batch=4,model=8") names the device axes instead of `devices`; `layout` fixes some
     tensors' layouts, {tensor name or pattern: {dim: mesh axis}} (see
     :mod:`autotile.planner.layout_rules`), and the search completes the rest (tofu,
-    bruteforce and data honour it). Returns a :class:`Plan`."""
+    bruteforce and data honour it). `device_memory` (bytes, or "16GiB") is a per-device budget:
+    the search returns the cheapest plan whose memory plan fits it, trading communication for
+    memory when the cheapest plan does not fit (:mod:`autotile.planner.memory_fit`).
+    Returns a :class:`Plan`."""
     from .. import _core
     from . import layout_rules
 
@@ -142,8 +146,25 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
             if isinstance(layout, (list, tuple)):  # Mesh-TF's form over declared dimension names
                 layout = layout_rules.named_dim_rules(sym, layout)
             pins, _ = layout_rules.pin_table(layout, lowered.tensor_names, lowered.tensor_shapes, mesh, mesh_axes)
-    raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
-                           replicate_fallback, factors=factors, pinned=pins)
+    def search(memory_weight=0.0):
+        return _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
+                                replicate_fallback, factors=factors, pinned=pins, memory_weight=memory_weight)
+
+    peak, weight = None, 0.0
+    if device_memory is not None:
+        from . import memory_fit
+
+        device_memory = memory_fit.parse_bytes(device_memory)
+        if algorithm in ("tofu", "ilp", "data", "bruteforce"):
+            raw, peak, weight, _ = memory_fit.fit(search, lowered, devices, device_memory)
+        else:  # the layer-wise baselines fix their own layouts: only check them
+            raw = search()
+            peak = memory_fit.peak_bytes(lowered, raw)
+            if peak > device_memory:
+                raise Error(f"the {algorithm} plan needs {peak} bytes on some device, more than "
+                            f"device_memory={device_memory} bytes (tofu can trade communication for memory)")
+    else:
+        raw = search()
     names = lowered.tensor_names
     result = Plan(
         algorithm=algorithm, devices=devices, factors=list(raw["factors"]), cut_costs=list(raw["cut_costs"]),
@@ -158,6 +179,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         num_groups=int(raw.get("num_groups", 0)), num_levels=int(raw.get("num_levels", 0)),
         optimizer=optimizer, input_shapes=in_shapes)
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
+    result.device_memory, result.peak_memory, result.memory_weight = device_memory, peak, weight
     result.mesh = dict(mesh) if mesh is not None else {layout_rules.DEFAULT_AXIS: devices}
     result.cut_axes = list(mesh_axes) if mesh_axes else [layout_rules.DEFAULT_AXIS] * len(result.factors)
     return result

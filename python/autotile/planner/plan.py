@@ -51,6 +51,11 @@ class Plan:
     #: axis of each cut (planner/layout_rules.py)
     mesh: Dict[str, int] = field(default_factory=dict)
     cut_axes: List[str] = field(default_factory=list)
+    #: the per-device memory budget the plan was searched for (bytes), the largest per-device
+    #: arena of its execution graph, and the memory weight the search used (planner/memory_fit.py)
+    device_memory: Optional[int] = None
+    peak_memory: Optional[int] = None
+    memory_weight: float = 0.0
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -83,6 +88,11 @@ class Plan:
                     f"{' '.join(self.cut_axes)})" if self.mesh and list(self.mesh) != ["devices"] else ""),
                  f"communication per step: {_fmt_bytes(self.comm_bytes)}   search: {self.search_seconds * 1000:.1f} ms"
                  + (f"   coarsened groups: {self.num_groups}, levels: {self.num_levels}" if self.num_groups else "")]
+        if self.peak_memory is not None:
+            lines.append(f"per-device memory peak: {_fmt_bytes(self.peak_memory)}"
+                         + (f" (budget {_fmt_bytes(self.device_memory)}"
+                            + (f", memory weight {self.memory_weight:g})" if self.memory_weight else ")")
+                            if self.device_memory else ""))
         for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
             lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}")
         names = [n for n in self.param_names if n in self.tensor_tilings]

@@ -1,0 +1,110 @@
+"""Plans that fit a per-device memory budget (issue #15, "Memory-aware search").
+
+The search minimises bytes moved. With a budget it minimises bytes moved + w * bytes held
+per device (csrc/search/memory_term.h: every tensor's tile on one device, weighted by w), and
+this module searches w: each candidate plan is measured by the memory planner the runtime
+uses (the execution graph's per-device arena, communication buffers included), and the
+cheapest plan (by communication) whose peak fits is returned. When the plain plan (w = 0)
+fits, it is returned unchanged. The search over w is a coarse geometric scan (w = 4^i) up to
+the first fitting weight, then a bisection between the last weight that did not fit and the
+first that did; the cost is a handful of searches and execution-graph builds.
+"""
+from __future__ import annotations
+
+import math
+import re
+from typing import Optional, Tuple
+
+from ..errors import Error
+from .plan import _fmt_bytes
+
+_UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000 ** 2, "mb": 1000 ** 2, "g": 1000 ** 3, "gb": 1000 ** 3,
+          "t": 1000 ** 4, "tb": 1000 ** 4, "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3, "tib": 1024 ** 4}
+
+
+def parse_bytes(value, what: str = "device_memory") -> int:
+    """A byte count from an int or a string with a unit ("16GiB", "512 MB", "1.5e9")."""
+    if isinstance(value, bool):
+        raise Error(f"{what} must be a number of bytes or a string such as '16GiB', got {value!r}")
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value) or value <= 0:
+            raise Error(f"{what} must be a positive number of bytes, got {value!r}")
+        return int(value)
+    if isinstance(value, str):
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
+        if m and m.group(2).lower() in _UNITS:
+            n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if n > 0:
+                return int(n)
+        raise Error(f"{what}={value!r}: expected a positive size with a unit of B, KB, MB, GB, TB, KiB, MiB, GiB "
+                    "or TiB (e.g. '16GiB')")
+    raise Error(f"{what} must be a number of bytes or a string such as '16GiB', got {type(value).__name__}")
+
+
+def peak_bytes(lowered, raw: dict) -> int:
+    """The largest per-device arena of the execution graph of a raw core plan."""
+    from .. import _core
+
+    eg = _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True)
+    return int(max(eg.arena_bytes))
+
+
+def check_tiles_can_fit(lowered, devices: int, budget: int) -> None:
+    """Error naming the tensor whose smallest possible tile (split over every device) is
+    larger than the budget on its own: no plan can hold it."""
+    worst = max(range(len(lowered.tensor_names)), key=lambda i: _bytes(lowered, i), default=None)
+    if worst is None:
+        return
+    tile = _bytes(lowered, worst) / devices
+    if tile > budget:
+        raise Error(f"device_memory={_fmt_bytes(budget)} is smaller than the smallest tile any plan can give "
+                    f"tensor '{lowered.tensor_names[worst]}' {tuple(lowered.tensor_shapes[worst])}: "
+                    f"{_fmt_bytes(tile)} even split over all {devices} devices")
+
+
+def _bytes(lowered, i: int) -> float:
+    import numpy as np
+
+    return float(np.prod(lowered.tensor_shapes[i], dtype=np.float64)) * np.dtype(lowered.tensor_dtypes[i]).itemsize
+
+
+def fit(search, lowered, devices: int, budget: int) -> Tuple[dict, int, float, list]:
+    """(raw plan, its peak, the weight used, [(weight, comm, peak)] tried) for the cheapest
+    plan found whose per-device peak fits `budget`; `search(weight)` returns a raw core plan."""
+    check_tiles_can_fit(lowered, devices, budget)
+    tried = []
+
+    def attempt(w):
+        raw = search(w)
+        peak = peak_bytes(lowered, raw)
+        tried.append((w, float(raw["total_bytes"]), peak))
+        return raw, peak
+
+    raw, peak = attempt(0.0)
+    if peak <= budget:
+        return raw, peak, 0.0, tried
+    best: Optional[Tuple[dict, int, float]] = None
+    low, high = 0.0, None
+    w = 1.0 / 64
+    while w <= 4.0 ** 6:
+        raw, peak = attempt(w)
+        if peak <= budget:
+            best, high = (raw, peak, w), w
+            break
+        low, w = w, w * 4
+    if high is None:
+        smallest = min(tried, key=lambda t: t[2])
+        raise Error(f"no plan fits device_memory={_fmt_bytes(budget)} on {devices} devices: the smallest "
+                    f"per-device peak found is {_fmt_bytes(smallest[2])} (memory weight {smallest[0]:g}); "
+                    "use more devices, a smaller batch, or a larger budget")
+    for _ in range(5):  # bisection (geometric) between a weight that misses and one that fits
+        mid = math.sqrt(low * high) if low > 0 else high / 4
+        raw, peak = attempt(mid)
+        if peak <= budget:
+            high = mid
+            if raw["total_bytes"] < best[0]["total_bytes"]:
+                best = (raw, peak, mid)
+        else:
+            low = mid
+    # any fitting plan seen (the weight's effect is not monotone) competes on communication
+    return best[0], best[1], best[2], tried
