@@ -32,6 +32,8 @@ struct ExecOptions {
   /// fetches are placed as early as their sources allow (what a dataflow scheduler without
   /// Tofu's control dependencies does), which lengthens buffer lifetimes.
   bool control_deps = true;
+  /// Per-device arena budget in bytes for swap planning (exec/swap_plan.h); 0: no swapping.
+  int64_t swap_budget = 0;
 };
 
 enum class BufferRole : uint8_t {
@@ -53,9 +55,12 @@ struct Buffer {
   int64_t offset = -1;         ///< byte offset in the device arena (memory plan)
   int64_t live_begin = 0;      ///< memory-plan clock when written
   int64_t live_end = 0;        ///< memory-plan clock of the last read
+  bool host = false;           ///< lives in the device's host pool (a swapped-out copy), not its arena
 };
 
-enum class ExecKind : uint8_t { kCompute = 0, kFetch = 1 };
+/// kSwapOut / kSwapIn copy a buffer between a device's arena and its host pool (SwapAdvisor);
+/// they run on the device's copy stream (ExecGraph::copy_schedule), beside its compute.
+enum class ExecKind : uint8_t { kCompute = 0, kFetch = 1, kSwapOut = 2, kSwapIn = 3 };
 
 /// \brief One piece of a MultiFetch: `region` (absolute tensor coordinates) of buffer `src`.
 struct Piece {
@@ -85,6 +90,8 @@ struct ExecGraph {
   std::vector<Buffer> buffers;
   std::vector<ExecOp> ops;
   std::vector<std::vector<int>> schedule;  ///< per device: its ops in execution order
+  std::vector<std::vector<int>> copy_schedule;  ///< per device: its swap ops in order (copy stream)
+  std::vector<int64_t> host_bytes;         ///< per device: host pool size (swapped-out copies)
   std::vector<int> tile_of;                ///< [tensor * devices + device] -> tile buffer id
   std::vector<int64_t> arena_bytes;        ///< per device: arena size from the memory plan
   std::vector<int64_t> live_peak_bytes;    ///< per device: max bytes live at once (a lower bound)

@@ -81,7 +81,17 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
   eg.arena_bytes.assign(eg.devices, 0);
   eg.live_peak_bytes.assign(eg.devices, 0);
   std::vector<std::vector<int>> per_device(eg.devices);
-  for (size_t i = 0; i < eg.buffers.size(); ++i) per_device[eg.buffers[i].device].push_back(static_cast<int>(i));
+  // Swapped-out copies (exec/swap_plan.h) live in the device's host pool, one slot each.
+  eg.host_bytes.assign(eg.devices, 0);
+  for (size_t i = 0; i < eg.buffers.size(); ++i) {
+    Buffer& b = eg.buffers[i];
+    if (b.host) {
+      b.offset = eg.host_bytes[b.device];
+      eg.host_bytes[b.device] += align_up(std::max<int64_t>(b.bytes, 1));
+      continue;
+    }
+    per_device[b.device].push_back(static_cast<int>(i));
+  }
   std::vector<std::vector<uint64_t>> anc;
   if (dependency_reuse_only) anc = node_ancestors(graph);
   // Whether `b` may take the memory of the dead buffer `o`.

@@ -29,7 +29,12 @@ def check_memory_plan(eg):
     anc = ancestors(ops)
     in_place = 0
     for dev in range(eg.devices):
-        ids = [i for i, b in enumerate(bufs) if b["device"] == dev]
+        # swapped-out copies live in the device's host pool, one slot each (never shared)
+        host = sorted((bufs[i]["offset"], bufs[i]["offset"] + bufs[i]["bytes"]) for i, b in enumerate(bufs)
+                      if b["device"] == dev and b.get("host"))
+        assert all(a[1] <= b[0] for a, b in zip(host, host[1:])), "host pool slots overlap"
+        assert not host or host[-1][1] <= eg.core.host_bytes[dev]
+        ids = [i for i, b in enumerate(bufs) if b["device"] == dev and not b.get("host")]
         assert all(bufs[i]["offset"] + bufs[i]["bytes"] <= eg.peak_memory(dev) for i in ids)
         ids.sort(key=lambda i: bufs[i]["offset"])
         for x, a in enumerate(ids):

@@ -16,6 +16,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         vector[vector[string]] node_strategies
     cdef cppclass CExecOptions "autotile::ExecOptions":
         cbool control_deps
+        int64_t swap_budget
     cdef cppclass CBuffer "autotile::Buffer":
         int device
         TensorId tensor
@@ -28,6 +29,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         int64_t offset
         int64_t live_begin
         int64_t live_end
+        cbool host
     cdef cppclass CPiece "autotile::Piece":
         int src
         CBox region
@@ -48,6 +50,8 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         vector[CBuffer] buffers
         vector[CExecOp] ops
         vector[vector[int]] schedule
+        vector[vector[int]] copy_schedule
+        vector[int64_t] host_bytes
         vector[int64_t] arena_bytes
         vector[int64_t] live_peak_bytes
         int64_t bytes_moved
@@ -88,6 +92,7 @@ cdef tuple _box_hi(const CBox& b):
 
 
 _ROLE = ("tile", "raw", "region")
+_KIND = ("compute", "fetch", "swap_out", "swap_in")
 
 
 cdef class ExecGraph:
@@ -126,6 +131,17 @@ cdef class ExecGraph:
     def live_peak_bytes(self):
         return list(self.eg.live_peak_bytes)
 
+    @property
+    def host_bytes(self):
+        """Per device: bytes of its host pool (swapped-out copies)."""
+        return list(self.eg.host_bytes)
+
+    def copy_schedule(self, int device):
+        """Device `device`'s swap ops in the order its copy stream runs them."""
+        if device < 0 or device >= <int>self.eg.copy_schedule.size():
+            return []
+        return list(self.eg.copy_schedule[device])
+
     def schedule(self, int device):
         if device < 0 or device >= self.eg.devices:
             raise _AutotileError(f"device {device} out of range (0..{self.eg.devices - 1})")
@@ -142,31 +158,34 @@ cdef class ExecGraph:
         return self.eg.tile_of.size()
 
     def op(self, int i):
-        """One op as a dict: kind ('compute'|'fetch'), device, node, inputs (-1: an input the op
+        """One op as a dict: kind ('compute'|'fetch'|'swap_out'|'swap_in'), device, node, inputs (-1: an input the op
         does not read, only its shape matters: input_boxes), outputs, pieces
         [(src buffer, lo, hi)], accumulate, deps, bytes_moved, time."""
         if i < 0 or i >= <int>self.eg.ops.size():
             raise _AutotileError(f"op {i} out of range")
         cdef CExecOp* op = &self.eg.ops[i]
-        return {"kind": "compute" if autotile_op_kind(op[0]) == 0 else "fetch", "device": op.device, "node": op.node,
+        return {"kind": _KIND[autotile_op_kind(op[0])], "device": op.device, "node": op.node,
                 "inputs": list(op.inputs), "outputs": list(op.outputs),
                 "input_boxes": [(_box_lo(b), _box_hi(b)) for b in op.input_boxes],
                 "pieces": [(p.src, _box_lo(p.region), _box_hi(p.region)) for p in op.pieces],
                 "accumulate": op.accumulate, "deps": list(op.deps), "bytes_moved": op.bytes_moved, "time": op.time}
 
     def buffer(self, int i):
-        """One buffer as a dict: device, tensor, lo, hi, role, partial, producer, readers, bytes, offset."""
+        """One buffer as a dict: device, tensor, lo, hi, role, partial, producer, readers, bytes,
+        offset (in the device's arena, or in its host pool when `host`: a swapped-out copy)."""
         if i < 0 or i >= <int>self.eg.buffers.size():
             raise _AutotileError(f"buffer {i} out of range")
         cdef CBuffer* b = &self.eg.buffers[i]
         return {"device": b.device, "tensor": b.tensor, "lo": _box_lo(b.box), "hi": _box_hi(b.box),
                 "role": _ROLE[autotile_buffer_role(b[0])], "partial": b.partial, "producer": b.producer,
                 "readers": list(b.readers), "bytes": b.bytes, "offset": b.offset,
-                "live": (b.live_begin, b.live_end)}
+                "live": (b.live_begin, b.live_end), "host": b.host}
 
 
-def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True):
-    """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies)."""
+def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0):
+    """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
+    swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
+    every device's live bytes fit it (exec/swap_plan.h)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -176,6 +195,7 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     spec.tensor_tilings = [[_s(t) for t in row] for row in tensor_tilings]
     spec.node_strategies = [[_s(s) for s in row] for row in node_strategies]
     opts.control_deps = bool(control_deps)
+    opts.swap_budget = int(swap_budget or 0)
     cdef ExecGraph result = ExecGraph()
     try:
         with nogil:

@@ -49,6 +49,8 @@ class HostRuntime:
         low = eg.lowered
         self.dtypes = [np.dtype(d) for d in low.tensor_dtypes]
         self.arenas = [np.zeros(max(int(b), 1), dtype=np.uint8) for b in eg.core.arena_bytes]
+        # each device's host pool: where swapped-out tensors wait (exec/swap_plan.h)
+        self.host_pools = [np.zeros(max(int(b), 1), dtype=np.uint8) for b in eg.core.host_bytes]
         self.views = [self._view(b) for b in eg.buffers]
         self.runner = SubOpRunner(eg)
         self.seed = 0  # the step's random seed (run() sets it; calibration replays ops directly)
@@ -57,7 +59,7 @@ class HostRuntime:
         dtype = self.dtypes[b["tensor"]]
         shape = tuple(h - l for l, h in zip(b["lo"], b["hi"]))
         count = int(np.prod(shape)) if shape else 1
-        arena = self.arenas[b["device"]]
+        arena = (self.host_pools if b.get("host") else self.arenas)[b["device"]]
         return arena[b["offset"]: b["offset"] + count * dtype.itemsize].view(dtype).reshape(shape)
 
     # ------------------------------------------------------------------ data in / out
@@ -124,8 +126,30 @@ class HostRuntime:
                 done[i].set()
             timings[device] = time.perf_counter() - t_start
 
+        def copier(device: int):
+            """The device's copy stream: its swap-outs and swap-ins, in order, beside compute."""
+            t_start = time.perf_counter()
+            for i in self.eg.core.copy_schedule(device):
+                op = ops[i]
+                for dep in op["deps"]:
+                    while not done[dep].wait(0.05):
+                        if failure.error is not None:
+                            return
+                        if time.perf_counter() - t_start > self.timeout:
+                            failure.set(Error(f"device {device}'s copy stream timed out waiting for op {dep}"))
+                            return
+                try:
+                    self._fetch(op)
+                except Exception as e:
+                    name = self.eg.lowered.node_names[op["node"]] if op["node"] >= 0 else "?"
+                    failure.set(Error(f"device {device}: {op['kind']} before node '{name}' failed: {e}"))
+                    return
+                done[i].set()
+
         t0 = time.perf_counter()
         threads = [threading.Thread(target=worker, args=(d,), daemon=True) for d in range(self.eg.devices)]
+        threads += [threading.Thread(target=copier, args=(d,), daemon=True) for d in range(self.eg.devices)
+                    if self.eg.core.copy_schedule(d)]
         # The device threads share the cores: BLAS threads of their own would oversubscribe
         # them (OpenBLAS spin-waits), several times slower than one BLAS thread per device.
         with _blas_threads(max(1, (os.cpu_count() or 1) // self.eg.devices)):

@@ -108,7 +108,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
 
         return run_mpi(sym, devices, values, train=train, optimizer=optimizer, optimizer_args=optimizer_args,
                        seed=seed, **kwargs)
-    if devices > 1:
+    if devices > 1 or kwargs.get("plan") is not None:  # a plan (swapping, even on 1 device) runs partitioned
         try:
             from .multi_device import run_multi_device
         except ImportError:

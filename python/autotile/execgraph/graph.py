@@ -119,11 +119,21 @@ def lower_for_plan(sym, plan, replicate_fallback: bool = False):
 
 
 def transform(model, plan, control_deps: bool = True, device_memory: Optional[int] = None,
-              replicate_fallback: bool = False) -> ExecGraph:
+              replicate_fallback: bool = False, swap: Optional[bool] = None) -> ExecGraph:
     """The execution graph of `model`'s training step under `plan` (from autotile.plan).
 
     `device_memory` (bytes) is a per-device budget: a plan that needs more gives an Error
-    before anything runs, saying how much each device needs."""
+    before anything runs, saying how much each device needs. With `swap` (default: the plan's
+    own `swap_budget`, set by ``at.plan(device_memory=...)`` when no partition fits), tensors
+    move to host memory between uses until every device fits the budget (SwapAdvisor;
+    csrc/exec/swap_plan.h)."""
+    budget = device_memory if device_memory is not None else getattr(plan, "swap_budget", None)
+    if swap is None:
+        swap = getattr(plan, "swap_budget", None) is not None
+    if swap and budget is None:
+        raise Error("swap=True needs a budget: pass device_memory= (bytes per device)")
+    if device_memory is None and swap:
+        device_memory = budget
     sym = as_symbol(model, batch=plan.batch)
     tg, lowered = lower_for_plan(sym, plan, replicate_fallback)
     names = lowered.tensor_names
@@ -140,12 +150,13 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
             raise Error(f"plan was made for other shapes: tensor '{n}' has shape {tuple(shape)} here, "
                         f"{tuple(plan.tensor_shapes[n])} in the plan")
     core = _core.build_exec_graph(lowered.core, plan.factors, [plan.tensor_tilings[n] for n in names],
-                                  [plan.node_strategies[n] for n in nodes], control_deps)
+                                  [plan.node_strategies[n] for n in nodes], control_deps,
+                                  int(device_memory) if swap else 0)
     eg = ExecGraph(core, lowered, tg, plan)
     if device_memory is not None:
         over = [(d, b) for d, b in enumerate(core.arena_bytes) if b > device_memory]
         if over:
             need = ", ".join(f"device {d}: {b / 1e6:.1f} MB" for d, b in over[:8])
             raise Error(f"the plan needs more than device_memory={device_memory / 1e6:.1f} MB on "
-                        f"{len(over)} device(s): {need}")
+                        f"{len(over)} device(s){' even with swapping' if swap else ''}: {need}")
     return eg

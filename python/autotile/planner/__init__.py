@@ -180,6 +180,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         optimizer=optimizer, input_shapes=in_shapes)
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
     result.device_memory, result.peak_memory, result.memory_weight = device_memory, peak, weight
+    result.swap_budget = raw.get("swap_budget")
     result.mesh = dict(mesh) if mesh is not None else {layout_rules.DEFAULT_AXIS: devices}
     result.cut_axes = list(mesh_axes) if mesh_axes else [layout_rules.DEFAULT_AXIS] * len(result.factors)
     return result

@@ -41,11 +41,13 @@ def parse_bytes(value, what: str = "device_memory") -> int:
     raise Error(f"{what} must be a number of bytes or a string such as '16GiB', got {type(value).__name__}")
 
 
-def peak_bytes(lowered, raw: dict) -> int:
-    """The largest per-device arena of the execution graph of a raw core plan."""
+def peak_bytes(lowered, raw: dict, swap_budget: int = 0) -> int:
+    """The largest per-device arena of the execution graph of a raw core plan (with swap
+    planning to `swap_budget` when given)."""
     from .. import _core
 
-    eg = _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True)
+    eg = _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True,
+                                swap_budget)
     return int(max(eg.arena_bytes))
 
 
@@ -68,9 +70,11 @@ def _bytes(lowered, i: int) -> float:
     return float(np.prod(lowered.tensor_shapes[i], dtype=np.float64)) * np.dtype(lowered.tensor_dtypes[i]).itemsize
 
 
-def fit(search, lowered, devices: int, budget: int) -> Tuple[dict, int, float, list]:
+def fit(search, lowered, devices: int, budget: int, swap: bool = True) -> Tuple[dict, int, float, list]:
     """(raw plan, its peak, the weight used, [(weight, comm, peak)] tried) for the cheapest
-    plan found whose per-device peak fits `budget`; `search(weight)` returns a raw core plan."""
+    plan found whose per-device peak fits `budget`; `search(weight)` returns a raw core plan.
+    When no partition fits and `swap` is set, the plan with the smallest peak is returned with
+    ``raw["swap_budget"] = budget``: its execution graph swaps tensors to host memory."""
     check_tiles_can_fit(lowered, devices, budget)
     tried = []
 
@@ -93,10 +97,17 @@ def fit(search, lowered, devices: int, budget: int) -> Tuple[dict, int, float, l
             break
         low, w = w, w * 4
     if high is None:
+        # No partition fits: swap tensors to host memory (SwapAdvisor) on the smallest plan.
         smallest = min(tried, key=lambda t: t[2])
+        raw = search(smallest[0])
+        swapped = peak_bytes(lowered, raw, budget) if swap else None
+        if swapped is not None and swapped <= budget:
+            raw["swap_budget"] = budget
+            return raw, swapped, smallest[0], tried
         raise Error(f"no plan fits device_memory={_fmt_bytes(budget)} on {devices} devices: the smallest "
-                    f"per-device peak found is {_fmt_bytes(smallest[2])} (memory weight {smallest[0]:g}); "
-                    "use more devices, a smaller batch, or a larger budget")
+                    f"per-device peak found is {_fmt_bytes(smallest[2])} (memory weight {smallest[0]:g})"
+                    + (f", {_fmt_bytes(swapped)} with tensors swapped to host memory" if swapped else "")
+                    + "; use more devices, a smaller batch, or a larger budget")
     for _ in range(5):  # bisection (geometric) between a weight that misses and one that fits
         mid = math.sqrt(low * high) if low > 0 else high / 4
         raw, peak = attempt(mid)

@@ -56,6 +56,9 @@ class Plan:
     device_memory: Optional[int] = None
     peak_memory: Optional[int] = None
     memory_weight: float = 0.0
+    #: when set, the execution graph swaps tensors to host memory to fit this many bytes per
+    #: device (csrc/exec/swap_plan.h): no partition alone fits the budget
+    swap_budget: Optional[int] = None
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -91,7 +94,8 @@ class Plan:
         if self.peak_memory is not None:
             lines.append(f"per-device memory peak: {_fmt_bytes(self.peak_memory)}"
                          + (f" (budget {_fmt_bytes(self.device_memory)}"
-                            + (f", memory weight {self.memory_weight:g})" if self.memory_weight else ")")
+                            + (f", memory weight {self.memory_weight:g}" if self.memory_weight else "")
+                            + (", tensors swapped to host memory)" if self.swap_budget else ")")
                             if self.device_memory else ""))
         for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
             lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}")

@@ -1,0 +1,27 @@
+// Swap planning (SwapAdvisor, Spartan/SwapAdvisor thesis Ch. 4): when a device's tensors do
+// not fit its memory, move some of them to host memory between uses.
+//
+// Given the fixed schedule and liveness of an execution graph, for every device whose live
+// bytes exceed the budget: while some point of the schedule is over budget, take the buffer
+// that is idle across that point for longest-and-largest (a gap between two uses: an
+// activation kept for the backward pass, a weight between its forward and backward use),
+// copy it to the host pool after its last use before the gap (swap-out) and back into a new
+// buffer shortly before its next use (swap-in), and point the later readers at the copy. The
+// swap ops run on the device's copy stream, so they overlap compute; the memory plan then runs
+// on the augmented graph and places the arena, and every later writer of reused memory waits
+// for the swap-out as for any reader.
+#pragma once
+#include <cstdint>
+
+#include "exec/exec_graph.h"
+#include "graph/graph.h"
+
+namespace autotile {
+
+/// \brief Adds swap-out/swap-in ops to `eg` (before its memory plan) so that, by the live-bytes
+/// count of the schedule, no device holds more than `budget` bytes. Returns the number of swaps.
+/// Buffers that can help least (no gap across the over-budget point) are never swapped; the
+/// caller checks the final arena against the budget.
+int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget);
+
+}  // namespace autotile
