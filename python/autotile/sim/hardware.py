@@ -88,6 +88,17 @@ class Hardware:
         return bool(self.device.get("in_order", False))
 
     @property
+    def host_bandwidth(self) -> float:
+        """Bytes/s of one device's link to host memory (swap-outs and swap-ins): the profile's
+        ``host_bandwidth``, else the slowest level of its hierarchy (the PCIe root on a
+        PCIe machine), else the local copy bandwidth (the host runtime)."""
+        if "host_bandwidth" in self.device:
+            return float(self.device["host_bandwidth"])
+        if self.levels:
+            return float(min(lv.bandwidth for lv in self.levels))
+        return self.local_copy_bandwidth
+
+    @property
     def local_copy_bandwidth(self) -> float:
         return float(self.device.get("local_copy_bandwidth", self.mem_bandwidth / 2))
 

@@ -180,7 +180,9 @@ class Simulator:
             comp, copy = [], []
             for i in eg.schedule(d):
                 (copy if ops[i]["kind"] == "fetch" and engines > 0 else comp).append(i)
-            for q, cap in ((comp, 1), (copy, max(engines, 1))):
+            # swap-outs/ins (exec/swap_plan.h): the device's own copy stream to host memory
+            swaps = list(eg.core.copy_schedule(d))
+            for q, cap in ((comp, 1), (copy, max(engines, 1)), (swaps, 1)):
                 for i in q:
                     stream_of[i] = len(queues)
                 queues.append(q)
@@ -215,6 +217,11 @@ class Simulator:
         def start_op(i: int):
             o = ops[i]
             start[i] = now
+            if o["kind"] in ("swap_out", "swap_in"):  # a copy over the device's link to host memory
+                nbytes = eg.buffers[o["outputs"][0]]["bytes"]
+                active.append(_Activity(i, "timer", timer_end=now + nbytes / hw.host_bandwidth))
+                parts_left[i] = 1
+                return
             if o["kind"] == "compute" or hw.fetch_on_cores:
                 is_fetch = o["kind"] == "fetch"
                 kind = "fetch" if is_fetch else eg.lowered.node_ops[o["node"]]
