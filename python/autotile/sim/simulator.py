@@ -181,7 +181,8 @@ class Simulator:
             for i in eg.schedule(d):
                 (copy if ops[i]["kind"] == "fetch" and engines > 0 else comp).append(i)
             # swap-outs/ins (exec/swap_plan.h): the device's own copy stream to host memory
-            swaps = list(eg.core.copy_schedule(d))
+            copy_schedule = getattr(getattr(eg, "core", None), "copy_schedule", None)
+            swaps = list(copy_schedule(d)) if copy_schedule is not None else []
             for q, cap in ((comp, 1), (copy, max(engines, 1)), (swaps, 1)):
                 for i in q:
                     stream_of[i] = len(queues)
