@@ -7,6 +7,7 @@ from typing import Callable, List, Optional, Tuple
 
 from ..errors import Error
 from .alexnet import alexnet
+from .digits import cnn_digits, mlp_digits
 from .mlp import mlp
 from .rnn import rnn
 from .vgg import VGG_LAYERS, vgg
@@ -23,6 +24,9 @@ def _hidden(text: str) -> int:
 # (pattern, description, builder(match, batch)); first match wins
 _PATTERNS: List[Tuple[str, str, Callable]] = [
     (r"mlp", "mlp (4 x 8192, Soybean Fig 8)", lambda m, b: mlp(b)),
+    (r"mlp-digits", "mlp-digits (64-128-128-10, for autotile train --data digits)", lambda m, b: mlp_digits(b)),
+    (r"cnn-digits", "cnn-digits (two 3x3 convs on 8x8x1, for autotile train --data digits)",
+     lambda m, b: cnn_digits(b)),
     (r"mlp-(\d+)-(\d+k?)", "mlp-L-H (L layers of H units, e.g. mlp-5-300)",
      lambda m, b: mlp(b, layers=int(m[1]), hidden=_hidden(m[2]))),
     (r"alexnet", "alexnet", lambda m, b: alexnet(b)),
