@@ -73,7 +73,9 @@ def model_summary(sym, batch: Optional[int]) -> str:
     nodes = sym.topo_nodes()
     ops = [n for n in nodes if not n.is_variable]
     variables = {n.name: known.get((id(n), 0)) for n in nodes if n.is_variable}
-    data = [n for n in variables if n == "data" or n.endswith("label") or n.startswith("data")]
+    from .autodiff.graph import default_data_names
+
+    data = set(default_data_names(sym)) | {n for n in variables if n.startswith("data")}
     params = {n: s for n, s in variables.items() if n not in data and s is not None}
     count = sum(int(np.prod(s)) for s in params.values())
     kinds = {}
@@ -191,7 +193,10 @@ def cmd_run(args) -> int:
 
     sym = as_symbol(args.model, batch=args.batch)
     values = synthetic_inputs(sym, args.seed)
-    params = {k: v for k, v in values.items() if not (k == "data" or k.endswith("label"))}
+    from .autodiff.graph import default_data_names
+
+    data_names = set(default_data_names(sym))
+    params = {k: v for k, v in values.items() if k not in data_names}
     inputs = {k: v for k, v in values.items() if k not in params}
     if args.ctx == "mpi":  # under mpirun -np K: one device per rank, params stay sharded across steps
         from .backend.mpi_runtime import run_cli

@@ -90,10 +90,19 @@ class TrainingGraph:
         return node_name if node_name in set(self.forward_nodes) else None
 
 
-def default_data_names(arguments: Sequence[str], data_names: Optional[Sequence[str]] = None) -> List[str]:
+#: Variable attribute marking a graph input as data (set by the ONNX importer on every graph
+#: input that is not an initializer, whatever its name: ``input_ids``, ``pixel_values``...).
+DATA_ATTR = "__data__"
+
+
+def default_data_names(arguments, data_names: Optional[Sequence[str]] = None) -> List[str]:
     """Arguments that are data or labels rather than trainable parameters: ``data``, any name
-    ending in ``label``, and the names in `data_names`."""
+    ending in ``label``, the names in `data_names` and, when `arguments` is a Symbol, every
+    Variable marked as data (:data:`DATA_ATTR`)."""
     extra = set(data_names or ())
+    if isinstance(arguments, Symbol):
+        extra |= {n.name for n in arguments.topo_nodes() if n.is_variable and n.attrs.get(DATA_ATTR) == "1"}
+        arguments = arguments.list_arguments()
     return [a for a in arguments if a == "data" or a.endswith("label") or a in extra]
 
 
@@ -136,7 +145,7 @@ def training_graph(sym: Symbol, optimizer: str = "sgd", optimizer_args: Optional
     arguments = sym.list_arguments()
     aux_names = sym.list_auxiliary_states()
     if params is None:
-        data = default_data_names(arguments, data_names)
+        data = default_data_names(sym, data_names)
         param_names = [a for a in arguments if a not in set(data)]
     else:
         param_names = list(dict.fromkeys(params))

@@ -18,7 +18,7 @@ def _trainable(sym: Symbol, param_names: Optional[Sequence[str]]):
     chosen = [p for p in (param_names or ()) if p in set(arguments)]
     if chosen:
         return chosen
-    data = set(default_data_names(arguments))
+    data = set(default_data_names(sym))
     return [a for a in arguments if a not in data]
 
 

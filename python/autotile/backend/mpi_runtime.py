@@ -837,7 +837,7 @@ def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], d
                     f"mpirun -np {devices} autotile run ... --devices {devices} --ctx mpi")
     from ..autodiff.graph import default_data_names
 
-    shapes = {n: tuple(np.shape(inputs[n])) for n in default_data_names(sym.list_arguments()) if n in inputs}
+    shapes = {n: tuple(np.shape(inputs[n])) for n in default_data_names(sym) if n in inputs}
     plan = planner.plan(sym, devices=devices, shapes=shapes)
     eg = transform(sym, plan)
     rt = MPIRuntime(eg, comm=comm, timeout=timeout)

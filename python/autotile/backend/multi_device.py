@@ -23,7 +23,7 @@ def plan_and_transform(sym, devices: int, values: Dict[str, np.ndarray], plan=No
     t0 = time.perf_counter()
     if plan is None:
         data_shapes = {k: tuple(np.shape(v)) for k, v in values.items()}
-        shapes = {n: data_shapes[n] for n in default_data_names(sym.list_arguments()) if n in data_shapes}
+        shapes = {n: data_shapes[n] for n in default_data_names(sym) if n in data_shapes}
         plan = planner.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm, optimizer=optimizer,
                             replicate_fallback=replicate_fallback)
     elif plan.devices != devices:

@@ -500,7 +500,7 @@ class Importer:
 
         for vi in self.data_inputs:
             dims = self.input_dims[vi.name]
-            kwargs = {"onnx_name": vi.name}
+            kwargs = {"onnx_name": vi.name, "data": 1}  # graph inputs are data, whatever their names
             if dims is not None:
                 kwargs["shape"] = tuple(d if isinstance(d, int) else 0 for d in dims)
             elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0

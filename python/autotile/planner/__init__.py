@@ -83,7 +83,7 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
     from .lower import lower
 
     sym = as_symbol(model, batch=batch)
-    names = default_data_names(sym.list_arguments())
+    names = default_data_names(sym)
     in_shapes = data_shapes(sym, shapes, batch, names, override_batch=not isinstance(model, (str, os.PathLike)))
     # Shapes let gradient functions fix divisors from whole tensors (a tile must still divide
     # by the whole batch) and record them on the training graph's new inputs.
