@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import queue
 import threading
 import time
 from typing import Dict
@@ -27,17 +28,6 @@ def _blas_threads(n: int):
     except ImportError:
         return contextlib.nullcontext()
     return threadpool_limits(limits=n, user_api="blas")
-
-
-class _Failure:
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.error = None
-
-    def set(self, err):
-        with self.lock:
-            if self.error is None:
-                self.error = err
 
 
 class HostRuntime:
@@ -89,74 +79,119 @@ class HostRuntime:
 
     def run(self, is_train: bool = True, seed: int = 0) -> dict:
         """Executes every device's schedule; returns timing stats. Raises Error naming the
-        node and device if any op fails (the other devices stop at their next op)."""
+        node and device if any op fails (the others stop), and on a deadlock or a step that
+        outlasts `timeout`, naming an op that never ran.
+
+        A small pool of worker threads runs ops as they become ready: each op waits for its
+        dependencies and for the op before it on its device's compute (or copy) stream, the
+        order each device's own thread used to keep. Thousands of devices cost no more than
+        their ops (one thread per device made 4096 threads poll each other's events)."""
         self.seed = seed
         ops = self.eg.ops
-        done = [threading.Event() for _ in ops]
-        failure = _Failure()
-        timings = [0.0] * self.eg.devices
-        fetch_seconds = [0.0] * self.eg.devices
-
-        def worker(device: int):
-            rng = np.random.default_rng(seed + device)
-            t_start = time.perf_counter()
-            for i in self.eg.schedule(device):
-                op = ops[i]
-                for dep in op["deps"]:
-                    while not done[dep].wait(0.05):
-                        if failure.error is not None:
-                            return
-                        if time.perf_counter() - t_start > self.timeout:
-                            failure.set(Error(f"device {device} timed out waiting for op {dep}"))
-                            return
-                if failure.error is not None:
-                    return
-                try:
-                    if op["kind"] == "compute":
-                        self._compute(op, is_train, rng)
-                    else:
-                        t0 = time.perf_counter()
-                        self._fetch(op)
-                        fetch_seconds[device] += time.perf_counter() - t0
-                except Exception as e:  # stop every device, name the node
-                    name = self.eg.lowered.node_names[op["node"]] if op["node"] >= 0 else "?"
-                    msg = str(e) if isinstance(e, Error) else f"{type(e).__name__}: {e}"
-                    failure.set(Error(f"device {device}: {op['kind']} op of node '{name}' failed: {msg}"))
-                    return
-                done[i].set()
-            timings[device] = time.perf_counter() - t_start
-
-        def copier(device: int):
-            """The device's copy stream: its swap-outs and swap-ins, in order, beside compute."""
-            t_start = time.perf_counter()
-            for i in self.eg.core.copy_schedule(device):
-                op = ops[i]
-                for dep in op["deps"]:
-                    while not done[dep].wait(0.05):
-                        if failure.error is not None:
-                            return
-                        if time.perf_counter() - t_start > self.timeout:
-                            failure.set(Error(f"device {device}'s copy stream timed out waiting for op {dep}"))
-                            return
-                try:
-                    self._fetch(op)
-                except Exception as e:
-                    name = self.eg.lowered.node_names[op["node"]] if op["node"] >= 0 else "?"
-                    failure.set(Error(f"device {device}: {op['kind']} before node '{name}' failed: {e}"))
-                    return
-                done[i].set()
-
+        devices = self.eg.devices
+        streams = [self.eg.schedule(d) for d in range(devices)]
+        streams += [s for s in (self.eg.core.copy_schedule(d) for d in range(devices)) if s]
+        waiting = [0] * len(ops)
+        after: list = [[] for _ in ops]  # op -> ops that wait for it
+        total = 0
+        for stream in streams:
+            total += len(stream)
+            prev = -1
+            for i in stream:
+                for dep in ops[i]["deps"]:
+                    after[dep].append(i)
+                    waiting[i] += 1
+                if prev >= 0:
+                    after[prev].append(i)
+                    waiting[i] += 1
+                prev = i
+        rngs = [np.random.default_rng(seed + d) for d in range(devices)]
+        finished_at = [0.0] * devices
+        fetch_seconds = [0.0] * devices
+        ready: "queue.SimpleQueue" = queue.SimpleQueue()
+        lock = threading.Lock()
+        state = {"done": 0, "running": 0, "error": None}
+        workers = min(len(streams), max(8, 2 * (os.cpu_count() or 1)))
         t0 = time.perf_counter()
-        threads = [threading.Thread(target=worker, args=(d,), daemon=True) for d in range(self.eg.devices)]
-        threads += [threading.Thread(target=copier, args=(d,), daemon=True) for d in range(self.eg.devices)
-                    if self.eg.core.copy_schedule(d)]
-        # The device threads share the cores: BLAS threads of their own would oversubscribe
-        # them (OpenBLAS spin-waits), several times slower than one BLAS thread per device.
-        with _blas_threads(max(1, (os.cpu_count() or 1) // self.eg.devices)):
+
+        def stop(err):
+            with lock:
+                if state["error"] is None:
+                    state["error"] = err
+            for _ in range(workers):
+                ready.put(-1)
+
+        def execute(i: int):
+            op = ops[i]
+            device = op["device"]
+            try:
+                if op["kind"] == "compute":
+                    self._compute(op, is_train, rngs[device])
+                else:
+                    t1 = time.perf_counter()
+                    self._fetch(op)
+                    fetch_seconds[device] += time.perf_counter() - t1
+            except Exception as e:  # stop every device, name the node
+                name = self.eg.lowered.node_names[op["node"]] if op["node"] >= 0 else "?"
+                msg = str(e) if isinstance(e, Error) else f"{type(e).__name__}: {e}"
+                what = f"{op['kind']} op of node" if op["kind"] in ("compute", "fetch") else f"{op['kind']} before node"
+                stop(Error(f"device {device}: {what} '{name}' failed: {msg}"))
+                return False
+            if op["kind"] != "swap_out" and op["kind"] != "swap_in":
+                finished_at[device] = time.perf_counter() - t0
+            return True
+
+        def worker():
+            while True:
+                try:
+                    i = ready.get(timeout=min(self.timeout, 5.0))
+                except queue.Empty:
+                    if time.perf_counter() - t0 > self.timeout:
+                        stuck = next(j for s in streams for j in s if waiting[j] > 0)
+                        stop(Error(f"device {ops[stuck]['device']} timed out after {self.timeout:g} s waiting "
+                                   f"for op {stuck}'s dependencies"))
+                        return
+                    continue
+                if i < 0 or state["error"] is not None:
+                    return
+                if not execute(i):
+                    return
+                with lock:
+                    state["done"] += 1
+                    state["running"] -= 1
+                    for j in after[i]:
+                        waiting[j] -= 1
+                        if waiting[j] == 0:
+                            state["running"] += 1
+                            ready.put(j)
+                    over = state["done"] == total
+                    stuck = not over and state["running"] == 0
+                if over:
+                    for _ in range(workers):
+                        ready.put(-1)
+                    return
+                if stuck:  # nothing runs and nothing can: a dependency cycle
+                    j = next(j for s in streams for j in s if waiting[j] > 0)
+                    stop(Error(f"the execution graph deadlocks: op {j} on device {ops[j]['device']} "
+                               f"waits for ops that wait for it"))
+                    return
+
+        for stream in streams:
+            for i in stream:
+                if waiting[i] == 0:
+                    state["running"] += 1
+                    ready.put(i)
+        if total and state["running"] == 0:
+            raise Error("the execution graph deadlocks: every op waits for another")
+        threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
+        # The workers share the cores: BLAS threads of their own would oversubscribe them
+        # (OpenBLAS spin-waits), several times slower than one BLAS thread per worker.
+        with _blas_threads(max(1, (os.cpu_count() or 1) // max(1, min(workers, devices)))):
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
-        if failure.error is not None:
-            raise failure.error
-        return {"step_seconds": time.perf_counter() - t0, "device_seconds": timings, "fetch_seconds": fetch_seconds}
+        if state["error"] is not None:
+            raise state["error"]
+        return {"step_seconds": time.perf_counter() - t0, "device_seconds": finished_at,
+                "fetch_seconds": fetch_seconds}
