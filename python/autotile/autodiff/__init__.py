@@ -7,9 +7,9 @@ single-device training step.
     tg.gradient_of       # gradient entry -> forward entry (tensor groups)
     res = at.autodiff.training_step(sym, values, param_names)
 """
-from .graph import TrainingGraph, default_data_names, training_graph
+from .graph import TrainingGraph, default_data_names, inference_graph, training_graph
 from .optimizers import OPTIMIZERS, optimizer_spec
 from .step import feed_values, training_step
 
-__all__ = ["OPTIMIZERS", "TrainingGraph", "default_data_names", "feed_values", "optimizer_spec",
+__all__ = ["OPTIMIZERS", "TrainingGraph", "default_data_names", "feed_values", "inference_graph", "optimizer_spec",
            "training_graph", "training_step"]

@@ -78,6 +78,8 @@ class TrainingGraph:
     state_of: Dict[str, str]
     #: head-gradient input -> forward output entry
     head_grad_of: Dict[str, str] = field(default_factory=dict)
+    #: False for the forward graph alone (:func:`inference_graph`): no gradients, updates or states
+    train: bool = True
 
     def group_of(self, node_name: str) -> Optional[str]:
         """The forward node (op group) or forward entry (tensor group) a node belongs to."""
@@ -104,6 +106,23 @@ def default_data_names(arguments, data_names: Optional[Sequence[str]] = None) ->
         extra |= {n.name for n in arguments.topo_nodes() if n.is_variable and n.attrs.get(DATA_ATTR) == "1"}
         arguments = arguments.list_arguments()
     return [a for a in arguments if a == "data" or a.endswith("label") or a in extra]
+
+
+def inference_graph(sym: Symbol, data_names: Optional[Sequence[str]] = None) -> TrainingGraph:
+    """The forward graph of `sym` alone, for partitioned inference: a :class:`TrainingGraph`
+    whose symbol is `sym` itself, with no gradients, updates, optimizer states or head
+    gradients (``train`` is False). ``param_names`` are still the weights (every argument
+    that is not data or a label), so plans and baselines know what is a parameter."""
+    if not isinstance(sym, Symbol):
+        raise Error(f"inference_graph needs a Symbol, got {type(sym).__name__}")
+    arguments = sym.list_arguments()
+    data = default_data_names(sym, data_names)
+    return TrainingGraph(
+        symbol=sym, forward=sym, optimizer="", optimizer_args={}, output_names=sym.list_outputs(),
+        grad_names=[], updated_names=[], new_state_names=[], param_names=[a for a in arguments if a not in set(data)],
+        state_names=[], data_names=data, aux_names=sym.list_auxiliary_states(), head_grad_names=[],
+        forward_nodes=[n.name for n in sym.topo_nodes() if not n.is_variable], backward_of={}, update_nodes={},
+        gradient_of={}, gradient_entry={}, grad_sum_of={}, state_of={}, train=False)
 
 
 def _entry_name(node: Node, index: int, cache: Dict[int, List[str]]) -> str:
@@ -141,6 +160,11 @@ def training_graph(sym: Symbol, optimizer: str = "sgd", optimizer_args: Optional
     """
     if not isinstance(sym, Symbol):
         raise Error(f"training_graph needs a Symbol, got {type(sym).__name__}")
+    # BatchNorm with batch statistics trains in its synchronous form (ops/sync_batchnorm.py):
+    # its statistics are sums a batch-split plan reduces across devices.
+    from ..ops.sync_batchnorm import expand_batchnorm
+
+    sym = expand_batchnorm(sym, shapes)
     spec = optimizer_spec(optimizer, optimizer_args)
     arguments = sym.list_arguments()
     aux_names = sym.list_auxiliary_states()

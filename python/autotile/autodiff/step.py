@@ -59,10 +59,11 @@ def training_step(sym: Symbol, values: Dict[str, np.ndarray], param_names: Optio
     (``{param}_mom``, ``{param}_mean``, ``{param}_var``) start at zeros unless given, and head
     gradients of non-loss outputs (``{output}_head_grad``) at ones. Returns a
     :class:`autotile.backend.run.Result`: forward outputs, ``grads`` and updated ``params`` by
-    parameter name, updated auxiliary states in ``aux``; ``stats`` holds timings, node counts
-    and ``optimizer_states`` (the new states by state name, to feed the next step)."""
+    parameter name, updated auxiliary states in ``aux``, the new optimizer states by state
+    name in ``states`` (to feed the next step; also ``stats['optimizer_states']``); ``stats``
+    holds timings and node counts."""
     from ..backend.reference import execute
-    from ..backend.run import Result
+    from ..backend.result import Result
 
     t0 = time.perf_counter()
     params = _trainable(sym, param_names)
@@ -85,4 +86,4 @@ def training_step(sym: Symbol, values: Dict[str, np.ndarray], param_names: Optio
         "optimizer": tg.optimizer,
         "optimizer_states": states,
     }
-    return Result(outputs=outs[:n_fwd], grads=grads, params=updated, aux=new_aux, stats=stats)
+    return Result(outputs=outs[:n_fwd], grads=grads, params=updated, aux=new_aux, stats=stats, states=states)

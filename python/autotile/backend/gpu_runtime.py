@@ -42,7 +42,7 @@ from ..ops.registry import KernelContext
 from . import gpu_fetch
 from .gpu_kernels import KERNELS
 from .sub_op import SubOpRunner
-from .tiles import box_index, input_tiles, step_inputs, value_tiles
+from .tiles import box_index, input_tiles, value_tiles
 
 _INSTALL_HINT = ("pip install 'autotile[gpu]' (CuPy for CUDA 12 drivers) or 'autotile[gpu-cuda13]' (CUDA 13); "
                  "see docs/gpu.md")
@@ -347,7 +347,11 @@ class GpuRuntime:
                 host.append(self.dev.to_host(w, x, stream))
         n_aux = len(ctx.aux)
         hctx = KernelContext(is_train=ctx.is_train, aux=host[len(host) - n_aux:] if n_aux else [], rng=ctx.rng, xp=np)
-        return [np.asarray(o) for o in opdef.forward(attrs, host, hctx)]
+        outs = [np.asarray(o) for o in opdef.forward(attrs, host, hctx)]
+        for i, value in enumerate(hctx.aux):  # new auxiliary states (BatchNorm) reach the runner
+            if value is not host[len(host) - n_aux + i]:
+                ctx.aux[i] = value
+        return outs
 
     def _compute(self, op: dict, w: int, stream, is_train: bool, rng):
         self._worker, self._stream = w, stream
@@ -397,6 +401,7 @@ class GpuRuntime:
         """Enqueues every op on its worker's streams and waits for the GPUs; returns stats.
         Raises Error naming the device, GPU and node of an op that fails."""
         eg, dev = self.eg, self.dev
+        self.runner.aux_updates.clear()
         rngs = [np.random.default_rng(seed + w) for w in range(eg.devices)]
         events = [None] * len(eg.ops)
         stream_of = [None] * len(eg.ops)
@@ -461,27 +466,12 @@ def run_gpu(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
             optimizer_args: Optional[dict] = None, seed: int = 0, plan=None, algorithm: str = "tofu",
             control_deps: bool = True, device_memory: Optional[int] = None, replicate_fallback: bool = False,
             gpu_devices=None, host_ops: Iterable[str] = (), dispatch: bool = True):
-    """One training step of `sym` on `devices` workers placed on the visible GPUs
-    (``at.backend.run(..., ctx="gpu")``). `gpu_devices` replaces the CuPy device side (tests)."""
-    from .run import Result
-
-    if not train:
-        raise Error("ctx='gpu' runs training steps (train=True); run inference with ctx='cpu'")
-    if optimizer_args:
-        raise Error("optimizer_args are not supported on the partitioned runtimes yet: the plan uses the "
-                    "optimizer's defaults")
+    """One step of `sym` on `devices` workers placed on the visible GPUs
+    (``at.backend.run(..., ctx="gpu")``): a training step, or partitioned inference with
+    ``train=False``. `gpu_devices` replaces the CuPy device side (tests)."""
     dev = gpu_devices if gpu_devices is not None else CupyDevices(devices)  # fail early: no CuPy / GPU
-    from .multi_device import plan_and_transform
+    from .multi_device import run_partitioned
 
-    plan, eg, stats = plan_and_transform(sym, devices, values, plan, algorithm, optimizer, control_deps,
-                                         device_memory, replicate_fallback)
-    tg = eg.training
-    rt = GpuRuntime(eg, devices=dev, host_ops=host_ops, dispatch=dispatch)
-    rt.load(step_inputs(eg, values))
-    stats.update(rt.run(is_train=True, seed=seed))
-    outputs = [rt.gather(n) for n in tg.output_names]
-    grads = {p: rt.gather(g) for p, g in zip(tg.param_names, tg.grad_names)}
-    params = {p: rt.gather(u) for p, u in zip(tg.param_names, tg.updated_names)}
-    es = eg.stats()
-    stats.update(bytes=es["bytes"], bytes_per_device=es["bytes_per_device"], peak_memory=es["peak_memory"])
-    return Result(outputs=outputs, grads=grads, params=params, plan=plan, stats=stats)
+    return run_partitioned(lambda eg: GpuRuntime(eg, devices=dev, host_ops=host_ops, dispatch=dispatch), sym,
+                           devices, values, train, optimizer, optimizer_args, seed, plan, algorithm, control_deps,
+                           device_memory, replicate_fallback)

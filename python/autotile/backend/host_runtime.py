@@ -87,6 +87,7 @@ class HostRuntime:
         order each device's own thread used to keep. Thousands of devices cost no more than
         their ops (one thread per device made 4096 threads poll each other's events)."""
         self.seed = seed
+        self.runner.aux_updates.clear()
         ops = self.eg.ops
         devices = self.eg.devices
         streams = [self.eg.schedule(d) for d in range(devices)]

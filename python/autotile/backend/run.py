@@ -2,8 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
-from typing import Dict, List, Optional
+from typing import Dict, Optional
 
 import numpy as np
 
@@ -11,19 +10,7 @@ from ..errors import Error
 from ..model_input import as_symbol
 from ..symbol.infer import infer_entry_shapes
 from .reference import execute
-
-
-@dataclass
-class Result:
-    """What a step returns: outputs in list_outputs() order, gradients and updated params by
-    name (training only), the plan used (multi-device only) and stats (time per phase...)."""
-
-    outputs: List[np.ndarray]
-    grads: Dict[str, np.ndarray] = field(default_factory=dict)
-    params: Dict[str, np.ndarray] = field(default_factory=dict)
-    aux: Dict[str, np.ndarray] = field(default_factory=dict)
-    plan: object = None
-    stats: dict = field(default_factory=dict)
+from .result import Result
 
 
 def _check_inputs(sym, values: Dict[str, np.ndarray]):
@@ -56,20 +43,44 @@ def _head_grad_values(sym, head_grads, train: bool) -> Dict[str, np.ndarray]:
     return {f"{name}_head_grad": np.asarray(g) for name, g in items if g is not None}
 
 
+def _state_values(sym, optimizer: str, states, train: bool) -> Dict[str, np.ndarray]:
+    """Optimizer states to start a training step from, checked against the optimizer's
+    state names (``{param}_{suffix}``)."""
+    if not states:
+        return {}
+    if not train:
+        raise Error("states= are optimizer states: they are only used with train=True")
+    from ..autodiff.optimizers import optimizer_spec
+
+    suffixes = optimizer_spec(optimizer).states
+    known = {f"{a}_{suffix}" for a in sym.list_arguments() for suffix in suffixes}
+    unknown = sorted(set(states) - known)
+    if unknown:
+        raise Error(f"states {unknown[:10]} are not optimizer states of '{optimizer}' for this model "
+                    f"(its states are named {{param}}_{{{','.join(suffixes) or 'none'}}})")
+    return {k: np.asarray(v) for k, v in states.items()}
+
+
 def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         params: Optional[Dict[str, np.ndarray]] = None, aux: Optional[Dict[str, np.ndarray]] = None,
         train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
-        batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", head_grads=None, **kwargs) -> Result:
+        batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", head_grads=None,
+        states: Optional[Dict[str, np.ndarray]] = None, **kwargs) -> Result:
     """Run one step of `model` (Symbol, model path or zoo name).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
     own ``sym.params``; an MXNet checkpoint dict with ``arg:``/``aux:`` names is split); aux:
     auxiliary states (BatchNorm statistics). With ``train=True`` the step runs forward,
-    backward and the optimizer update and returns gradients and updated params. ``head_grads``
+    backward and the optimizer update and returns gradients, updated params, the new
+    optimizer states (``res.states``) and auxiliary states (``res.aux``); feed them to the
+    next step as ``params=res.params``, ``states=res.states``, ``aux=res.aux`` (optimizer
+    states start at zero when not given). ``optimizer_args`` (``lr``, ``momentum``, ``wd``...)
+    set the update. ``head_grads``
     (training only; a list in ``list_outputs()`` order or a dict by output name) are the
     gradients of non-loss outputs, as MXNet's ``backward(out_grads)``; they default to ones.
-    ``devices`` > 1 runs the partitioned execution graph. ``ctx`` is "cpu" (NumPy) or "gpu"
-    (CuPy; training steps on any device count, workers placed on the visible GPUs, docs/gpu.md)
+    ``devices`` > 1 runs the partitioned execution graph: of the training step, or with
+    ``train=False`` of the forward graph alone (partitioned inference, planned as such).
+    ``ctx`` is "cpu" (NumPy) or "gpu" (CuPy; workers placed on the visible GPUs, docs/gpu.md)
     or "mpi" (one device per MPI rank under ``mpirun -np devices``, docs/mpi.md)."""
     if ctx not in ("cpu", "gpu", "mpi"):
         raise Error(f"ctx='{ctx}' is not available: the runtime runs on ctx='cpu', 'gpu' or 'mpi'")
@@ -85,38 +96,22 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     values = {**{k: np.asarray(v) for k, v in params.items()}, **{k: np.asarray(v) for k, v in (aux or {}).items()},
               **{k: np.asarray(v) for k, v in (inputs or {}).items()}}
     values = {k: v for k, v in values.items() if k in set(sym.list_inputs())}
-    if head_grads is not None:
-        if devices > 1:
-            kwargs["head_grads"] = head_grads
+    state_values = _state_values(sym, optimizer, states, train)
+    head_values = _head_grad_values(sym, head_grads, train) if head_grads is not None else {}
+    if ctx in ("gpu", "mpi") or devices > 1 or kwargs.get("plan") is not None:
+        # partitioned: every device count on the GPUs (docs/gpu.md), one device per MPI rank
+        # (every rank calls run(), docs/mpi.md), or the host runtime (a plan with swapping
+        # runs partitioned even on one device; its shapes are checked against the plan's)
+        if kwargs.get("plan") is None or ctx != "cpu":
+            _check_inputs(sym, values)
+        if ctx == "gpu":
+            from .gpu_runtime import run_gpu as run_partitioned
+        elif ctx == "mpi":
+            from .mpi_runtime import run_mpi as run_partitioned
         else:
-            head_values = _head_grad_values(sym, head_grads, train)
-    if ctx == "gpu":  # every device count runs the planned execution graph on the GPUs (docs/gpu.md)
-        kwargs.pop("head_grads", None)
-        if head_grads is not None:
-            values = {**values, **_head_grad_values(sym, head_grads, train)}
-        _check_inputs(sym, {k: v for k, v in values.items() if k in set(sym.list_inputs())})
-        from .gpu_runtime import run_gpu
-
-        return run_gpu(sym, devices, values, train=train, optimizer=optimizer, optimizer_args=optimizer_args,
-                       seed=seed, **kwargs)
-    if ctx == "mpi":  # one device per MPI rank, every rank calls run() (docs/mpi.md)
-        kwargs.pop("head_grads", None)
-        if head_grads is not None:
-            values = {**values, **_head_grad_values(sym, head_grads, train)}
-        _check_inputs(sym, {k: v for k, v in values.items() if k in set(sym.list_inputs())})
-        from .mpi_runtime import run_mpi
-
-        return run_mpi(sym, devices, values, train=train, optimizer=optimizer, optimizer_args=optimizer_args,
-                       seed=seed, **kwargs)
-    if devices > 1 or kwargs.get("plan") is not None:  # a plan (swapping, even on 1 device) runs partitioned
-        try:
-            from .multi_device import run_multi_device
-        except ImportError:
-            raise Error("devices > 1 needs the multi-device runtime (autotile.backend.multi_device), "
-                        "which this build does not have yet; use devices=1") from None
-
-        return run_multi_device(sym, devices, values, train=train, optimizer=optimizer,
-                                optimizer_args=optimizer_args, seed=seed, **kwargs)
+            from .multi_device import run_multi_device as run_partitioned
+        return run_partitioned(sym, devices, {**values, **head_values, **state_values}, train=train,
+                               optimizer=optimizer, optimizer_args=optimizer_args, seed=seed, **kwargs)
     if kwargs:
         raise Error(f"unexpected arguments for a single-device run: {sorted(kwargs)}")
     _check_inputs(sym, values)
@@ -127,7 +122,5 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         return Result(outputs=outputs, aux=new_aux, stats={"forward_seconds": time.perf_counter() - t0})
     from ..autodiff import training_step
 
-    if head_grads is not None:
-        values = {**values, **head_values}
-    return training_step(sym, values, list(params), optimizer=optimizer, optimizer_args=optimizer_args, rng=rng,
-                         seed=seed)
+    return training_step(sym, {**values, **head_values, **state_values}, list(params), optimizer=optimizer,
+                         optimizer_args=optimizer_args, rng=rng, seed=seed)

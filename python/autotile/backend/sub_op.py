@@ -3,7 +3,7 @@ tile (partition-n-reduce). Shared by every runtime (host threads, MPI ranks, GPU
 differ in where buffers live and how regions move, not in how a sub-operator runs."""
 from __future__ import annotations
 
-from typing import Callable, List
+from typing import Callable, Dict, List, Tuple
 
 import numpy as np
 
@@ -29,13 +29,25 @@ def crop(value, buf: dict, full_shape):
 
 
 class SubOpRunner:
-    """Runs compute ops of one ExecGraph. `xp` is the array module of the buffers (numpy or cupy)."""
+    """Runs compute ops of one ExecGraph. `xp` is the array module of the buffers (numpy or cupy).
+
+    Kernels that update auxiliary states (BatchNorm's moving statistics) replace entries of
+    ``ctx.aux``; the runner keeps each new value by (state name, box) in :attr:`aux_updates`
+    (runtimes clear it at the start of a step) rather than writing the input tile, which other
+    devices may still read."""
 
     def __init__(self, eg, xp=np):
         self.eg = eg
         self.xp = xp
         self.nodes = {n.name: n for n in eg.training.symbol.topo_nodes() if not n.is_variable}
         self.dtypes = [np.dtype(d) for d in eg.lowered.tensor_dtypes]
+        #: (aux state name, lo, hi) -> its new value in that box, from this step's kernels
+        self.aux_updates: Dict[Tuple[str, tuple, tuple], object] = {}
+
+    def updated_aux(self) -> List[tuple]:
+        """This step's new auxiliary-state boxes as (name, lo, hi, host array)."""
+        to_host = getattr(self.xp, "asnumpy", np.asarray)
+        return [(name, lo, hi, to_host(value)) for (name, lo, hi), value in list(self.aux_updates.items())]
 
     def shape_only_input(self, op: dict, j: int):
         """A stand-in for an input the op reads only for its shape (no data moves): a
@@ -75,7 +87,17 @@ class SubOpRunner:
         n_args = len(opdef.arguments(attrs))
         ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng, xp=self.xp,
                             key=node_key(name, seed))
+        aux_in = list(ctx.aux)
         outs = self.kernel(node, opdef, attrs, inputs, ctx)
+        for i, (before, after) in enumerate(zip(aux_in, ctx.aux)):
+            if after is not before:  # the kernel replaced the state: keep the tile's new value
+                lo, hi = op["input_boxes"][n_args + i]
+                want = tuple(h - l for l, h in zip(lo, hi))
+                if tuple(after.shape) != want:
+                    raise Error(f"node '{name}' (op {node.op}) on device {op['device']} updated auxiliary state "
+                                f"{i} with shape {tuple(after.shape)}, its tile is {want}")
+                state = low.tensor_names[in_tensors[n_args + i]]
+                self.aux_updates[(state, tuple(lo), tuple(hi))] = after
         result = []
         for b, t, value in zip(op["outputs"], out_tensors, outs):
             buf = self.eg.buffers[b]

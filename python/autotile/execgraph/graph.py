@@ -106,21 +106,32 @@ class ExecGraph:
         return doc
 
 
-def lower_for_plan(sym, plan, replicate_fallback: bool = False):
-    """Rebuild the training graph the plan was made for and lower it to the core graph."""
-    from ..autodiff import training_graph
+def lower_for_plan(sym, plan, replicate_fallback: bool = False, optimizer_args: Optional[dict] = None,
+                   dtypes: Optional[dict] = None):
+    """Rebuild the graph the plan was made for (the training graph, with `optimizer_args` on
+    its update ops, or the forward graph of an inference plan) and lower it to the core graph
+    (inputs of the dtypes in `dtypes` by name, float32 otherwise)."""
+    from ..autodiff import inference_graph, training_graph
 
     arguments = set(sym.list_arguments())
-    tg = training_graph(sym, optimizer=plan.optimizer,
-                        shapes={k: v for k, v in plan.input_shapes.items() if k in arguments})
+    if not getattr(plan, "train", True):
+        tg = inference_graph(sym)
+    else:
+        tg = training_graph(sym, optimizer=plan.optimizer, optimizer_args=optimizer_args,
+                            shapes={k: v for k, v in plan.input_shapes.items() if k in arguments})
     lowered = lower(tg.symbol, dict(plan.input_shapes), tg.param_names, tg.backward_of, tg.update_nodes,
-                    {g: f for f, g in tg.gradient_entry.items()}, replicate_fallback=replicate_fallback)
+                    {g: f for f, g in tg.gradient_entry.items()}, dtypes=dtypes,
+                    replicate_fallback=replicate_fallback)
     return tg, lowered
 
 
 def transform(model, plan, control_deps: bool = True, device_memory: Optional[int] = None,
-              replicate_fallback: bool = False, swap: Optional[bool] = None) -> ExecGraph:
-    """The execution graph of `model`'s training step under `plan` (from autotile.plan).
+              replicate_fallback: bool = False, swap: Optional[bool] = None,
+              optimizer_args: Optional[dict] = None, dtypes: Optional[dict] = None) -> ExecGraph:
+    """The execution graph of `model`'s training step under `plan` (from autotile.plan), or of
+    its forward graph for an inference plan (``plan.train`` False). `optimizer_args` (lr,
+    momentum...) go on the update ops and `dtypes` (NumPy names by input) set the inputs'
+    dtypes (float32 by default); neither changes the graph the plan tiles.
 
     `device_memory` (bytes) is a per-device budget: a plan that needs more gives an Error
     before anything runs, saying how much each device needs. With `swap` (default: the plan's
@@ -135,7 +146,7 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     if device_memory is None and swap:
         device_memory = budget
     sym = as_symbol(model, batch=plan.batch)
-    tg, lowered = lower_for_plan(sym, plan, replicate_fallback)
+    tg, lowered = lower_for_plan(sym, plan, replicate_fallback, optimizer_args, dtypes)
     names = lowered.tensor_names
     missing = [n for n in names if n not in plan.tensor_tilings]
     if missing or len(plan.tensor_tilings) != len(names):

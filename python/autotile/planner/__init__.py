@@ -75,10 +75,11 @@ def with_head_grads(tg, shapes: Dict[str, tuple]) -> Dict[str, tuple]:
 
 
 def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd",
-                           replicate_fallback: bool = False):
+                           replicate_fallback: bool = False, train: bool = True):
     """What the search runs on: (Symbol, TrainingGraph, input shapes, LoweredGraph) of
-    `model`'s training step at the given shapes (or batch)."""
-    from ..autodiff import training_graph
+    `model`'s training step at the given shapes (or batch); with ``train=False`` of its
+    forward graph alone (:func:`autotile.autodiff.inference_graph`)."""
+    from ..autodiff import inference_graph, training_graph
     from ..autodiff.graph import default_data_names
     from .lower import lower
 
@@ -87,7 +88,7 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
     in_shapes = data_shapes(sym, shapes, batch, names, override_batch=not isinstance(model, (str, os.PathLike)))
     # Shapes let gradient functions fix divisors from whole tensors (a tile must still divide
     # by the whole batch) and record them on the training graph's new inputs.
-    tg = training_graph(sym, optimizer=optimizer, shapes=in_shapes)
+    tg = training_graph(sym, optimizer=optimizer, shapes=in_shapes) if train else inference_graph(sym)
     in_shapes = with_head_grads(tg, in_shapes)
     lowered = lower(tg.symbol, in_shapes, tg.param_names, tg.backward_of, tg.update_nodes,
                     {g: f for f, g in tg.gradient_entry.items()}, replicate_fallback=replicate_fallback)
@@ -97,8 +98,9 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
 def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
          batch: Optional[int] = None, algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None,
          optimizer: str = "sgd", replicate_fallback: bool = False, mesh=None, layout=None,
-         device_memory=None) -> Plan:
-    """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices.
+         device_memory=None, train: bool = True) -> Plan:
+    """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices
+    (with ``train=False``, its forward graph alone: partitioned inference).
 
     `shapes` gives input shapes by name; otherwise `batch` sets the batch dim of every data
     input's declared shape. `bandwidths` (one per cut, bytes/s, slowest link first; with a
@@ -132,7 +134,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     if batch is not None and (not isinstance(batch, int) or batch < 1):
         raise Error(f"batch must be a positive integer, got {batch!r}")
     t0 = time.perf_counter()
-    sym, tg, in_shapes, lowered = lowered_training_graph(model, shapes, batch, optimizer, replicate_fallback)
+    sym, tg, in_shapes, lowered = lowered_training_graph(model, shapes, batch, optimizer, replicate_fallback, train)
     lower_seconds = time.perf_counter() - t0
     factors, pins = None, None
     if isinstance(bandwidths, dict) and mesh is None:
@@ -177,7 +179,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         model=model if isinstance(model, str) else (sym.name or ""),
         batch=batch if batch is not None else (next(iter(in_shapes.values()))[0] if in_shapes else None),
         num_groups=int(raw.get("num_groups", 0)), num_levels=int(raw.get("num_levels", 0)),
-        optimizer=optimizer, input_shapes=in_shapes)
+        optimizer=optimizer if train else "", input_shapes=in_shapes, train=train)
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
     result.device_memory, result.peak_memory, result.memory_weight = device_memory, peak, weight
     result.swap_budget = raw.get("swap_budget")

@@ -59,6 +59,8 @@ class Plan:
     #: when set, the execution graph swaps tensors to host memory to fit this many bytes per
     #: device (csrc/exec/swap_plan.h): no partition alone fits the budget
     swap_budget: Optional[int] = None
+    #: False for a plan of the forward graph alone (inference: no backward, no update)
+    train: bool = True
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -87,6 +89,7 @@ class Plan:
         """A table a person can read: cut costs, then the parameters' tilings."""
         lines = [f"plan: {self.model or 'model'}  algorithm={self.algorithm}  devices={self.devices} "
                  f"(cuts {' x '.join(map(str, self.factors)) or '-'})" + (f"  batch={self.batch}" if self.batch else "")
+                 + ("" if self.train else "  inference")
                  + (f"  mesh {' x '.join(f'{a}={n}' for a, n in self.mesh.items())} (cut axes: "
                     f"{' '.join(self.cut_axes)})" if self.mesh and list(self.mesh) != ["devices"] else ""),
                  f"communication per step: {_fmt_bytes(self.comm_bytes)}   search: {self.search_seconds * 1000:.1f} ms"
