@@ -40,11 +40,15 @@ def __getattr__(name):
     # Heavier or optional parts load on first use (onnx needs the onnx package).
     import importlib
 
-    lazy = {"onnx": ".onnx", "nd": ".ndarray", "models": ".models", "autodiff": ".autodiff"}
+    lazy = {"onnx": ".onnx", "nd": ".ndarray", "models": ".models", "autodiff": ".autodiff", "training": ".training"}
     if name in lazy:
         module = importlib.import_module(lazy[name], __name__)
         globals()[name] = module
         return module
+    if name == "train":  # autotile.train(...): training.train
+        from .training import train
+
+        return train
     if name in ("plan", "Plan"):
         from . import planner
 

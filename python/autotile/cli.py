@@ -1,9 +1,10 @@
 """The ``autotile`` command line: plan, run and bench models.
 
     autotile plan MODEL --devices 8 --batch 256 [--algorithm tofu] [--json F] [--draw F.png]
-    autotile run  MODEL --devices 8 --batch 32 [--ctx cpu] [--steps N]
+    autotile run  MODEL --devices 8 --batch 32 [--ctx cpu] [--steps N] [--init xavier] [--lr 0.1]
     mpirun -np 8 autotile run MODEL --devices 8 --ctx mpi [--steps N] [--checkpoint DIR]
-    autotile info MODEL [--batch B]
+    autotile info MODEL [--batch B] [--seq S]
+    autotile train MODEL --data digits|synthetic --devices K --epochs N [--lr] [--plot F.png] [--save F.params]
     autotile bench speedup|mlp|algorithms|search|memory|calibrate [--quick] [--profile NAME]
 
 Results go to stdout, progress and errors to stderr; exit status 0 on success, 1 on a
@@ -75,7 +76,8 @@ def model_summary(sym, batch: Optional[int]) -> str:
     variables = {n.name: known.get((id(n), 0)) for n in nodes if n.is_variable}
     from .autodiff.graph import default_data_names
 
-    data = set(default_data_names(sym)) | {n for n in variables if n.startswith("data")}
+    data_names = set(default_data_names(sym))
+    data = [n for n in variables if n in data_names or n.startswith("data")]  # in the model's order
     params = {n: s for n, s in variables.items() if n not in data and s is not None}
     count = sum(int(np.prod(s)) for s in params.values())
     kinds = {}
@@ -88,10 +90,33 @@ def model_summary(sym, batch: Optional[int]) -> str:
     return "\n".join(lines)
 
 
-def cmd_info(args) -> int:
+def load_model(args):
+    """The Symbol of ``args.model`` sized by --batch and, for zoo models with a sequence length
+    (transformers), --seq; Error when --seq is given to a model that takes none."""
     from .model_input import as_symbol
 
-    sym = as_symbol(args.model, batch=args.batch)
+    seq = getattr(args, "seq", None)
+    if seq is None:
+        return as_symbol(args.model, batch=args.batch)
+    import os
+
+    from . import models
+
+    if seq < 1:
+        raise Error(f"--seq must be a positive integer, got {seq}")
+    if os.path.exists(args.model) or args.model.endswith((".onnx", ".json")):
+        raise Error(f"--seq sizes zoo models; '{args.model}' is a file, whose shapes are its own")
+    try:
+        return models.get(args.model, batch=args.batch, seq=seq)
+    except TypeError as e:
+        if "seq" not in str(e):
+            raise
+        raise Error(f"model '{args.model}' takes no sequence length (--seq is for sequence models such as "
+                    f"gpt2-small, bert-base, llama-7b)") from None
+
+
+def cmd_info(args) -> int:
+    sym = load_model(args)
     print(model_summary(sym, args.batch))
     return 0
 
@@ -125,9 +150,7 @@ def _layout_arg(text):
 
 def cmd_plan(args) -> int:
     from . import planner
-    from .model_input import as_symbol
-
-    sym = as_symbol(args.model, batch=args.batch)
+    sym = load_model(args)
     print(model_summary(sym, args.batch))
     print()
     bandwidths = args.bandwidths
@@ -189,10 +212,10 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from . import backend
-    from .model_input import as_symbol
+    from .training import sgd_args, softmax_loss
 
-    sym = as_symbol(args.model, batch=args.batch)
-    values = synthetic_inputs(sym, args.seed)
+    sym = load_model(args)
+    values = synthetic_inputs(sym, args.seed, init=args.init)
     from .autodiff.graph import default_data_names
 
     data_names = set(default_data_names(sym))
@@ -213,32 +236,52 @@ def cmd_run(args) -> int:
               f"(search {plan.search_seconds * 1000:.1f} ms)")
     head = sym.entries[0][0]
     label = next((k for k in inputs if k.endswith("label")), None)
+    batch = next((int(np.shape(v)[0]) for v in inputs.values() if np.ndim(v) > 0), 1)
+    opt_args = sgd_args(args.lr, batch)
     for step in range(args.steps):
         t0 = time.perf_counter()
         res = backend.run(sym, devices=args.devices, inputs=inputs, params=params, train=True, ctx=args.ctx,
-                          seed=args.seed + step, **({"plan": plan} if plan is not None else {}))
+                          optimizer_args=opt_args, seed=args.seed + step, **({"plan": plan} if plan is not None else {}))
         params.update(res.params)
         out = res.outputs[0]
         if head.op == "SoftmaxOutput" and label is not None:
-            probs = out.reshape(-1, out.shape[-1]) if out.ndim > 1 else out.reshape(1, -1)
-            idx = inputs[label].reshape(-1).astype(np.int64)[:probs.shape[0]]
-            loss = float(-np.mean(np.log(np.maximum(probs[np.arange(len(idx)), idx], 1e-12))))
-            what = "loss"
+            loss, what = softmax_loss(out if out.ndim > 1 else out.reshape(1, -1), inputs[label])[0], "loss"
         else:
             loss, what = float(np.mean(out)), "output mean"
         print(f"step {step + 1}/{args.steps}: {what} {loss:.6f}  time {time.perf_counter() - t0:.3f}s")
     return 0
 
 
-def synthetic_inputs(sym, seed: int):
+def cmd_train(args) -> int:
+    from .training import train
+
+    hist = train(args.model, data=args.data, devices=args.devices, epochs=args.epochs, batch=args.batch,
+                 lr=args.lr, init=args.init, seed=args.seed, plot=args.plot, save=args.save)
+    last = hist.epochs[-1]
+    print(f"{hist.model} on {hist.data}: test accuracy {100 * last.test_accuracy:.1f}% after {last.epoch} "
+          f"epochs on {hist.devices} device(s)", flush=True)
+    for what, path in (("plot", args.plot), ("parameters", args.save)):
+        if path:
+            print(f"{what} written to {path}", file=sys.stderr)
+    return 0
+
+
+def synthetic_inputs(sym, seed: int, init: str = "xavier"):
     """Random inputs for a model: labels are class ids below the output's width, an
-    Embedding's indices are below its input_dim, everything else small normal values."""
+    Embedding's indices are below its input_dim, other data standard normal; parameters and
+    auxiliary states start as MXNet's initializers set them (`init`: xavier, normal or
+    uniform for weights; biases and BatchNorm beta/mean 0, gamma/variance 1; see
+    :mod:`autotile.training_init`)."""
     import numpy as np
 
+    from .autodiff.graph import default_data_names
     from .symbol.infer import infer_entry_shapes
+    from .training_init import init_value
 
     known = infer_entry_shapes(sym, {})
     rng = np.random.default_rng(seed)
+    param_rng = np.random.default_rng([seed, 1])  # the data do not depend on the initializer
+    data_names = set(default_data_names(sym))
     int_range = {}
     for n in sym.topo_nodes():
         if n.op == "Embedding" and n.inputs and n.inputs[0][0].is_variable:
@@ -255,8 +298,10 @@ def synthetic_inputs(sym, seed: int):
             values[n.name] = rng.integers(0, classes, size=shape).astype(np.float32)
         elif n.name in int_range:
             values[n.name] = rng.integers(0, int_range[n.name], size=shape).astype(np.float32)
+        elif n.name in data_names:
+            values[n.name] = rng.standard_normal(shape).astype(np.float32)
         else:
-            values[n.name] = (rng.standard_normal(shape) * 0.05).astype(np.float32)
+            values[n.name] = init_value(n.name, shape, param_rng, init)
     return values
 
 
@@ -268,6 +313,16 @@ def _bandwidths_arg(text: str) -> List[float]:
         raise argparse.ArgumentTypeError(f"expected comma-separated numbers, e.g. 12.5e9,300e9; got {text!r}") from None
 
 
+def add_init_args(sp) -> None:
+    """--init and --lr (``autotile run`` and ``autotile train``)."""
+    from .training_init import INITIALIZERS
+
+    sp.add_argument("--init", default="xavier", choices=INITIALIZERS,
+                    help="weight initializer (MXNet's: xavier = Xavier(uniform, avg, 3), normal = N(0, 0.01^2), "
+                         "uniform = U(-0.07, 0.07)); biases 0, BatchNorm gamma 1")
+    sp.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (gradients averaged over the batch)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="autotile", description="Automatic tensor partitioning for DL training.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -275,6 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     def model_args(sp):
         sp.add_argument("model", help="zoo name (mlp, alexnet, vgg16, wresnet-152-10, rnn-10-8k), .onnx or -symbol.json")
         sp.add_argument("--batch", type=int, default=None, help="batch size")
+        sp.add_argument("--seq", type=int, default=None, help="sequence length (zoo sequence models)")
 
     sp = sub.add_parser("info", help="print a model summary")
     model_args(sp)
@@ -308,9 +364,23 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", type=int, default=1)
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=int, default=0)
+    add_init_args(sp)
     sp.add_argument("--checkpoint", default=None, help="--ctx mpi: directory to resume from and save to every step")
     sp.add_argument("--timeout", type=float, default=None, help="--ctx mpi: seconds to wait for another rank")
     sp.set_defaults(fn=cmd_run)
+
+    sp = sub.add_parser("train", help="train a classifier on a data set; loss and accuracy per epoch")
+    sp.add_argument("model", help="zoo name (on --data digits: mlp, cnn = mlp-digits, cnn-digits) or model file")
+    sp.add_argument("--data", default="digits", choices=["digits", "synthetic"],
+                    help="digits: scikit-learn's 8x8 digits (needs scikit-learn); synthetic: Gaussian clusters")
+    sp.add_argument("--devices", type=int, default=1)
+    sp.add_argument("--epochs", type=int, default=5)
+    sp.add_argument("--batch", type=int, default=32)
+    sp.add_argument("--seed", type=int, default=0)
+    add_init_args(sp)
+    sp.add_argument("--plot", default=None, metavar="PNG", help="write loss and accuracy per epoch to this PNG")
+    sp.add_argument("--save", default=None, metavar="FILE.params", help="write the trained parameters (MXNet .params)")
+    sp.set_defaults(fn=cmd_train)
 
     from .bench_cli import add_parser as add_bench_parser
 

@@ -1,0 +1,255 @@
+"""``autotile train`` and ``autotile.train(...)``: train a zoo classifier on a real (or synthetic)
+data set on k devices, with loss and accuracy per epoch, a plot and an MXNet checkpoint.
+
+    import autotile as at
+    hist = at.train("mlp", data="digits", devices=2, epochs=5, plot="curve.png", save="digits.params")
+    hist.epochs[-1].test_accuracy
+
+Every step runs through :func:`autotile.backend.run` (on k > 1 devices with one plan made before
+the first step), with SGD as MXNet's Module sets it up (rescale_grad = 1/batch) and parameters
+initialised as MXNet's initializers do (:mod:`autotile.training_init`). Test-set figures come
+from a forward pass on one device after each epoch. On ``--data digits``, ``mlp`` and ``cnn``
+name the zoo's ``mlp-digits`` and ``cnn-digits``.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional
+
+import numpy as np
+
+from .errors import Error
+
+
+@dataclass
+class EpochStats:
+    """Figures of one epoch: mean loss and accuracy over its training steps (each step's outputs
+    are computed before its update, as MXNet's Module.fit measures them) and on the test set."""
+
+    epoch: int
+    train_loss: float
+    train_accuracy: float
+    test_loss: float
+    test_accuracy: float
+    seconds: float
+
+
+@dataclass
+class History:
+    """What :func:`train` returns: per-epoch figures, the loss of every step, final parameters."""
+
+    model: str
+    data: str
+    devices: int
+    batch: int
+    lr: float
+    epochs: List[EpochStats] = field(default_factory=list)
+    step_losses: List[float] = field(default_factory=list)
+    params: Dict[str, np.ndarray] = field(default_factory=dict)
+    aux: Dict[str, np.ndarray] = field(default_factory=dict)
+
+    def epoch_line(self, e: EpochStats, total: int) -> str:
+        """``epoch i/N: train loss .. acc ..%  test loss .. acc ..%  Ts``."""
+        return (f"epoch {e.epoch}/{total}: train loss {e.train_loss:.4f} acc {100 * e.train_accuracy:.1f}%  "
+                f"test loss {e.test_loss:.4f} acc {100 * e.test_accuracy:.1f}%  {e.seconds:.1f}s")
+
+
+def sgd_args(lr: float, batch: int) -> dict:
+    """SGD arguments as MXNet's Module sets them: the learning rate and rescale_grad = 1/batch
+    (SoftmaxOutput's gradient is summed over the batch)."""
+    if not lr > 0:
+        raise Error(f"the learning rate must be positive, got {lr}")
+    return {"lr": float(lr), "rescale_grad": 1.0 / max(1, batch)}
+
+
+def softmax_loss(probs: np.ndarray, labels: np.ndarray):
+    """(mean cross-entropy, accuracy) of softmax probabilities (rows) against class ids."""
+    probs = probs.reshape(-1, probs.shape[-1])
+    idx = np.asarray(labels).reshape(-1).astype(np.int64)[: probs.shape[0]]
+    picked = probs[np.arange(len(idx)), idx]
+    loss = float(-np.mean(np.log(np.maximum(picked, 1e-12))))
+    return loss, float(np.mean(np.argmax(probs, axis=1) == idx))
+
+
+class ProgressBar:
+    """``label [#####.....] i/n loss x`` redrawn in place on stderr (a terminal only, unless forced)."""
+
+    def __init__(self, total: int, label: str, enabled: Optional[bool] = None, width: int = 30):
+        self.total, self.label, self.width = total, label, width
+        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+
+    def update(self, done: int, loss: float) -> None:
+        if not self.enabled:
+            return
+        filled = self.width * done // max(1, self.total)
+        bar = "#" * filled + "." * (self.width - filled)
+        sys.stderr.write(f"\r{self.label} [{bar}] {done}/{self.total} loss {loss:.4f}")
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self.enabled:
+            sys.stderr.write("\r\033[K")
+            sys.stderr.flush()
+
+
+def resolve_model(model, data: str, batch: Optional[int]):
+    """(Symbol, display name) of `model` for data set `data` ('mlp'/'cnn' on digits: the
+    digits-sized zoo entries)."""
+    from .model_input import as_symbol
+
+    name = model if isinstance(model, str) else (getattr(model, "name", None) or "symbol")
+    if isinstance(model, str) and data == "digits" and model.strip().lower() in ("mlp", "cnn"):
+        name = model = f"{model.strip().lower()}-digits"
+    return as_symbol(model, batch=batch), name
+
+
+def _io_names(sym, shapes):
+    from .autodiff.graph import default_data_names
+
+    names = [n for n in default_data_names(sym) if n in shapes]
+    labels = [n for n in names if n.endswith("label")]
+    data = [n for n in names if n not in labels]
+    if len(data) != 1 or len(labels) != 1:
+        raise Error(f"train needs a classifier with one data input and one label input; the model has "
+                    f"data inputs {data} and labels {labels}")
+    data, label = data[0], labels[0]
+    batch = shapes[data][0]
+    if tuple(shapes[label]) != (batch,):
+        raise Error(f"train needs one class label per sample: label '{label}' has shape {shapes[label]} "
+                    f"for a batch of {batch}")
+    return data, label
+
+
+def _classes(sym) -> int:
+    from .symbol.infer import infer_entry_shapes
+
+    head = sym.entries[0][0]
+    if head.op != "SoftmaxOutput":
+        raise Error(f"train needs a model ending in SoftmaxOutput (a classifier); '{head.name}' is {head.op}")
+    shape = infer_entry_shapes(sym, {}).get((id(head), 0))
+    return int(shape[-1])
+
+
+def evaluate(sym, x: np.ndarray, y: np.ndarray, params, aux, data: str, label: str, batch: int):
+    """(loss, accuracy) of a forward pass over (x, y) in batches of `batch` on one device
+    (the last batch padded with its first rows, whose outputs are dropped)."""
+    from . import backend
+
+    probs = []
+    for start in range(0, len(x), batch):
+        xb, n = x[start:start + batch], min(batch, len(x) - start)
+        if n < batch:
+            xb = np.concatenate([xb, np.resize(xb, (batch - n, *xb.shape[1:]))])
+        res = backend.run(sym, devices=1, inputs={data: xb, label: np.zeros(batch, np.float32)}, params=params,
+                          aux=aux, train=False)
+        probs.append(res.outputs[0].reshape(batch, -1)[:n])
+    return softmax_loss(np.concatenate(probs), y)
+
+
+def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, batch: Optional[int] = 32,
+          lr: float = 0.1, init: str = "xavier", seed: int = 0, plot: Optional[str] = None,
+          save: Optional[str] = None, progress: Optional[bool] = None, out=None) -> History:
+    """Train `model` (zoo name or Symbol ending in SoftmaxOutput) on data set `data`
+    ("digits" or "synthetic", :mod:`autotile.training_data`) for `epochs` epochs of SGD steps
+    of `batch` samples (a shuffled epoch; the last partial batch is dropped) on `devices`
+    devices. Prints one line per epoch to `out` (default stdout; False: none) and a progress bar
+    on stderr (a terminal only, unless `progress` says). `plot`: PNG of loss and accuracy per
+    epoch; `save`: the final parameters as an MXNet ``.params`` file (``arg:``/``aux:`` names,
+    as ``mx.model.save_checkpoint`` writes them). Returns the :class:`History`."""
+    from . import backend
+    from . import training_data
+    from .training_init import init_params, param_shapes
+
+    for key, value in (("devices", devices), ("epochs", epochs)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            raise Error(f"{key} must be a positive integer, got {value!r}")
+    if batch is not None and (not isinstance(batch, int) or batch < 1):
+        raise Error(f"batch must be a positive integer, got {batch!r}")
+    if data not in training_data.DATASETS:
+        raise Error(f"unknown data set '{data}' (known: {', '.join(training_data.DATASETS)})")
+    out = sys.stdout if out is None else out
+    sym, name = resolve_model(model, data, batch)
+    arg_shapes, aux_shapes = param_shapes(sym)
+    data_name, label_name = _io_names(sym, arg_shapes)
+    batch = arg_shapes[data_name][0]
+    ds = training_data.load(data, arg_shapes[data_name][1:], _classes(sym), batch, seed=seed)
+    steps = len(ds.x_train) // batch
+    if steps == 0:
+        raise Error(f"batch {batch} is larger than the {len(ds.x_train)} training samples of '{data}'")
+    params = init_params(arg_shapes, seed=seed, init=init, skip=(data_name, label_name))
+    aux = init_params(aux_shapes, seed=seed, init=init)
+    opt_args = sgd_args(lr, batch)
+    extra = {}
+    if devices > 1:
+        from . import planner
+
+        extra["plan"] = planner.plan(sym, devices=devices, shapes={data_name: arg_shapes[data_name],
+                                                                    label_name: arg_shapes[label_name]})
+    hist = History(model=name, data=data, devices=devices, batch=batch, lr=lr)
+    rng = np.random.default_rng(seed)
+    for epoch in range(1, epochs + 1):
+        t0 = time.perf_counter()
+        order = rng.permutation(len(ds.x_train))
+        bar = ProgressBar(steps, f"epoch {epoch}/{epochs}", progress)
+        losses, accs = [], []
+        for s in range(steps):
+            idx = order[s * batch:(s + 1) * batch]
+            res = backend.run(sym, devices=devices, inputs={data_name: ds.x_train[idx], label_name: ds.y_train[idx]},
+                              params=params, aux=aux, train=True, optimizer_args=opt_args,
+                              seed=seed + len(hist.step_losses), **extra)
+            params.update(res.params)
+            aux.update(res.aux)
+            loss, acc = softmax_loss(res.outputs[0], ds.y_train[idx])
+            if not np.isfinite(loss):
+                bar.close()
+                raise Error(f"training diverged at epoch {epoch} step {s + 1} (loss {loss}): lower --lr (now {lr})")
+            hist.step_losses.append(loss)
+            losses.append(loss)
+            accs.append(acc)
+            bar.update(s + 1, loss)
+        bar.close()
+        test_loss, test_acc = evaluate(sym, ds.x_test, ds.y_test, params, aux, data_name, label_name, batch)
+        hist.epochs.append(EpochStats(epoch, float(np.mean(losses)), float(np.mean(accs)), test_loss, test_acc,
+                                      time.perf_counter() - t0))
+        if out:
+            print(hist.epoch_line(hist.epochs[-1], epochs), file=out, flush=True)
+    hist.params, hist.aux = params, aux
+    if save:
+        from .ndarray import join_params, save as save_params
+
+        save_params(save, join_params(params, aux))
+    if plot:
+        plot_history(hist, plot)
+    return hist
+
+
+def plot_history(hist: History, path: str) -> None:
+    """Write a PNG of train/test loss and accuracy per epoch."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        raise Error("--plot needs matplotlib: pip install 'autotile[plot]'") from None
+    xs = [e.epoch for e in hist.epochs]
+    fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.4))
+    ax_loss.plot(xs, [e.train_loss for e in hist.epochs], marker="o", label="train")
+    ax_loss.plot(xs, [e.test_loss for e in hist.epochs], marker="o", label="test")
+    ax_loss.set_ylabel("cross-entropy")
+    ax_acc.plot(xs, [100 * e.train_accuracy for e in hist.epochs], marker="o", label="train")
+    ax_acc.plot(xs, [100 * e.test_accuracy for e in hist.epochs], marker="o", label="test")
+    ax_acc.set_ylabel("accuracy (%)")
+    for ax in (ax_loss, ax_acc):
+        ax.set_xlabel("epoch")
+        ax.legend()
+    fig.suptitle(f"{hist.model} on {hist.data}, {hist.devices} device(s), batch {hist.batch}, lr {hist.lr}")
+    fig.tight_layout()
+    try:
+        fig.savefig(path, dpi=100)
+    except OSError as e:
+        raise Error(f"cannot write plot '{path}': {e}") from None
+    finally:
+        plt.close(fig)
