@@ -48,6 +48,19 @@ def concat_branch():
     return at.sym.SoftmaxOutput(h, name="softmax"), {"data": (B, 12), "softmax_label": (B,)}, 8
 
 
+def batchnorm():
+    """Conv -> BatchNorm (learned gamma) -> relu -> conv -> BatchNorm -> FC: the moving
+    statistics are auxiliary states a step updates (res.aux)."""
+    x = at.sym.Variable("data")
+    h = at.sym.Convolution(x, kernel=(3, 3), pad=(1, 1), num_filter=8, name="conv1")
+    h = at.sym.BatchNorm(h, fix_gamma=False, name="bn1")
+    h = at.sym.Activation(h, act_type="relu", name="relu1")
+    h = at.sym.Convolution(h, kernel=(3, 3), pad=(1, 1), num_filter=4, name="conv2")
+    h = at.sym.BatchNorm(h, name="bn2")
+    h = at.sym.FullyConnected(at.sym.Flatten(h, name="flat"), num_hidden=4, name="fc")
+    return at.sym.SoftmaxOutput(h, name="softmax"), {"data": (B, 3, 6, 6), "softmax_label": (B,)}, 4
+
+
 def lstm():
     sym = at.models.rnn(layers=1, hidden=8, steps=3, batch=B, vocab=16)
     shapes = {}
@@ -57,7 +70,7 @@ def lstm():
     return sym, shapes, 16
 
 
-MODELS = {"mlp": mlp, "cnn": cnn, "residual": residual, "concat": concat_branch, "lstm": lstm}
+MODELS = {"mlp": mlp, "cnn": cnn, "residual": residual, "concat": concat_branch, "lstm": lstm, "bn": batchnorm}
 
 
 def vals_names(sym):
@@ -73,7 +86,7 @@ def values(sym, shapes, classes, seed=0):
         if name.endswith("label") or (name == "data" and "embed_weight" in vals_names(sym)):
             vals[name] = rng.integers(0, classes, size=shape).astype(np.float32)
         elif name.endswith("moving_var"):
-            vals[name] = np.ones(shape, np.float32)
+            vals[name] = rng.uniform(0.5, 1.5, shape).astype(np.float32)
         else:
             vals[name] = (rng.standard_normal(shape) * 0.3).astype(np.float32)
     return vals
@@ -86,10 +99,17 @@ def reference_step(sym, shapes, vals):
 
 
 def assert_same_step(res, ref, what):
-    """Outputs, gradients and updated params of a partitioned step equal the oracle's."""
+    """Outputs, gradients, updated params, optimizer states and auxiliary states (BatchNorm
+    moving statistics) of a partitioned step equal the oracle's, name for name. float32 sums
+    in another order differ by a few ulps of the largest term, so the absolute tolerance
+    grows with an array's largest magnitude (1e-5 up to magnitude 1)."""
+    assert len(res.outputs) == len(ref.outputs), f"{what}: {len(res.outputs)} outputs, expected {len(ref.outputs)}"
     for got, want in zip(res.outputs, ref.outputs):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5, err_msg=f"{what}: output")
-    for p in ref.grads:
-        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-4, atol=1e-5, err_msg=f"{what}: grad of {p}")
-        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-4, atol=1e-5,
-                                   err_msg=f"{what}: update of {p}")
+    for kind in ("grads", "params", "states", "aux"):
+        got, want = getattr(res, kind), getattr(ref, kind)
+        assert sorted(got) == sorted(want), f"{what}: {kind} {sorted(got)[:5]}, expected {sorted(want)[:5]}"
+        for name in want:
+            assert got[name].dtype == want[name].dtype, f"{what}: dtype of {kind} {name}"
+            atol = 1e-5 * max(1.0, float(np.max(np.abs(want[name]), initial=0.0)))
+            np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=atol, err_msg=f"{what}: {kind} {name}")

@@ -10,7 +10,7 @@ from autotile.execgraph import transform
 from sim_devices import SimDevices
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn", "residual", "concat", "lstm"])
+@pytest.mark.parametrize("model", ["mlp", "cnn", "residual", "concat", "lstm", "bn"])
 @pytest.mark.parametrize("workers,n_gpus,peer", [(1, 1, True), (2, 2, True), (4, 2, False), (8, 8, True),
                                                  (8, 4, False), (8, 1, True)])
 def test_step_matches_numpy(exec_models, fetch_emulation, model, workers, n_gpus, peer):
@@ -29,6 +29,18 @@ def test_step_matches_numpy(exec_models, fetch_emulation, model, workers, n_gpus
         else:
             assert paths.get("peer", 0) > 0 and "memcpy" not in paths
     assert res.stats["kernels"]["gpu"], "the heavy ops have CuPy kernels"
+
+
+@pytest.mark.parametrize("model", ["cnn", "bn", "lstm"])
+def test_inference_matches_numpy(exec_models, fetch_emulation, model):
+    """Partitioned inference (train=False: the forward graph planned alone) on the GPU runtime
+    equals the single-device forward; BatchNorm statistics come back unchanged."""
+    sym, shapes, classes = exec_models.MODELS[model]()
+    vals = exec_models.values(sym, shapes, classes)
+    ref = at.backend.run(sym, inputs=vals)
+    res = run_gpu(sym, 4, vals, train=False, gpu_devices=SimDevices(4, fetch_emulation, n_gpus=2, peer=True))
+    assert res.plan.train is False and not res.grads
+    exec_models.assert_same_step(res, ref, f"{model} inference x4")
 
 
 def test_host_fallback_and_kernel_report(exec_models, fetch_emulation):
