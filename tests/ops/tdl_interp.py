@@ -357,8 +357,8 @@ def _reduction_ranges(node: Reduce, arrays) -> List[int]:
                 elif not isinstance(i, Colon):
                     try:
                         lin = _linear(i.lhs if isinstance(i, Bin) and i.op == "/" else i, _AnyVars())
-                    except TdlSyntaxError:  # nested division: no coefficient-1 extent here
-                        continue
+                    except TdlSyntaxError:  # nested division: the variables outside it
+                        lin = _outer_coefs(i)
                     for v, c in lin.items():
                         if c == 1:
                             coef1.setdefault(v, arrays[n.name].shape[d])
@@ -375,6 +375,25 @@ def _reduction_ranges(node: Reduce, arrays) -> List[int]:
         else:
             raise NotEvaluable(f"no range for reduction variable {v}")
     return out
+
+
+def _outer_coefs(node):
+    """{var: coef} of the variables of an index outside any floor division (G * (c / G) + j
+    gives {j: 1}); divisions and products of non-constants count as opaque terms."""
+    if isinstance(node, Var):
+        return {node.name: 1}
+    if isinstance(node, Neg):
+        return {k: -v for k, v in _outer_coefs(node.arg).items()}
+    if isinstance(node, Bin) and node.op in "+-":
+        a, sign = dict(_outer_coefs(node.lhs)), 1 if node.op == "+" else -1
+        for k, v in _outer_coefs(node.rhs).items():
+            a[k] = a.get(k, 0) + sign * v
+        return a
+    if isinstance(node, Bin) and node.op == "*":
+        for const, other in ((node.lhs, node.rhs), (node.rhs, node.lhs)):
+            if isinstance(const, Num):
+                return {k: const.value * v for k, v in _outer_coefs(other).items()}
+    return {}
 
 
 class _AnyVars:

@@ -209,6 +209,16 @@ def _uses(expr: Optional[str], var: str) -> bool:
     return expr is not None and expr != ":" and re.search(rf"\b{re.escape(var)}\b", expr) is not None
 
 
+def _divided(expr: str, var: str) -> bool:
+    """Whether `var` occurs inside a floor division of the index (docs/tdl.md: the extent rule
+    takes r with coefficient 1 outside any division, as in `G * (c / G) + r`)."""
+    import ast
+
+    return any(isinstance(n, ast.BinOp) and isinstance(n.op, ast.FloorDiv)
+               and any(isinstance(m, ast.Name) and m.id == var for m in ast.walk(n))
+               for n in ast.walk(ast.parse(expr, mode="eval")))
+
+
 def extents(prog: OProgram, st: OStatement, in_shapes, out_shape) -> Dict[str, int]:
     """Variable extents: output shape; a reduction var from the dim it indexes alone, else
     dim minus the span of the rest of an index where it has coefficient 1."""
@@ -225,7 +235,7 @@ def extents(prog: OProgram, st: OStatement, in_shapes, out_shape) -> Dict[str, i
                 continue
             for a in st.accesses:
                 for d, e in enumerate(a.indices or []):
-                    if r in ext or not _uses(e, r) or "//" in e:
+                    if r in ext or not _uses(e, r) or _divided(e, r):
                         continue
                     others = [v for v in st.out_vars + st.red_vars if v != r and _uses(e, v)]
                     if any(v not in ext for v in others):
