@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import glob
+import json
 import os
 
 import numpy as np
@@ -25,6 +26,13 @@ FIXTURES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(FIXTU
                   if os.path.exists(p[:-5] + ".npz"))
 ORT_RTOL, ORT_ATOL = 1e-4, 2e-5  # float32 against onnxruntime (ORT vs torch eager is <= 1.3e-6 on these)
 DEVICES = 4
+FLOAT_TYPES = (1, 10, 11, 16)  # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+@functools.lru_cache(maxsize=None)
+def manifest() -> dict:
+    with open(os.path.join(FIXTURE_DIR, "MANIFEST.json")) as f:
+        return json.load(f)
 
 
 def test_fixtures_are_there():
@@ -128,3 +136,22 @@ def test_training_step_on_4_devices_equals_1(tag):
     for p in ref.grads:
         np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-3, atol=1e-5, err_msg=f"{tag}: grad {p}")
         np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-3, atol=1e-5, err_msg=f"{tag}: param {p}")
+
+
+@pytest.mark.parametrize("tag", FIXTURES)
+def test_trains_the_exported_weights(tag):
+    """A training step trains the model's weights under their ONNX names, and only them:
+    every torch parameter the exporter kept as an initializer of its own name gets a gradient
+    (not a folded copy of it, such as ViT's cls_token expanded over the batch or BERT's
+    position table gathered at positions 0..7, which SGD would update apart from the weight),
+    and nothing is trained that is not a floating-point initializer of the file (mask fill
+    values, boolean causal masks and rotary tables built from Constant nodes are constants)."""
+    sym = imported(tag)
+    path = fixture(tag)[0]
+    graph = onnx.load(path, load_external_data=False).graph
+    weights = {sym.onnx_names.get(i.name) for i in graph.initializer if i.data_type in FLOAT_TYPES}
+    trained = set(single_device(tag, True).grads)
+    untrained = [k for k in manifest()["fixtures"][tag]["torch_parameters"] if sym.onnx_names.get(k) not in trained]
+    assert not untrained, f"{tag}: torch parameters with no gradient under their own name: {untrained}"
+    constants = sorted(trained - weights)
+    assert not constants, f"{tag}: tensors trained that are not weight initializers of the file: {constants}"
