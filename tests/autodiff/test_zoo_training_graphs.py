@@ -48,7 +48,13 @@ def test_resnet_tensors_used_twice_have_gradient_sums():
     summed = set(tg.grad_sum_of.values())
     assert "stage1_unit1_relu1_output" in summed
     assert "stage1_unit1_plus_output" in summed  # input of unit 2: bn1 + shortcut
-    assert len(summed) == 16  # one per bottleneck unit of ResNet-50 (3 + 4 + 6 + 3)
+    # one per bottleneck unit of ResNet-50 (3 + 4 + 6 + 3 = 16), and, as BatchNorm trains in
+    # its synchronous form (ops/sync_batchnorm.py: _bn_moments and _bn_apply both read its
+    # input), the input of every other BatchNorm that has a gradient: bn0, each unit's bn2 and
+    # bn3 (2 x 16), each stage's first bn1 (4; pool0 or the previous stage's last sum) and the
+    # final bn1: 16 + 1 + 32 + 4 + 1 = 54
+    assert len(summed) == 54
+    assert "conv0_output" in summed and "stage1_unit1_conv1_output" in summed
 
 
 def test_big_training_graph_builds_in_seconds():

@@ -148,9 +148,14 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
             if isinstance(layout, (list, tuple)):  # Mesh-TF's form over declared dimension names
                 layout = layout_rules.named_dim_rules(sym, layout)
             pins, _ = layout_rules.pin_table(layout, lowered.tensor_names, lowered.tensor_shapes, mesh, mesh_axes)
+    # Data parallelism runs the ops that cannot split along the batch replicated (an unrolled
+    # RNN's Concat of its timesteps, a BatchNorm of 3 channels on 2 devices), as users of data
+    # parallelism expect; Plan.replicated_nodes() and the summary name them.
+    fallback = replicate_fallback or algorithm == "data"
+
     def search(memory_weight=0.0):
         return _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
-                                replicate_fallback, factors=factors, pinned=pins, memory_weight=memory_weight)
+                                fallback, factors=factors, pinned=pins, memory_weight=memory_weight)
 
     peak, weight = None, 0.0
     if device_memory is not None:

@@ -75,6 +75,12 @@ class Plan:
             raise Error(f"plan has no node named '{node}'")
         return " ".join(self.node_strategies[node])
 
+    def replicated_nodes(self) -> List[str]:
+        """Nodes that run whole (replicated) in some cut: no strategy of theirs divides or is
+        allowed there (a 3-channel BatchNorm on 2 devices; under data parallelism, an op that
+        cannot split along the batch)."""
+        return [n for n, s in self.node_strategies.items() if "replicate" in s]
+
     def tile_shape(self, name: str) -> Tuple[int, ...]:
         """Shape of the tile one device holds of tensor `name`."""
         shape = list(self.tensor_shapes[name])
@@ -102,6 +108,11 @@ class Plan:
                             if self.device_memory else ""))
         for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
             lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}")
+        replicated = self.replicated_nodes()
+        if replicated:
+            shown = ", ".join(f"{n} ({self.node_ops.get(n, '?')})" for n in replicated[:8])
+            lines.append(f"  replicated ops (no split allowed in some cut): {len(replicated)}: {shown}"
+                         + (" ..." if len(replicated) > 8 else ""))
         names = [n for n in self.param_names if n in self.tensor_tilings]
         if names:
             lines.append("")
