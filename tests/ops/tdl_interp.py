@@ -195,8 +195,8 @@ class _Parser:
             return Reduce(name, vs, body)
         if self.peek() == "[":
             self.take("[")
-            idx = [self.index()]
-            while self.peek() == ",":
+            idx = [] if self.peek() == "]" else [self.index()]  # x[] reads a rank-0 input
+            while idx and self.peek() == ",":
                 self.take(",")
                 idx.append(self.index())
             self.take("]")

@@ -68,6 +68,10 @@ _EXPLICIT: Dict[str, List[Tuple[dict, list]]] = {
     "LeakyReLU": [({"act_type": "leaky"}, [(4, 6)]), ({"act_type": "prelu"}, [(4, 6), (6,)])],
     "Reshape": [({"shape": "(6, 4)"}, [(2, 3, 4)]), ({"shape": "(2, -1)"}, [(4, 6)]), ({"shape": "(3, 8)"}, [(4, 6)])],
     "broadcast_to": [({"shape": "(4, 6)"}, [(1, 6)]), ({"shape": "(2, 3, 4)"}, [(3, 1)])],
+    "_backward_take": [({"axis_size": "6"}, [(2, 3, 4), (2, 3)]), ({"axis": "1", "axis_size": "4"}, [(6, 2, 3), (2,)])],
+    "_backward_gather_nd": [({"shape": "(6, 4)"}, [(2, 3, 4), (1, 2, 3)]), ({"shape": "(4, 6, 2)"}, [(4, 2), (2, 4)])],
+    "_backward_gather_elements": [({"shape": "(6, 4)"}, [(6, 4), (6, 4)]),
+                                  ({"axis": "1", "shape": "(6, 4)"}, [(3, 6), (3, 6)])],
 }
 
 _BASE_SHAPES = [(4, 6), (2, 4, 6, 6), (2, 3, 4), (6,), (4, 1, 6)]
