@@ -1,8 +1,10 @@
-"""Run under mpirun: one training step of a test model with ctx="mpi" on every rank; rank 0
-(every rank with --gather all) compares with the single-device step and prints one JSON line
-(the test reads it).
+"""Run under mpirun: one training step (or with --inference, one partitioned forward pass) of
+a test model with ctx="mpi" on every rank; rank 0 (every rank with --gather all) compares
+outputs, gradients, updated params, optimizer states and BatchNorm statistics with the
+single-device step and prints one JSON line (the test reads it).
 
     mpirun -np K python tests/mpi/mpi_step.py MODEL [--strided subarray|rows] [--window allocate|create]
+                                                    [--inference] [--optimizer momentum]
 """
 import argparse
 import json
@@ -15,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "execgraph"))
 
 import autotile as at  # noqa: E402
-from models import MODELS, values  # noqa: E402
+from models import MODELS, assert_same_step, values  # noqa: E402
 
 
 def mlp_dropout():
@@ -37,6 +39,8 @@ def main():
     ap.add_argument("--algorithm", default="tofu")
     ap.add_argument("--gather", default="root", help="root: rank 0 checks; all: every rank checks")
     ap.add_argument("--algorithm-rank1", default=None, help="plan with another algorithm on rank 1 (mismatch test)")
+    ap.add_argument("--inference", action="store_true", help="train=False: the forward graph planned alone")
+    ap.add_argument("--optimizer", default="sgd")
     args = ap.parse_args()
     from mpi4py import MPI
 
@@ -47,22 +51,23 @@ def main():
     vals = values(sym, shapes, classes)
     inputs = {k: vals[k] for k in shapes}
     params = {k: v for k, v in vals.items() if k not in shapes}
-    plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm)
-    res = at.backend.run(sym, devices=devices, inputs=inputs, params=params, train=True, ctx="mpi", plan=plan,
-                         strided=args.strided, window=args.window, timeout=60, gather=args.gather, seed=3)
+    train = not args.inference
+    plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm, train=train, optimizer=args.optimizer)
+    opt = {"optimizer": args.optimizer, "optimizer_args": {"lr": 0.05}} if train else {}
+    res = at.backend.run(sym, devices=devices, inputs=inputs, params=params, train=train, ctx="mpi", plan=plan,
+                         strided=args.strided, window=args.window, timeout=60, gather=args.gather, seed=3, **opt)
     if comm.Get_rank() != 0 and args.gather == "root":
-        assert res.outputs == [] and res.grads == {} and res.params == {}
+        assert res.outputs == [] and res.grads == {} and res.params == {} and res.aux == {}
         return 0
-    ref = at.backend.run(sym, inputs=inputs, params=params, train=True, seed=3)
-    worst = 0.0
-    for got, want in [(a, b) for a, b in zip(res.outputs, ref.outputs)] + \
-            [(res.grads[p], ref.grads[p]) for p in ref.grads] + [(res.params[p], ref.params[p]) for p in ref.params]:
-        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
-        worst = max(worst, float(np.max(np.abs(np.asarray(got) - np.asarray(want)), initial=0.0)))
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=train, seed=3, **opt)
+    assert_same_step(res, ref, f"{args.model} on {comm.Get_size()} ranks")
+    pairs = list(zip(res.outputs, ref.outputs)) + [(getattr(res, k)[n], v) for k in ("grads", "params", "states", "aux")
+                                                   for n, v in getattr(ref, k).items()]
+    worst = max(float(np.max(np.abs(np.asarray(a) - np.asarray(b)), initial=0.0)) for a, b in pairs)
     print(json.dumps({"ok": True, "rank": comm.Get_rank(), "model": args.model, "ranks": comm.Get_size(),
-                      "max_abs_diff": worst,
+                      "max_abs_diff": worst, "train": train,
                       "bytes": res.stats["bytes"], "plan_bytes": plan.comm_bytes,
-                      "grads": len(ref.grads)}), flush=True)
+                      "grads": len(ref.grads), "states": len(ref.states), "aux": len(ref.aux)}), flush=True)
     return 0
 
 

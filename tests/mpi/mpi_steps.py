@@ -1,9 +1,11 @@
-"""Run under mpirun: N training steps with params kept sharded between steps
-(MPIRuntime.advance), optionally saving a checkpoint after step S or resuming from one
-(possibly written by another number of ranks); rank 0 compares the last step's outputs and
-updated params with N single-device steps and prints one JSON line.
+"""Run under mpirun: N training steps with params, optimizer states and BatchNorm statistics
+kept sharded between steps (MPIRuntime.advance), optionally saving a checkpoint after step S
+or resuming from one (possibly written by another number of ranks); rank 0 compares the last
+step's outputs, updated params, optimizer states and BatchNorm statistics with N
+single-device steps (each fed the last one's) and prints one JSON line.
 
-    mpirun -np K python tests/mpi/mpi_steps.py MODEL --steps N [--save-at S --ckpt DIR] [--resume DIR]
+    mpirun -np K python tests/mpi/mpi_steps.py MODEL --steps N [--optimizer momentum]
+                                               [--save-at S --ckpt DIR] [--resume DIR]
 """
 import argparse
 import json
@@ -29,6 +31,7 @@ def main():
     ap.add_argument("--save-at", type=int, default=None)
     ap.add_argument("--ckpt", default=None)
     ap.add_argument("--resume", default=None)
+    ap.add_argument("--optimizer", default="sgd")
     args = ap.parse_args()
     from mpi4py import MPI
 
@@ -37,8 +40,8 @@ def main():
     vals = values(sym, shapes, classes)
     inputs = {k: vals[k] for k in shapes}
     params = {k: v for k, v in vals.items() if k not in shapes}
-    plan = at.plan(sym, devices=comm.Get_size(), shapes=shapes)
-    eg = transform(sym, plan)
+    plan = at.plan(sym, devices=comm.Get_size(), shapes=shapes, optimizer=args.optimizer)
+    eg = transform(sym, plan, optimizer_args={"lr": 0.05})
     rt = MPIRuntime(eg, timeout=60)
     rt.load(step_inputs(eg, vals))
     first = rt.load_checkpoint(args.resume) if args.resume else 0
@@ -48,17 +51,26 @@ def main():
         if args.save_at == step + 1:
             rt.save_checkpoint(args.ckpt)
     tg = eg.training
-    got = rt.gather(list(tg.output_names) + list(tg.updated_names), root=0)
+    got = rt.gather(list(tg.output_names) + list(tg.updated_names) + list(tg.new_state_names), root=0)
+    # a training step's BatchNorm kernels rewrite every channel: the starting values do not show
+    aux = rt.gather_aux(vals, root=0)
     rt.close()
     if comm.Get_rank() != 0:
         return 0
+    states = {}
     for _ in range(args.steps):
-        ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
-        params = {**params, **ref.params}
+        ref = at.backend.run(sym, inputs=inputs, params=params, train=True, optimizer=args.optimizer,
+                             optimizer_args={"lr": 0.05}, states=states)
+        params, states = {**params, **ref.params, **ref.aux}, ref.states
     for name, want in zip(tg.output_names, ref.outputs):
         np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-5, err_msg=f"output {name}")
     for p, u in zip(tg.param_names, tg.updated_names):
         np.testing.assert_allclose(got[u], ref.params[p], rtol=1e-4, atol=1e-5, err_msg=f"param {p}")
+    for s, n in zip(tg.state_names, tg.new_state_names):
+        np.testing.assert_allclose(got[n], ref.states[s], rtol=1e-4, atol=1e-5, err_msg=f"optimizer state {s}")
+    assert sorted(aux) == sorted(ref.aux)
+    for a in ref.aux:  # carried between steps (and through the checkpoint) as the params are
+        np.testing.assert_allclose(aux[a], ref.aux[a], rtol=1e-4, atol=1e-6, err_msg=f"aux {a}")
     print(json.dumps({"ok": True, "ranks": comm.Get_size(), "first_step": first, "steps": args.steps,
                       "step_after": rt.step}), flush=True)
     return 0

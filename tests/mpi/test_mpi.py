@@ -78,10 +78,10 @@ def results(out):
 
 
 @pytest.mark.parametrize("ranks", [2, 4])
-@pytest.mark.parametrize("model", ["mlp", "cnn", "lstm", "dropout"])
+@pytest.mark.parametrize("model", ["mlp", "cnn", "lstm", "dropout", "bn"])
 def test_step_matches_single_device(model, ranks):
-    """Outputs, gradients and updated params equal the single-device step (dropout: every
-    rank drops exactly the single-device units)."""
+    """Outputs, gradients, updated params and BatchNorm statistics equal the single-device
+    step (dropout: every rank drops exactly the single-device units)."""
     rc, out, _ = mpirun(ranks, script("mpi_step.py", model))
     assert rc == 0, out[-4000:]
     [res] = results(out)
@@ -101,16 +101,33 @@ def test_step_variants_match_single_device(options):
     assert sorted(r["rank"] for r in res) == ([0, 1, 2, 3] if "all" in options else [0])
 
 
+@pytest.mark.parametrize("model,options", [("bn", ["--inference"]), ("lstm", ["--inference"]),
+                                           ("bn", ["--optimizer", "momentum"]), ("cnn", ["--optimizer", "adam"])])
+def test_inference_and_optimizers_match_single_device(model, options):
+    """Partitioned inference (train=False) and steps with optimizer state and optimizer_args
+    (lr) on 4 ranks equal one device: outputs, grads, params, optimizer states, aux."""
+    rc, out, _ = mpirun(4, script("mpi_step.py", model, *options))
+    assert rc == 0, out[-4000:]
+    [res] = results(out)
+    assert res["train"] == ("--inference" not in options)
+    assert res["states"] == (0 if "--optimizer" not in options else res["grads"] * (1 if "momentum" in options else 2))
+    assert res["aux"] == (4 if model == "bn" else 0)
+
+
 def test_sharded_steps_and_checkpoint_resumed_on_other_rank_count(tmp_path):
+    """Three momentum steps of the BatchNorm CNN with params, momenta and moving statistics
+    kept on the ranks, checkpointed after step 2 on 2 ranks and resumed on 4."""
     ckpt = str(tmp_path / "ckpt")
-    rc, out, _ = mpirun(2, script("mpi_steps.py", "cnn", "--steps", "3", "--save-at", "2", "--ckpt", ckpt))
+    steps = ("mpi_steps.py", "bn", "--optimizer", "momentum", "--steps", "3")
+    rc, out, _ = mpirun(2, script(*steps, "--save-at", "2", "--ckpt", ckpt))
     assert rc == 0, out[-4000:]
     assert results(out)[0]["steps"] == 3
     manifest = json.load(open(os.path.join(ckpt, "manifest.json")))
     assert manifest["step"] == 2 and manifest["devices"] == 2
+    assert {"bn1_moving_mean", "bn2_moving_var", "conv1_weight_mom"} <= set(manifest["tensors"])
     assert sorted(os.listdir(ckpt)) == ["manifest.json", "step00000002-rank0.params", "step00000002-rank1.params"]
     # resume at step 2 on 4 ranks (another plan): step 3 equals the third single-device step
-    rc, out, _ = mpirun(4, script("mpi_steps.py", "cnn", "--steps", "3", "--resume", ckpt))
+    rc, out, _ = mpirun(4, script(*steps, "--resume", ckpt))
     assert rc == 0, out[-4000:]
     [res] = results(out)
     assert res["first_step"] == 2 and res["step_after"] == 3

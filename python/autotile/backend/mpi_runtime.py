@@ -9,24 +9,6 @@ the devices and compare a hash of their ExecGraph (JSON, schedules, arena sizes)
 to run, naming the ranks that differ, on a mismatch. Each rank then runs only its own
 schedule (``eg.schedule(rank)``).
 
-Memory. A rank's arena (the static memory plan of its device) is exposed as an RMA window.
-By default the window memory comes from ``MPI.Win.Allocate`` and the NumPy arena is a view
-of it: on one node MPI then maps it as shared memory and a Get is a plain copy that needs
-nothing from the target. ``window="create"`` instead exposes a NumPy arena with
-``MPI.Win.Create``; MPICH then moves data by active messages that progress only while the
-target is inside MPI, which costs milliseconds per Get while the target computes (measured
-in bench/mpi.py; MPICH's ``MPIR_CVAR_ASYNC_PROGRESS=1`` helps partly).
-
-MultiFetch. A fetch op assembles its destination tile from pieces of other tiles. Local
-pieces are copied by the C++ multifetch kernel; remote pieces are read in one
-passive-target epoch per source rank: ``Lock(source, SHARED, NOCHECK)``, one ``Get`` per
-piece, ``Unlock(source)`` (the Unlock completes the Gets). A strided piece (a box inside a
-box) is described either by derived datatypes (``Create_subarray`` on the source tile and on
-the destination tile, the default) or as one Get per contiguous row (``strided="rows"``); the
-data lands straight in the destination buffer. An accumulating fetch (a reduction: zero the
-destination, add the pieces) gets remote pieces into contiguous staging arrays, then the
-C++ kernel zeroes the destination and adds local and staged pieces. The arena window is only
-ever locked shared, so MPI_MODE_NOCHECK is valid and no lock message is sent.
 
 Synchronisation. The ExecGraph's deps already say when an op may run: after the producers
 of what it reads (possibly on other ranks) and after every reader (possibly a remote fetch)
@@ -43,87 +25,38 @@ s polls rank s's counter (``Get_accumulate(NO_OP)``, an atomic read) with expone
 back-off (50 us to 2 ms), caching what it saw. At the end of a step every rank waits until
 all counters reach the step's end, so no rank rewrites inputs a peer is still reading.
 
-Faults. Every wait has a timeout (``timeout`` seconds, default 300; env
-``AUTOTILE_MPI_TIMEOUT``): a rank that waits longer for a peer raises an Error naming the
-peer, the op it waits for and how far the peer got. A rank whose op raises writes its
-message into its window and sets ``failed = rank + 1`` on every rank
-(``Compare_and_swap``, so the first failure wins); pollers check their own ``failed`` word
-and raise an Error quoting the failing rank's message. A rank that timed out announces
-its failure the same way, with the rank it found unresponsive as ``suspect`` (no more RMA
-goes to that rank). A watchdog thread bounds every MPI call (a Get or a collective that
-never returns because a peer died): past the timeout plus a grace period it prints what
-the rank was doing and calls ``MPI.COMM_WORLD.Abort``. After a failed step the process
-aborts the job at exit instead of finalizing (MPI_Finalize would wait for dead peers),
-after counting itself in every live rank's ``acks`` word and waiting (at most 5 s) until
-all live ranks did, so every rank gets to print its error; ``mpirun`` returns non-zero in
-bounded time.
 
-Results. :func:`run_mpi` gathers outputs, gradients and updated params to rank 0 (``gather=
-"root"``), to every rank (``"all"``) or not at all (``"none"``: fetch them with
-:meth:`MPIRuntime.gather`, :meth:`MPIRuntime.allgather` or :meth:`MPIRuntime.local_tiles`).
-:meth:`MPIRuntime.advance` carries updated params (and optimizer state) into the next
-step's inputs without leaving the ranks; :meth:`MPIRuntime.save_checkpoint` writes each
-rank's param shards in the at.nd format plus a JSON manifest, and
-:meth:`MPIRuntime.load_checkpoint` restores them (on any number of ranks: a shard is cut
-from whichever saved shards cover it).
+Results. :func:`run_mpi` gathers outputs, gradients, updated params, optimizer states and
+BatchNorm statistics to rank 0 (``gather="root"``), to every rank (``"all"``) or not at all
+(``"none"``: fetch them with :meth:`MPIRuntime.gather`, :meth:`MPIRuntime.allgather`,
+:meth:`MPIRuntime.gather_aux` or :meth:`MPIRuntime.local_tiles`). With ``train=False`` it
+runs partitioned inference (the forward graph planned alone). :meth:`MPIRuntime.advance`
+carries updated params, optimizer states and BatchNorm statistics into the next step's
+inputs without leaving the ranks.
+
+The runtime's other concerns live beside it: the RMA windows and the Gets of a fetch in
+:mod:`autotile.backend.mpi_rma`, progress flags, timeouts, failure announcements and the
+watchdog in :mod:`autotile.backend.mpi_faults`, checkpoints (each rank's shards in the at.nd
+format plus a JSON manifest, loadable on any number of ranks) in
+:mod:`autotile.backend.mpi_checkpoint`.
 """
 from __future__ import annotations
 
-import atexit
 import hashlib
 import json
 import os
 import sys
-import threading
 import time
 from typing import Dict, List, Optional
 
 import numpy as np
 
-from .. import _core
 from ..errors import Error
+from .mpi_checkpoint import Checkpoints
+from .mpi_faults import DEFAULT_TIMEOUT, GRACE, FaultProtocol, RankFailure, Watchdog, abort_at_exit, mpi
+from .mpi_rma import RMAWindows, piece_gets  # noqa: F401  (piece_gets: bench/mpi.py)
 from .sub_op import SubOpRunner
-from .tiles import box_index, input_tiles, is_extra_replica, step_inputs
-
-# The flag window of a rank, in int64 words: progress, failed rank + 1, acks, then what this
-# rank reports when it fails: the rank it found dead + 1 (0: none), message length, message.
-_PROGRESS, _FAILED, _ACKS, _SUSPECT, _MSGLEN, _HEADER = 0, 1, 2, 3, 4, 5
-_MESSAGE_BYTES = 2048
-_DEFAULT_TIMEOUT = 300.0
-_GRACE = 10.0  # seconds the watchdog adds to the timeout before aborting
-
-# The runtime whose step failed: the process then aborts the MPI job at exit instead of finalizing.
-_abort_at_exit = [None]
-_hook_registered: List[bool] = []
-_ACK_WAIT = 5.0  # seconds a failed rank waits at exit for the others to have seen the failure
-
-
-def mpi():
-    """The mpi4py MPI module, or an Error saying how to install it."""
-    try:
-        from mpi4py import MPI
-    except ImportError as e:
-        raise Error("ctx='mpi' needs mpi4py and an MPI library: pip install 'autotile[mpi]' "
-                    f"(mpi4py + the mpich wheel) or see docs/mpi.md for a system MPI ({e})") from None
-    if not _hook_registered:
-        # registered after mpi4py's own exit handler, so it runs before MPI is finalized
-        atexit.register(_exit_hook)
-        _hook_registered.append(True)
-    return MPI
-
-
-def _exit_hook():
-    rt = _abort_at_exit[0]
-    if rt is not None:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            rt._exit_barrier(_ACK_WAIT)
-        except BaseException as e:  # abort anyway
-            sys.stderr.write(f"autotile: rank {rt.rank}: {type(e).__name__} while waiting for the other ranks: {e}\n")
-        finally:
-            mpi().COMM_WORLD.Abort(1)
-
+from .tiles import box_index, input_tiles, is_extra_replica, overlap, step_inputs
 
 
 def exec_graph_hash(eg) -> str:
@@ -135,96 +68,8 @@ def exec_graph_hash(eg) -> str:
     return h.hexdigest()
 
 
-class RankFailure(Error):
-    """Another rank failed (or stopped answering) during a step. `reported`: another rank
-    said so (False when this rank noticed a peer stopped answering, and tells the others)."""
 
-    def __init__(self, message: str, reported: bool = True, suspect: Optional[int] = None):
-        super().__init__(message)
-        self.reported = reported
-        self.suspect = suspect  # the rank that stopped answering
-
-
-class _Watchdog:
-    """Bounds blocking MPI calls: past its deadline it reports and aborts the job."""
-
-    def __init__(self, rank: int, comm):
-        self.rank = rank
-        self.comm = comm
-        self.deadline = None
-        self.where = ""
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, name="autotile-mpi-watchdog", daemon=True)
-        self._thread.start()
-
-    def arm(self, seconds: float, where: str):
-        self.where = where
-        self.seconds = seconds
-        self.deadline = time.monotonic() + seconds
-
-    def disarm(self):
-        self.deadline = None
-
-    def stop(self):
-        self._stop.set()
-
-    def _loop(self):
-        while not self._stop.wait(0.25):
-            deadline = self.deadline
-            if deadline is not None and time.monotonic() > deadline:
-                sys.stderr.write(f"autotile: error: rank {self.rank}: no answer from MPI for more than "
-                                 f"{self.seconds:g} s while {self.where} (a peer died or hangs); "
-                                 "aborting the MPI job\n")
-                sys.stderr.flush()
-                threading.Timer(5.0, lambda: os._exit(1)).start()  # in case Abort itself hangs
-                self.comm.Abort(1)
-                return
-
-
-def _runs(sub, src_shape, dst_shape):
-    """Split box shape `sub` into contiguous runs common to a source tile of shape
-    `src_shape` and a destination of shape `dst_shape`: (leading dims, run length in
-    elements). The trailing dims the box fully covers in both, plus one more, are one run."""
-    n = len(sub)
-    k = n
-    while k > 0 and sub[k - 1] == src_shape[k - 1] == dst_shape[k - 1]:
-        k -= 1
-    if k == 0:
-        return (), int(np.prod(sub)) if n else 1
-    return tuple(sub[:k - 1]), int(np.prod(sub[k - 1:]))
-
-
-def piece_gets(MPI, dtype, src_shape, src_disp: int, src_start, sub, d_mem, d_shape, d_start, strided: str):
-    """The Gets that copy box `sub` starting at `src_start` of a remote C-ordered tile of shape
-    `src_shape` (at byte `src_disp` of the target's window) into the box starting at
-    `d_start` of the local C-ordered array of shape `d_shape` whose bytes are `d_mem`.
-    strided="subarray": one Get with subarray datatypes on both sides; "rows": one Get per
-    contiguous run. Returns ([(origin spec, target spec)], committed datatypes to free later)."""
-    from mpi4py.util.dtlib import from_numpy_dtype
-
-    dtype = np.dtype(dtype)
-    if strided == "subarray":
-        base = from_numpy_dtype(dtype)
-        if not src_shape:  # a scalar
-            return [([d_mem, 1, base], (src_disp, 1, base))], []
-        t_type = base.Create_subarray(list(src_shape), list(sub), list(src_start), order=MPI.ORDER_C).Commit()
-        o_type = base.Create_subarray(list(d_shape), list(sub), list(d_start), order=MPI.ORDER_C).Commit()
-        return [([d_mem, 1, o_type], (src_disp, 1, t_type))], [t_type, o_type]
-    lead, run = _runs(sub, src_shape, d_shape)
-    esz = dtype.itemsize
-    s_strides = [int(np.prod(src_shape[i + 1:])) for i in range(len(src_shape))]
-    d_strides = [int(np.prod(d_shape[i + 1:])) for i in range(len(d_shape))]
-    items = []
-    for idx in (np.ndindex(*lead) if lead else [()]):
-        first_s = [s + i for s, i in zip(src_start, idx)] + list(src_start[len(idx):])
-        first_d = [s + i for s, i in zip(d_start, idx)] + list(d_start[len(idx):])
-        so = sum(a * b for a, b in zip(first_s, s_strides)) * esz
-        do = sum(a * b for a, b in zip(first_d, d_strides)) * esz
-        items.append(([d_mem[do: do + run * esz], run * esz, MPI.BYTE], (src_disp + so, run * esz, MPI.BYTE)))
-    return items, []
-
-
-class MPIRuntime:
+class MPIRuntime(FaultProtocol, RMAWindows, Checkpoints):
     """Runs this rank's part of an ExecGraph; the ranks of `comm` are the devices."""
 
     def __init__(self, eg, comm=None, timeout: Optional[float] = None, window: str = "allocate",
@@ -236,7 +81,7 @@ class MPIRuntime:
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
         if timeout is None:
-            timeout = float(os.environ.get("AUTOTILE_MPI_TIMEOUT", _DEFAULT_TIMEOUT))
+            timeout = float(os.environ.get("AUTOTILE_MPI_TIMEOUT", DEFAULT_TIMEOUT))
         self.timeout = float(timeout)
         if window not in ("allocate", "create"):
             raise Error(f"window must be 'allocate' or 'create', got {window!r}")
@@ -246,9 +91,9 @@ class MPIRuntime:
         if self.size != eg.devices:
             raise Error(f"the MPI world has {self.size} rank(s) but the plan is for {eg.devices} devices: "
                         f"launch with mpirun -np {eg.devices} (one rank per device) or plan for {self.size} devices")
-        self._watchdog = _Watchdog(self.rank, self.comm)
+        self._watchdog = Watchdog(self.rank, self.comm)
         self.exec_hash = exec_graph_hash(eg)
-        self._watchdog.arm(self.timeout + _GRACE, "comparing execution graphs across ranks")
+        self._watchdog.arm(self.timeout + GRACE, "comparing execution graphs across ranks")
         hashes = self.comm.allgather(self.exec_hash)
         self._watchdog.disarm()
         if len(set(hashes)) > 1:
@@ -274,21 +119,8 @@ class MPIRuntime:
         self._suspects = set()  # ranks that stopped answering: no RMA to them after a failure
         self._types = []
 
-        # windows (collective): the arena, then the flags
-        self._watchdog.arm(self.timeout + _GRACE, "creating the RMA windows")
-        nbytes = max(int(eg.core.arena_bytes[self.rank]), 8)
-        if window == "allocate":
-            self.win = MPI.Win.Allocate(nbytes, 1, comm=self.comm)
-            self.arena = np.frombuffer(self.win.tomemory(), dtype=np.uint8)[:nbytes]
-            self.arena[...] = 0
-        else:
-            self.arena = np.zeros(nbytes, dtype=np.uint8)
-            self.win = MPI.Win.Create(self.arena, 1, comm=self.comm)
-        words = _HEADER + _MESSAGE_BYTES // 8
-        self.fwin = MPI.Win.Allocate(words * 8, 8, comm=self.comm)
-        self.flags = np.frombuffer(self.fwin.tomemory(), dtype=np.int64)[:words]
-        self.flags[...] = 0
-        self.comm.Barrier()  # every window is zeroed before anyone reads it
+        self._watchdog.arm(self.timeout + GRACE, "creating the RMA windows")  # collective
+        self._open_windows(max(int(eg.core.arena_bytes[self.rank]), 8), window)
         self._watchdog.disarm()
 
         self.views: Dict[int, np.ndarray] = {}
@@ -339,160 +171,8 @@ class MPIRuntime:
                 self.fetches[op_id] = self._fetch_plan(op)
             self.waits[op_id] = sorted(need.items())
 
-    def _fetch_plan(self, op: dict) -> dict:
-        eg = self.eg
-        dst_id = op["outputs"][0]
-        dst = eg.buffers[dst_id]
-        dst_view = self.views[dst_id]
-        dtype = dst_view.dtype
-        dst_shape = tuple(h - l for l, h in zip(dst["lo"], dst["hi"]))
-        local, staged, gets = [], [], {}
-        for src_id, lo, hi in op["pieces"]:
-            sb = eg.buffers[src_id]
-            sub = tuple(h - l for l, h in zip(lo, hi))
-            if any(n <= 0 for n in sub):
-                continue
-            if sb["device"] == self.rank:
-                local.append((self.views[src_id], sb["lo"], lo, hi))
-                continue
-            src_shape = tuple(h - l for l, h in zip(sb["lo"], sb["hi"]))
-            src_start = tuple(l - o for l, o in zip(lo, sb["lo"]))
-            if op["accumulate"]:  # stage contiguous, add after the gets
-                stage = np.empty(sub, dtype=dtype)
-                staged.append((stage, lo, lo, hi))
-                d_mem, d_shape, d_start = stage.reshape(-1).view(np.uint8), sub, (0,) * len(sub)
-            else:
-                d_mem = self.arena[dst["offset"]: dst["offset"] + dst_view.nbytes]
-                d_shape, d_start = dst_shape, tuple(l - o for l, o in zip(lo, dst["lo"]))
-            items, types = piece_gets(self.MPI, dtype, src_shape, sb["offset"], src_start, sub, d_mem, d_shape,
-                                      d_start, self.strided)
-            gets.setdefault(sb["device"], []).extend(items)
-            self._types.extend(types)
-        return {"dst": dst_view, "dst_lo": dst["lo"], "local": local, "staged": staged, "gets": gets,
-                "accumulate": bool(op["accumulate"])}
 
-    # ------------------------------------------------------------------ flags
-    def _flag_read(self, rank: int) -> np.ndarray:
-        MPI = self.MPI
-        out = np.zeros(2, dtype=np.int64)
-        self.fwin.Lock(rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-        self.fwin.Get_accumulate([np.zeros(2, np.int64), MPI.INT64_T], [out, MPI.INT64_T], rank,
-                                 target=(0, 2, MPI.INT64_T), op=MPI.NO_OP)
-        self.fwin.Unlock(rank)
-        return out
-
-    def _publish(self, value: int):
-        MPI = self.MPI
-        self.win.Lock(self.rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-        self.win.Sync()  # this rank's stores into the arena are visible to remote Gets
-        self.win.Unlock(self.rank)
-        self.fwin.Lock(self.rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-        self.fwin.Accumulate([np.array([value], np.int64), MPI.INT64_T], self.rank, target=(0, 1, MPI.INT64_T),
-                             op=MPI.REPLACE)
-        self.fwin.Unlock(self.rank)
-
-    def _failure_message(self, rank: int) -> str:
-        """The message of failed rank `rank` (and the rank it found dead joins the suspects)."""
-        MPI = self.MPI
-        words = _HEADER + _MESSAGE_BYTES // 8
-        buf = np.zeros(words, dtype=np.int64)
-        self.fwin.Lock(rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-        self.fwin.Get([buf, MPI.INT64_T], rank, target=(0, words, MPI.INT64_T))
-        self.fwin.Unlock(rank)
-        if int(buf[_SUSPECT]):
-            self._suspects.add(int(buf[_SUSPECT]) - 1)
-        n = int(buf[_MSGLEN])
-        return buf[_HEADER:].view(np.uint8)[:n].tobytes().decode("utf-8", "replace")
-
-    def _announce_failure(self, message: str, suspect: Optional[int] = None):
-        """Writes `message` (and the rank found dead, if any) into this rank's window and marks
-        every rank still alive failed by this one."""
-        MPI = self.MPI
-        data = message.encode("utf-8")[:_MESSAGE_BYTES]
-        words = np.zeros(_MESSAGE_BYTES // 8 + 2, dtype=np.int64)
-        words[0] = 0 if suspect is None else suspect + 1
-        words[1] = len(data)
-        words[2:].view(np.uint8)[:len(data)] = np.frombuffer(data, np.uint8)
-        self._watchdog.arm(self.timeout + _GRACE, "telling the other ranks this rank failed")
-        try:
-            self.fwin.Lock(self.rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-            self.fwin.Put([words, MPI.INT64_T], self.rank, target=(_SUSPECT, len(words), MPI.INT64_T))
-            self.fwin.Unlock(self.rank)
-            mark = np.array([self.rank + 1], np.int64)
-            for r in self._alive():
-                result = np.zeros(1, np.int64)
-                self.fwin.Lock(r, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-                self.fwin.Compare_and_swap([mark, MPI.INT64_T], [np.zeros(1, np.int64), MPI.INT64_T],
-                                           [result, MPI.INT64_T], r, _FAILED)
-                self.fwin.Unlock(r)
-        finally:
-            self._watchdog.disarm()
-
-    def _alive(self) -> List[int]:
-        return [r for r in range(self.size) if r not in self._suspects]
-
-    def _exit_barrier(self, seconds: float):
-        """At exit after a failed step: counts this rank on every rank's ack word and waits
-        (at most `seconds`) until every rank did, so that all print their error before the
-        job is aborted. A dead rank never acks: the wait then just runs out."""
-        MPI = self.MPI
-        self._watchdog.arm(seconds + _GRACE, "waiting for the other ranks to see the failure")
-        one = np.ones(1, np.int64)
-        alive = self._alive()
-        for r in alive:
-            self.fwin.Lock(r, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-            self.fwin.Accumulate([one, MPI.INT64_T], r, target=(_ACKS, 1, MPI.INT64_T), op=MPI.SUM)
-            self.fwin.Unlock(r)
-        end = time.monotonic() + seconds
-        while time.monotonic() < end:
-            out = np.zeros(1, np.int64)
-            self.fwin.Lock(self.rank, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-            self.fwin.Get_accumulate([one, MPI.INT64_T], [out, MPI.INT64_T], self.rank,
-                                     target=(_ACKS, 1, MPI.INT64_T), op=MPI.NO_OP)
-            self.fwin.Unlock(self.rank)
-            if int(out[0]) >= len(alive):
-                break
-            time.sleep(0.01)
-
-    def _check_failed(self, own: Optional[np.ndarray] = None):
-        failed = int((self._flag_read(self.rank) if own is None else own)[1])
-        if failed:
-            culprit = failed - 1
-            raise RankFailure(f"rank {self.rank} stops: rank {culprit} failed: {self._failure_message(culprit)}")
-
-    def _wait(self, rank: int, units: int, what):
-        """Waits until `rank`'s progress counter reaches `units` (absolute), or fails.
-        `what()` describes what is awaited (for messages)."""
-        if self._seen[rank] >= units:
-            return
-        what = what()
-        start = time.monotonic()
-        delay = 50e-6
-        polls = 0
-        try:
-            while True:
-                self._watchdog.arm(self.timeout + _GRACE, f"waiting for rank {rank} ({what})")
-                head = self._flag_read(rank)
-                self._seen[rank] = int(head[0])
-                if int(head[1]):
-                    self._check_failed(head)
-                if self._seen[rank] >= units:
-                    return
-                polls += 1
-                if polls % 8 == 0:
-                    self._check_failed()
-                self._watchdog.disarm()
-                if time.monotonic() - start > self.timeout:
-                    base = self._epoch * self.units[rank]
-                    raise RankFailure(f"rank {self.rank} timed out after {self.timeout:g} s waiting for rank {rank} "
-                                      f"({what}); rank {rank} last reported {max(self._seen[rank] - base - 1, 0)} of "
-                                      f"its {self.units[rank] - 1} ops done this step: it is stuck or dead",
-                                      reported=False, suspect=rank)
-                time.sleep(delay)
-                delay = min(delay * 2, 2e-3)
-        finally:
-            self._watchdog.disarm()
-
+    # ------------------------------------------------------------------ data in / out
     # ------------------------------------------------------------------ data in / out
     def _describe_wait(self, op_id: int, rank: int, unit: int) -> str:
         low = self.eg.lowered
@@ -537,7 +217,7 @@ class MPIRuntime:
         summed); None on the other ranks. Collective."""
         single = isinstance(names, str)
         names = [names] if single else list(names)
-        self._watchdog.arm(self.timeout + _GRACE, "gathering results")
+        self._watchdog.arm(self.timeout + GRACE, "gathering results")
         try:
             tiles = self.comm.gather({n: self.local_tiles(n) for n in names}, root=root)
         finally:
@@ -551,7 +231,7 @@ class MPIRuntime:
         """Full values of the tensors in `names` on every rank. Collective."""
         single = isinstance(names, str)
         names = [names] if single else list(names)
-        self._watchdog.arm(self.timeout + _GRACE, "gathering results")
+        self._watchdog.arm(self.timeout + GRACE, "gathering results")
         try:
             tiles = self.comm.allgather({n: self.local_tiles(n) for n in names})
         finally:
@@ -559,19 +239,32 @@ class MPIRuntime:
         out = self._assemble(names, tiles)
         return out[names[0]] if single else out
 
-    # ------------------------------------------------------------------ execution
-    def _fetch(self, plan: dict):
-        MPI = self.MPI
-        if not plan["accumulate"] and plan["local"]:
-            _core.multifetch(plan["dst"], plan["dst_lo"], plan["local"], False)
-        for source, items in plan["gets"].items():
-            self.win.Lock(source, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
-            for origin, target in items:
-                self.win.Get(origin, source, target=target)
-            self.win.Unlock(source)
-        if plan["accumulate"]:
-            _core.multifetch(plan["dst"], plan["dst_lo"], plan["local"] + plan["staged"], True)
+    def _gather_aux(self, all_ranks: bool, root: int = 0):
+        """Every rank's new auxiliary-state boxes of the step just run, as one list (on `root`
+        only unless `all_ranks`; None elsewhere). Collective."""
+        self._watchdog.arm(self.timeout + GRACE, "gathering BatchNorm statistics")
+        try:
+            mine = self.runner.updated_aux()
+            parts = self.comm.allgather(mine) if all_ranks else self.comm.gather(mine, root=root)
+        finally:
+            self._watchdog.disarm()
+        return None if parts is None else [u for part in parts for u in part]
 
+    def gather_aux(self, values: Dict[str, np.ndarray], root: int = 0) -> Optional[Dict[str, np.ndarray]]:
+        """The auxiliary states (BatchNorm moving statistics) after the step just run, in full,
+        on rank `root` (None on the others): `values` holds them before the step. Collective."""
+        from .multi_device import assemble_aux
+
+        updates = self._gather_aux(False, root)
+        return None if updates is None else assemble_aux(self.eg, updates, values)
+
+    def allgather_aux(self, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
+        """:meth:`gather_aux` on every rank. Collective."""
+        from .multi_device import assemble_aux
+
+        return assemble_aux(self.eg, self._gather_aux(True), values)
+
+    # ------------------------------------------------------------------ execution
     def run(self, is_train: bool = True, seed: int = 0) -> dict:
         """Runs this rank's schedule for one step; returns its timing stats. Raises Error
         (RankFailure when another rank failed or stopped answering) naming the node and rank."""
@@ -581,6 +274,7 @@ class MPIRuntime:
         rng = np.random.default_rng(seed + me)
         fetch_seconds = wait_seconds = 0.0
         t_start = time.perf_counter()
+        self.runner.aux_updates.clear()
         for b, value in self._inputs.items():
             self.views[b][...] = value
         self._publish(base[me] + 1)  # unit 0: inputs loaded
@@ -598,7 +292,7 @@ class MPIRuntime:
                         np.copyto(self.views[b], value, casting="unsafe")
                 else:
                     t0 = time.perf_counter()
-                    self._watchdog.arm(self.timeout + _GRACE, f"fetching op {op_id}")
+                    self._watchdog.arm(self.timeout + GRACE, f"fetching op {op_id}")
                     try:
                         self._fetch(self.fetches[op_id])
                     finally:
@@ -613,14 +307,14 @@ class MPIRuntime:
                 self._wait(r, base[r] + self.units[r], lambda: "the end of the step")
             wait_seconds += time.perf_counter() - t0
         except RankFailure as e:
-            _abort_at_exit[0] = self
+            abort_at_exit[0] = self
             if e.suspect is not None:
                 self._suspects.add(e.suspect)
             if not e.reported:
                 self._announce_failure(str(e), e.suspect)
             raise
         except Exception as e:
-            _abort_at_exit[0] = self
+            abort_at_exit[0] = self
             where = ""
             if op_id is not None:
                 op = ops[op_id]
@@ -636,6 +330,7 @@ class MPIRuntime:
         return {"step_seconds": time.perf_counter() - t_start, "fetch_seconds": fetch_seconds,
                 "wait_seconds": wait_seconds, "rank": me}
 
+
     # ------------------------------------------------------------------ across steps
     def _carried(self):
         """(input, its new value) pairs a training step hands to the next: params and optimizer states."""
@@ -643,8 +338,9 @@ class MPIRuntime:
         return list(zip(tg.param_names, tg.updated_names)) + list(zip(tg.state_names, tg.new_state_names))
 
     def advance(self):
-        """Makes the updated params and optimizer states of the step just run the inputs of the
-        next step (a local copy where the tiles match, else gathered). Collective."""
+        """Makes the updated params, optimizer states and BatchNorm statistics of the step just
+        run the inputs of the next step (a local copy where the tiles match, else gathered).
+        Collective."""
         eg, me = self.eg, self.rank
         new, remote = {}, []
         for old, upd in self._carried():
@@ -662,117 +358,33 @@ class MPIRuntime:
             full = self.allgather([u for _, u in remote])
             self.load({old: full[upd] for old, upd in remote}, names=[old for old, _ in remote])
         self._inputs.update(new)
+        if any(a in eg.tensor_id for a in eg.training.aux_names):
+            self._advance_aux()
         self.step += 1
 
-    def _checkpoint_names(self) -> List[str]:
-        return [old for old, _ in self._carried()]
-
-    def save_checkpoint(self, directory: str) -> str:
-        """Writes this rank's shards of the params and optimizer states (the next step's
-        inputs) as ``step<N>-rank<R>.params`` (at.nd format) and, from rank 0, the manifest
-        ``manifest.json`` (written last, atomically). Collective; returns the manifest path."""
-        from .. import ndarray
-
-        eg, me = self.eg, self.rank
-        os.makedirs(directory, exist_ok=True)
-        fname = f"step{self.step:08d}-rank{me}.params"
-        arrays, shards = {}, []
-        for name in self._checkpoint_names():
-            b = eg.core.tile(eg.tensor_id[name], me)
-            if b not in self._inputs or is_extra_replica(eg, name, me):
-                continue
-            key = f"{name}@{me}"
-            arrays[key] = self._inputs[b]
-            buf = eg.buffers[b]
-            shards.append({"tensor": name, "key": key, "file": fname, "lo": list(buf["lo"]), "hi": list(buf["hi"])})
-        tmp = os.path.join(directory, fname + ".tmp")
-        ndarray.save(tmp, arrays)
-        os.replace(tmp, os.path.join(directory, fname))
-        self._watchdog.arm(self.timeout + _GRACE, "writing a checkpoint")
-        try:
-            everything = self.comm.gather(shards, root=0)
-            path = os.path.join(directory, "manifest.json")
-            if me == 0:
-                low = eg.lowered
-                manifest = {
-                    "format": "autotile-mpi-checkpoint", "version": 1, "step": self.step, "devices": eg.devices,
-                    "exec_hash": self.exec_hash,
-                    "tensors": {n: {"shape": list(low.tensor_shapes[eg.tensor_id[n]]),
-                                    "dtype": str(self.dtypes[eg.tensor_id[n]])} for n in self._checkpoint_names()},
-                    "shards": [s for part in everything for s in part]}
-                with open(path + ".tmp", "w") as f:
-                    json.dump(manifest, f, indent=1)
-                os.replace(path + ".tmp", path)
-            self.comm.Barrier()
-        finally:
-            self._watchdog.disarm()
-        for old in os.listdir(directory):  # this rank's shards of earlier checkpoints
-            if old.endswith(f"-rank{me}.params") and old != fname:
-                os.remove(os.path.join(directory, old))
-        return path
-
-    def load_checkpoint(self, directory: str) -> int:
-        """Restores params and optimizer states from a checkpoint written by
-        :meth:`save_checkpoint` (by any number of ranks, under any plan: every tile is cut from
-        the saved shards that cover it). Returns the checkpoint's step."""
-        from .. import ndarray
-
-        eg = self.eg
-        path = os.path.join(directory, "manifest.json")
-        try:
-            with open(path) as f:
-                manifest = json.load(f)
-        except (OSError, json.JSONDecodeError) as e:
-            raise Error(f"cannot read checkpoint manifest '{path}': {e}") from None
-        if manifest.get("format") != "autotile-mpi-checkpoint":
-            raise Error(f"'{path}' is not an autotile MPI checkpoint manifest")
-        files = {}
-        for name in self._checkpoint_names():
-            tid = eg.tensor_id[name]
-            info = manifest["tensors"].get(name)
-            shape = tuple(eg.lowered.tensor_shapes[tid])
-            if info is None or tuple(info["shape"]) != shape:
-                raise Error(f"checkpoint '{directory}' does not fit this model: tensor '{name}' has shape {shape}, "
-                            f"the checkpoint {'lacks it' if info is None else 'has ' + str(tuple(info['shape']))}")
-            b = eg.core.tile(tid, self.rank)
+    def _advance_aux(self):
+        """This rank's input tiles of the auxiliary states take the boxes every rank's kernels
+        rewrote this step (BatchNorm statistics). Collective."""
+        updates = self._gather_aux(True)
+        for (name, lo, hi, value) in updates:
+            b = self.eg.core.tile(self.eg.tensor_id[name], self.rank)
             if b not in self._inputs:
                 continue
-            lo, hi = eg.buffers[b]["lo"], eg.buffers[b]["hi"]
-            region = np.zeros(tuple(h - l for l, h in zip(lo, hi)), dtype=self.dtypes[tid])
-            covered = np.zeros(region.shape, dtype=bool)
-            for shard in manifest["shards"]:
-                if shard["tensor"] != name:
-                    continue
-                ilo = [max(a, c) for a, c in zip(lo, shard["lo"])]
-                ihi = [min(a, c) for a, c in zip(hi, shard["hi"])]
-                if any(h <= l for l, h in zip(ilo, ihi)):
-                    continue
-                if shard["file"] not in files:
-                    files[shard["file"]] = ndarray.load(os.path.join(directory, shard["file"]))
-                value = files[shard["file"]][shard["key"]]
-                region[box_index(ilo, ihi, lo)] = value[box_index(ilo, ihi, shard["lo"])]
-                covered[box_index(ilo, ihi, lo)] = True
-            if not covered.all():
-                raise Error(f"checkpoint '{directory}' does not cover tensor '{name}' in box {tuple(lo)}..{tuple(hi)}")
-            self._inputs[b] = region
-        self.step = int(manifest["step"])
-        return self.step
+            buf = self.eg.buffers[b]
+            box = overlap(buf["lo"], buf["hi"], lo, hi)
+            if box is not None:
+                self._inputs[b][box_index(*box, buf["lo"])] = value[box_index(*box, lo)]
 
     def close(self):
         """Frees the windows and datatypes (collective); the arena views die with them."""
-        self._watchdog.arm(self.timeout + _GRACE, "freeing the RMA windows")
+        self._watchdog.arm(self.timeout + GRACE, "freeing the RMA windows")
         try:
-            self.win.Free()
-            self.fwin.Free()
+            self._free_windows()
         finally:
             self._watchdog.disarm()
             self._watchdog.stop()
-        for t in self._types:
-            t.Free()
-        self._types = []
         self.views = {}
         self.fetches = {}
-        self.arena = self.flags = None
 
 
 def run_mpi(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True, optimizer: str = "sgd",
@@ -780,45 +392,39 @@ def run_mpi(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
             control_deps: bool = True, device_memory: Optional[int] = None, replicate_fallback: bool = False,
             gather: str = "root", timeout: Optional[float] = None, window: str = "allocate",
             strided: str = "subarray", comm=None):
-    """One training step with one device per MPI rank (at.backend.run(..., ctx="mpi")).
-    Every rank calls it with the same arguments. ``gather``: "root" (rank 0 gets outputs,
-    grads and params; other ranks get empty ones), "all" or "none" (stats only)."""
-    from .run import Result
+    """One step with one device per MPI rank (at.backend.run(..., ctx="mpi")): a training
+    step, or partitioned inference with ``train=False``. Every rank calls it with the same
+    arguments. ``gather``: "root" (rank 0 gets outputs, grads, params, optimizer states and
+    aux; other ranks get empty ones), "all" or "none" (stats only)."""
+    from .multi_device import exec_stats, plan_and_transform, result_names, step_result
+    from .result import Result
 
     MPI = mpi()
     comm = MPI.COMM_WORLD if comm is None else comm
-    if not train:
-        raise Error("ctx='mpi' runs training steps (train=True)")
-    if optimizer_args:
-        raise Error("optimizer_args are not supported with ctx='mpi' yet: the plan uses the optimizer's defaults")
     if gather not in ("root", "all", "none"):
         raise Error(f"gather must be 'root', 'all' or 'none', got {gather!r}")
     if comm.Get_size() != devices:
         raise Error(f"devices={devices} but the MPI world has {comm.Get_size()} rank(s): launch with "
                     f"mpirun -np {devices} (one rank per device)")
-    from .multi_device import plan_and_transform
-
     plan, eg, stats = plan_and_transform(sym, devices, values, plan, algorithm, optimizer, control_deps,
-                                         device_memory, replicate_fallback)
+                                         device_memory, replicate_fallback, train, optimizer_args)
     rt = MPIRuntime(eg, comm=comm, timeout=timeout, window=window, strided=strided)
-    rt.load(step_inputs(eg, values))
-    stats.update(rt.run(is_train=True, seed=seed))
-    tg = eg.training
-    names = list(tg.output_names) + list(tg.grad_names) + list(tg.updated_names)
-    full = {}
+    inputs = step_inputs(eg, values)
+    rt.load(inputs)
+    stats.update(rt.run(is_train=train, seed=seed))
+    full, aux = {}, None
     if gather == "root":
-        full = rt.gather(names, root=0) or {}
+        full = rt.gather(result_names(eg), root=0) or {}
+        aux = rt.gather_aux(inputs, root=0)
     elif gather == "all":
-        full = rt.allgather(names)
+        full = rt.allgather(result_names(eg))
+        aux = rt.allgather_aux(inputs)
     rt.close()
-    es = eg.stats()
-    stats.update(bytes=es["bytes"], bytes_per_device=es["bytes_per_device"], peak_memory=es["peak_memory"],
-                 bytes_received=es["bytes_per_device"][rt.rank], exec_hash=rt.exec_hash)
-    if not full:
+    exec_stats(eg, stats)
+    stats.update(bytes_received=stats["bytes_per_device"][rt.rank], exec_hash=rt.exec_hash)
+    if aux is None:
         return Result(outputs=[], plan=plan, stats=stats)
-    return Result(outputs=[full[n] for n in tg.output_names],
-                  grads={p: full[g] for p, g in zip(tg.param_names, tg.grad_names)},
-                  params={p: full[u] for p, u in zip(tg.param_names, tg.updated_names)}, plan=plan, stats=stats)
+    return step_result(eg, full, aux, plan, stats)
 
 
 def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], devices: int, steps: int,

@@ -70,13 +70,19 @@ def assemble_aux(eg, updates: Iterable[tuple], values: Dict[str, np.ndarray]) ->
     return out
 
 
+def exec_stats(eg, stats: dict) -> dict:
+    """`stats` with the execution graph's bytes moved (total and per device) and arena sizes."""
+    es = eg.stats()
+    stats.update(bytes=es["bytes"], bytes_per_device=es["bytes_per_device"], peak_memory=es["peak_memory"])
+    return stats
+
+
 def step_result(eg, full: Dict[str, np.ndarray], aux: Dict[str, np.ndarray], plan, stats: dict):
     """A :class:`Result` from the full values of :func:`result_names` and the assembled aux."""
     from .result import Result
 
     tg = eg.training
-    es = eg.stats()
-    stats.update(bytes=es["bytes"], bytes_per_device=es["bytes_per_device"], peak_memory=es["peak_memory"])
+    exec_stats(eg, stats)
     return Result(outputs=[full[n] for n in tg.output_names],
                   grads={p: full[g] for p, g in zip(tg.param_names, tg.grad_names)},
                   params={p: full[u] for p, u in zip(tg.param_names, tg.updated_names)},

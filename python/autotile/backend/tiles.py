@@ -19,6 +19,13 @@ def box_index(lo, hi, origin=None) -> tuple:
     return tuple(slice(l - o, h - o) for l, h, o in zip(lo, hi, origin))
 
 
+def overlap(lo, hi, other_lo, other_hi) -> Optional[Tuple[List[int], List[int]]]:
+    """The box where [lo, hi) and [other_lo, other_hi) meet, as (lo, hi); None when they don't."""
+    ilo = [max(a, c) for a, c in zip(lo, other_lo)]
+    ihi = [min(a, c) for a, c in zip(hi, other_hi)]
+    return None if any(h <= l for l, h in zip(ilo, ihi)) else (ilo, ihi)
+
+
 def device_digits(factors, device: int) -> List[int]:
     """The group index of `device` at each cut (mixed radix over the plan's factors)."""
     digits, rest = [], device
