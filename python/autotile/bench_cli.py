@@ -1,36 +1,35 @@
-"""``autotile bench ...``: run the benchmark scripts of the source tree's bench/ directory.
+"""``autotile bench NAME [args]``: run a benchmark of :mod:`autotile.bench`.
 
-    autotile bench speedup|mlp|algorithms|memory|search|validate [--quick] [--profile NAME]
+    autotile bench speedup|mlp|algorithms|memory|search|validate|multifetch|... [--quick] [...]
     autotile bench calibrate [--quick] [--out PATH]
     autotile bench all [--quick]
 
-Each script prints its table and writes a PNG and a JSON of the raw numbers to bench/out/.
-Scripts run in a child process with one BLAS thread per process (the host profile's
-assumption; see autotile/sim/profiles/host.json)."""
+Arguments after NAME go to the benchmark (``autotile bench speedup --help`` lists its own).
+Each runs in a child process (``python -m autotile.bench.MODULE``) with one BLAS thread per
+process (the host profile's assumption; see autotile/sim/profiles/host.json), prints its table
+and writes a PNG and a JSON of the raw numbers (autotile.bench.common.default_out_dir). Scripts
+that exist only in a source checkout's bench/ directory (optimality, transformers, scaling...)
+run from there when the package is imported from a checkout."""
 from __future__ import annotations
 
+import argparse
 import os
 import subprocess
 import sys
-from typing import List
+from typing import List, Optional
 
+from .bench import BENCHES
 from .errors import Error
 
-#: subcommand -> script in bench/
-SCRIPTS = {"speedup": "speedup.py", "mlp": "mlp.py", "algorithms": "algorithms.py", "memory": "memory_fit.py",
-           "search": "search_time.py", "validate": "sim_validate.py"}
-#: what `autotile bench all` runs, in order
-ALL = ("validate", "speedup", "mlp", "algorithms", "memory", "search")  # validate calibrates
+#: what `autotile bench all` runs, in order (validate calibrates the host profile first)
+ALL = ("validate", "speedup", "mlp", "algorithms", "memory", "search")
 
 
-def bench_dir() -> str:
-    """bench/ of the source tree this package was imported from (python/autotile/../../bench)."""
+def tree_bench_dir() -> Optional[str]:
+    """bench/ of the source checkout this package was imported from, or None when installed."""
     here = os.path.dirname(os.path.abspath(__file__))
     path = os.path.normpath(os.path.join(here, "..", "..", "bench"))
-    if not os.path.isdir(path):
-        raise Error("the benchmark scripts live in the source tree's bench/ directory, which this installed "
-                    "package has not got: run autotile from a checkout (PYTHONPATH=python)")
-    return path
+    return path if os.path.isfile(os.path.join(path, "common.py")) else None
 
 
 def _env() -> dict:
@@ -42,51 +41,48 @@ def _env() -> dict:
     return env
 
 
+def command(name: str, extra: List[str]) -> List[str]:
+    """The child process's argv for benchmark `name`; Error naming the known ones."""
+    if name == "calibrate":
+        return [sys.executable, "-c", "import sys; from autotile.sim.calibrate import main; "
+                                      "sys.exit(main(sys.argv[1:]))", *extra]
+    if name in BENCHES:
+        return [sys.executable, "-m", f"autotile.bench.{BENCHES[name][0]}", *extra]
+    tree = tree_bench_dir()
+    script = os.path.join(tree, f"{name}.py") if tree and name != "common" else None
+    if script and os.path.isfile(script):
+        return [sys.executable, script, *extra]
+    known = ", ".join(sorted(list(BENCHES) + ["calibrate", "all"]))
+    where = "" if tree else " (scripts only in a source checkout's bench/ need one)"
+    raise Error(f"unknown benchmark '{name}'; known: {known}{where}")
+
+
 def run_one(name: str, extra: List[str]) -> int:
     """Run benchmark `name` with `extra` arguments; returns its exit status."""
-    if name == "calibrate":
-        cmd = [sys.executable, "-c", "import sys; from autotile.sim.calibrate import main; "
-                                     "sys.exit(main(sys.argv[1:]))", *extra]
-    else:
-        script = os.path.join(bench_dir(), SCRIPTS[name])
-        if not os.path.exists(script):
-            raise Error(f"bench/{SCRIPTS[name]} is not in this checkout yet")
-        cmd = [sys.executable, script, *extra]
-    return subprocess.call(cmd, env=_env())
+    return subprocess.call(command(name, extra), env=_env())
 
 
 def cmd_bench(args) -> int:
-    extra = []
-    if args.quick:
-        extra.append("--quick")
-    if args.out:
-        if args.what != "calibrate":
-            raise Error("--out is an option of `autotile bench calibrate`")
-        extra += ["--out", args.out]
-    for p in args.profile or []:
-        if args.what in ("calibrate", "search"):
-            raise Error(f"`autotile bench {args.what}` takes no --profile")
-        extra += ["--profile", p]
     if args.what != "all":
-        return run_one(args.what, extra)
+        return run_one(args.what, args.args)
+    unknown = [a for a in args.args if a != "--quick"]
+    if unknown:
+        raise Error(f"`autotile bench all` takes only --quick, got {' '.join(unknown)}")
     status = 0
     for name in ALL:
         print(f"== autotile bench {name}", flush=True)
-        try:
-            rc = run_one(name, ["--quick"] if args.quick else [])
-        except Error as e:
-            print(f"skipped: {e}", flush=True)
-            continue
-        status = status or rc
+        status = status or run_one(name, list(args.args))
     return status
 
 
 def add_parser(sub) -> None:
     """Register ``bench`` on the ``autotile`` command's subparsers."""
-    sp = sub.add_parser("bench", help="run benchmarks (tables, plots and JSON to bench/out/)")
-    sp.add_argument("what", choices=sorted(list(SCRIPTS) + ["calibrate", "all"]))
-    sp.add_argument("--quick", action="store_true", help="small sizes (under 2 minutes)")
-    sp.add_argument("--profile", action="append", default=None,
-                    help="hardware profile (p2.8xlarge, dgx-a100, 2x8-ib, host or a JSON path); repeatable")
-    sp.add_argument("--out", default=None, help="calibrate: where to write the calibration JSON")
+    lines = [f"  {name:<12} {desc}" for name, (_, desc) in BENCHES.items()]
+    lines += [f"  {'calibrate':<12} measure this host's kernels for the simulator's host profile",
+              f"  {'all':<12} {', '.join(ALL)} in turn"]
+    sp = sub.add_parser("bench", help="run a benchmark (tables on stdout, PNG and JSON files)",
+                        description="benchmarks:\n" + "\n".join(lines),
+                        formatter_class=argparse.RawDescriptionHelpFormatter)
+    sp.add_argument("what", metavar="NAME", help="benchmark name (above)")
+    sp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark, e.g. --quick")
     sp.set_defaults(fn=cmd_bench)

@@ -1,5 +1,6 @@
 """CI smoke run of the quick benchmark suite's fastest parts (speedup and MLP, simulated):
-the scripts run, write their JSON and PNG, and the numbers are sane. Speed is not checked."""
+they run (speedup through ``autotile bench``, the package's module; mlp through its thin
+script in bench/), write their JSON and PNG, and the numbers are sane. Speed is not checked."""
 import json
 import math
 import os
@@ -8,6 +9,8 @@ import sys
 
 import pytest
 
+import autotile as at
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -15,9 +18,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 def out_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("bench_out")
     env = dict(os.environ, AUTOTILE_BENCH_OUT=str(out), OPENBLAS_NUM_THREADS="1")
-    for script in ("speedup.py", "mlp.py"):
-        proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", script), "--quick"], env=env,
-                              capture_output=True, text=True, timeout=300)
+    pkg_parent = os.path.dirname(os.path.dirname(os.path.abspath(at.__file__)))
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for argv in (["-m", "autotile.cli", "bench", "speedup", "--quick"],
+                 [os.path.join(ROOT, "bench", "mlp.py"), "--quick"]):
+        proc = subprocess.run([sys.executable, *argv], env=env, capture_output=True, text=True, timeout=300)
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert "SIMULATED" in proc.stdout
     return out

@@ -1,13 +1,7 @@
-"""bench/common.py: plans are weighed by the simulated machine's link bandwidths."""
-import os
-import sys
-
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                                "bench"))
-import common  # noqa: E402
-
-import autotile as at  # noqa: E402
-from autotile.sim import load_profile  # noqa: E402
+"""autotile.bench.common: plans are weighed by the simulated machine's link bandwidths."""
+import autotile as at
+from autotile.bench import common
+from autotile.sim import load_profile
 
 
 def test_planning_bandwidths_follow_the_profile_levels():
