@@ -243,13 +243,67 @@ FOLDERS: Dict[str, Callable] = {
 }
 
 
-def fold(ctx, values) -> Optional[list]:
-    """The node's outputs computed in NumPy, or None when it cannot be folded."""
+#: Largest constant (elements) folding may produce; bigger results are left to run time, so a
+#: small file cannot make the importer allocate what a ConstantOfShape or Expand asks for.
+MAX_FOLD_ELEMENTS = 1 << 28
+
+#: Ops never folded by the generic evaluator: random values must be drawn at run time, and
+#: control flow / sequences are not tensors autotile carries.
+_NO_GENERIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+               "Bernoulli", "If", "Loop", "Scan", "SequenceConstruct", "SequenceAt", "SplitToSequence",
+               "ConcatFromSequence", "Dropout"}
+
+
+def _too_big(ctx) -> bool:
+    """Whether ONNX shape inference says an output exceeds :data:`MAX_FOLD_ELEMENTS`."""
+    for i in range(len(ctx.node.output)):
+        dims = ctx.out_dims(i)
+        if dims is not None and all(isinstance(d, int) for d in dims):
+            if int(np.prod([max(d, 0) for d in dims], dtype=object)) > MAX_FOLD_ELEMENTS:
+                return True
+    return False
+
+
+def _reference(ctx, values) -> list:
+    """Evaluate one node with onnx's reference implementation (every standard op, exactly as
+    the spec defines it), for constant inputs no hand-written folder covers."""
+    import onnx
+    from onnx import helper
+    from onnx.reference import ReferenceEvaluator
+
+    node = ctx.node
+    inputs, feeds = [], {}
+    for name, v in zip(node.input, values):
+        if not name:
+            continue
+        v = np.asarray(v)
+        if v.dtype == object:
+            raise NotFoldable("an input holds an unknown dimension")
+        inputs.append(helper.make_tensor_value_info(name, helper.np_dtype_to_tensor_dtype(v.dtype), list(v.shape)))
+        feeds[name] = v
+    outputs = [helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in node.output if o]
+    graph = helper.make_graph([node], "fold", inputs, outputs)
+    model = helper.make_model(graph, opset_imports=list(ctx.imp.model.opset_import))
+    try:
+        results = ReferenceEvaluator(model).run(None, feeds)
+    except Exception as e:  # the spec's own evaluator refused the values: name the node
+        raise ctx.error(f"cannot evaluate this constant node at import time: {type(e).__name__}: {e}") from None
+    it = iter(results)
+    return [next(it) if o else None for o in node.output]
+
+
+def fold(ctx, values, generic: bool = False) -> Optional[list]:
+    """The node's outputs computed in NumPy, or None when it cannot be folded. With `generic`,
+    ops without a hand-written folder are evaluated by onnx's reference implementation."""
     folder = FOLDERS.get(ctx.op_type)
-    if folder is None:
+    if folder is None and (not generic or ctx.op_type in _NO_GENERIC):
+        return None
+    if _too_big(ctx):
         return None
     try:
-        outs = folder(ctx, values)
+        outs = folder(ctx, values) if folder is not None else _reference(ctx, values)
     except NotFoldable:
         return None
-    return [normalize(np.asarray(o)) for o in outs]  # NumPy scalars become 0-d arrays
+    except (ValueError, IndexError, KeyError, TypeError, MemoryError) as e:
+        raise ctx.error(f"cannot fold this constant node: {type(e).__name__}: {e}") from None
+    return [None if o is None else normalize(np.asarray(o)) for o in outs]  # NumPy scalars become 0-d arrays

@@ -440,6 +440,9 @@ class Importer:
 
     def _make_param(self, var_name: str, value: np.ndarray, onnx_name: str) -> Symbol:
         value = np.asarray(value)
+        if value.size == 0:
+            raise Error(f"ONNX tensor '{onnx_name}' has shape {value.shape} with no elements; "
+                        f"autotile does not compute empty tensors")
         if value.ndim == 0:  # autotile tensors have rank >= 1 (as MXNet's)
             value = value.reshape(1)
         self.params[var_name] = value
@@ -483,17 +486,10 @@ class Importer:
                     order.append(nodes[i])
         return order
 
-    def _check_supported(self, nodes):
-        from .onnx_ops import CONVERTERS
-
-        bad = []
-        for i, n in enumerate(nodes):
-            if n.domain not in ("", "ai.onnx") or n.op_type not in CONVERTERS:
-                op = n.op_type if n.domain in ("", "ai.onnx") else f"{n.domain}::{n.op_type}"
-                bad.append(f"{op} (node '{n.name or (n.output[0] if n.output else i)}')")
-        if bad:
-            raise Error(f"ONNX model has {len(bad)} node(s) with operators autotile does not support: "
-                        + ", ".join(bad))
+    @staticmethod
+    def _unsupported_label(node, index: int) -> str:
+        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}::{node.op_type}"
+        return f"{op} (node '{node.name or (node.output[0] if node.output else index)}')"
 
     def run(self) -> Symbol:
         from .onnx_ops import CONVERTERS
@@ -504,23 +500,41 @@ class Importer:
             if dims is not None:
                 kwargs["shape"] = tuple(d if isinstance(d, int) else 0 for d in dims)
             elem = vi.type.tensor_type.elem_type if vi.type.HasField("tensor_type") else 0
+            if elem == self.onnx.TensorProto.STRING:
+                raise Error(f"ONNX input '{vi.name}' holds strings; autotile computes numeric tensors only")
             if elem and elem != self.onnx.TensorProto.FLOAT:
                 kwargs["dtype"] = self.onnx.helper.tensor_dtype_to_np_dtype(elem)
             self.values[vi.name] = Variable(self.var_names[vi.name], **kwargs)
             self.onnx_names[vi.name] = self.var_names[vi.name]
         self.values.update(self.initializers)
-        nodes = self._topo_order()
-        self._check_supported(nodes)
-        for index, node in enumerate(nodes):
-            ctx = NodeContext(self, node, index)
+        # Constant subgraphs fold first; only the nodes left to convert must have a converter.
+        # Unsupported nodes are collected (their outputs poisoned, so what depends on them is
+        # skipped) and reported together, with every op type and node name.
+        unsupported: List[str] = []
+        poisoned: set = set()
+        for index, node in enumerate(self._topo_order()):
             present = [x for x in node.input if x]
+            if any(x in poisoned for x in present):  # downstream of an unsupported node
+                poisoned.update(o for o in node.output if o)
+                if node.domain not in ("", "ai.onnx") or node.op_type not in CONVERTERS:
+                    unsupported.append(self._unsupported_label(node, index))
+                continue
+            ctx = NodeContext(self, node, index)
             values = [self.lookup(x, ctx) if x else None for x in node.input]
             outs = None
+            known = node.domain in ("", "ai.onnx") and node.op_type in CONVERTERS
             if all(isinstance(self.values.get(x), np.ndarray) for x in present):
-                outs = fold(ctx, values)
+                outs = fold(ctx, values, generic=node.domain in ("", "ai.onnx"))
+            if outs is None and not known:
+                unsupported.append(self._unsupported_label(node, index))
+                poisoned.update(o for o in node.output if o)
+                continue
             if outs is None:
                 outs = CONVERTERS[node.op_type](ctx)
             self._bind(ctx, outs)
+        if unsupported:
+            raise Error(f"ONNX model has {len(unsupported)} node(s) with operators autotile does not support: "
+                        + ", ".join(unsupported))
         outputs = []
         for o in self.graph.output:
             sym = self.as_symbol(o.name)

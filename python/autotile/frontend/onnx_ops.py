@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from .onnx_fold import SymDim
+from .onnx_fold import SymDim, has_symbolic
 
 CONVERTERS: Dict[str, Callable] = {}
 
@@ -125,7 +125,12 @@ def shape(ctx):
 
 @converter("ConstantOfShape")
 def constant_of_shape(ctx):
-    ctx.const(0, "shape")  # a folded shape would have produced a constant already
+    shape = ctx.const(0, "shape")  # a folded shape would have produced a constant already
+    if not has_symbolic(shape):
+        from .onnx_fold import MAX_FOLD_ELEMENTS
+
+        raise ctx.error(f"a constant of shape {tuple(int(d) for d in shape.ravel())} is larger than the "
+                        f"{MAX_FOLD_ELEMENTS} elements the importer materialises")
     raise ctx.error(f"shape '{ctx.input_name(0)}' depends on an unknown dimension; pass batch_size=")
 
 
@@ -246,28 +251,6 @@ converter("Sigmoid")(_activation("sigmoid"))
 @converter("LeakyRelu")
 def leaky_relu(ctx):
     return [ctx.op("LeakyReLU", ctx.input(0), act_type="leaky", slope=float(ctx.attr("alpha", 0.01)))]
-
-
-@converter("Softmax")
-def softmax(ctx):
-    x = ctx.input(0)
-    if ctx.opset >= 13:
-        axis = int(ctx.attr("axis", -1))
-        return [ctx.op("softmax", x, axis=axis)]
-    # Before opset 13 Softmax coerces the input to 2-D at `axis` and normalises each row.
-    axis = int(ctx.attr("axis", 1))
-    rank = ctx.rank(0)
-    if rank is None:
-        if axis == -1:
-            return [ctx.op("softmax", x, axis=-1)]
-        raise ctx.error(f"Softmax (opset {ctx.opset}) at axis {axis} needs the input's rank, which is unknown")
-    axis = _norm_axis(ctx, axis, rank)
-    if axis == rank - 1:
-        return [ctx.op("softmax", x, axis=-1)]
-    dims = ctx.dims(0)
-    flat = _flatten_at(ctx, x, axis, dims, "flat")
-    y = ctx.op("softmax", flat, axis=-1, suffix="rows")
-    return [_reshape_to(ctx, y, dims, "")]
 
 
 # ----------------------------------------------------------------------------- conv and pooling
@@ -573,6 +556,25 @@ def split(ctx):
     return outs
 
 
+def _strided_slice(ctx, x, dims, starts, ends, axes, steps):
+    """Slice with steps (negative ones too) as one MXNet ``slice`` over the leading axes."""
+    if dims is None or not all(isinstance(d, int) for d in dims):
+        raise ctx.error(f"Slice with steps {steps} needs the input's static shape; pass batch_size=")
+    rank = len(dims)
+    norm = [_norm_axis(ctx, a, rank) for a in axes]
+    last = max(norm) + 1
+    begin, end, step = [None] * last, [None] * last, [1] * last
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        a = _norm_axis(ctx, a, rank)
+        if st == 0:
+            raise ctx.error(f"slice step of axis {a} is 0")
+        b, e2, st = slice(s, e, st).indices(dims[a])
+        if len(range(b, e2, st)) == 0:
+            raise ctx.error(f"slice of axis {a} (size {dims[a]}) is empty; empty tensors are not supported")
+        begin[a], end[a], step[a] = b, (None if e2 < 0 else e2), st
+    return ctx.op("slice", x, begin=tuple(begin), end=tuple(end), step=tuple(step))
+
+
 @converter("Slice")
 def slice_(ctx):
     dims = ctx.dims(0)
@@ -583,10 +585,10 @@ def slice_(ctx):
     else:
         starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
         axes, steps = list(ctx.attr("axes") or range(len(starts))), [1] * len(starts)
-    if any(s != 1 for s in steps):
-        raise ctx.error(f"steps {steps} are not supported (only 1)")
     x = ctx.input(0)
     rank = None if dims is None else len(dims)
+    if any(s != 1 for s in steps):
+        return [_strided_slice(ctx, x, dims, starts, ends, axes, steps)]
     for k, (s, e, a) in enumerate(zip(starts, ends, axes)):
         a = _norm_axis(ctx, a, rank)
         size = dims[a] if dims is not None and isinstance(dims[a], int) else None
@@ -654,8 +656,8 @@ def gather(ctx):
         w = ctx.const(0)  # a lookup table: Embedding
         return [ctx.op("Embedding", ctx.input(1), ctx.input(0), input_dim=int(w.shape[0]),
                        output_dim=int(w.shape[1]))]
-    if not ctx.is_const(1):
-        raise ctx.error("Gather with run-time indices is only supported on a constant 2-D table at axis 0")
+    if not ctx.is_const(1):  # run-time indices (position ids, token ids into a computed table)
+        return [ctx.op("take", ctx.input(0), ctx.input(1), axis=axis, mode="wrap")]
     idx = np.asarray(ctx.const(1)).astype(np.int64)
     size = ctx.shape(0)[axis] if ctx.shape(0) is not None else None
     if (idx < 0).any():
@@ -745,3 +747,7 @@ def sum_(ctx):
         term = _ranked(ctx, i, ranks[k], top)
         total = term if total is None else ctx.op("broadcast_add", total, term, suffix=f"acc{k}")
     return [total]
+
+
+# Converters of other op families register themselves on import.
+from . import onnx_ops_index, onnx_ops_math, onnx_ops_nn  # noqa: E402,F401
