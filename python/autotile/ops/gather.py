@@ -31,7 +31,7 @@ dim is an output dim (a worker accumulates the rows it owns), indices' dims are 
 """
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 

@@ -28,7 +28,7 @@ from ..errors import Error
 from ._axes import need_shapes
 from ._ew_util import cast
 from ._tiles import box_shape
-from .layer_norm import normalize, normalize_backward
+from .layer_norm import dy_data_shape, normalize, normalize_backward, row_stats
 from .registry import OpDef, Param, register
 from .tdl_helpers import access
 
@@ -91,12 +91,7 @@ def _infer(op, groups_of):
 
 def _bwd_infer(op):
     def infer(attrs, in_shapes):
-        shape = in_shapes[1] if in_shapes[1] is not None else in_shapes[0]
-        if shape is None:
-            raise Error(f"{op} needs the shape of data or dy")
-        shape = tuple(shape)
-        if in_shapes[0] is not None and tuple(in_shapes[0]) != shape:
-            raise Error(f"{op}: dy has shape {tuple(in_shapes[0])} but data has shape {shape}")
+        shape = dy_data_shape(op, in_shapes)
         return [shape, shape, (shape[1],)], [shape, (shape[1],), (shape[1],)]
 
     return infer
@@ -112,19 +107,11 @@ def _tdl_parts(rank, group):
     return ov, ["n", chan] + spatial, red
 
 
-def _stats(names, row, red, square=True):
-    vars_ = ", ".join(red)
-    out = [f"sum({vars_}) {{ {access(n, row)} }}" for n in names]
-    if square:
-        out += [f"sum({vars_}) {{ sq({access(n, row)}) }}" for n in names]
-    return out
-
-
 def _fwd_tdl(group_of):
     def tdl(attrs, in_shapes, out_shapes):
         data = in_shapes[0]
         ov, row, red = _tdl_parts(len(data), group_of(attrs, data))
-        stats = ", ".join(_stats(["data"], row, red))
+        stats = ", ".join(row_stats(["data"], row, red=red))
         return (f"data, gamma, beta -> out: {access('out', ov)} = "
                 f"gn({access('data', ov)}, {stats}, gamma[c], beta[c])")
 
@@ -135,16 +122,16 @@ def _bwd_tdl(group_of):
     def tdl(attrs, in_shapes, out_shapes):
         data = in_shapes[1]
         ov, row, red = _tdl_parts(len(data), group_of(attrs, data))
-        stats = ", ".join(_stats(["data"], row, red))
+        stats = ", ".join(row_stats(["data"], row, red=red))
         gamma_row = f"gamma[{row[1]}]"
-        grads = ", ".join(_stats([], row, red) + [
+        grads = ", ".join([
             f"sum({', '.join(red)}) {{ {access('dy', row)} * {gamma_row} }}",
             f"sum({', '.join(red)}) {{ {access('dy', row)} * {gamma_row} * {access('data', row)} }}"])
         dx = f"{access('dx', ov)} = dgn({access('dy', ov)}, {access('data', ov)}, gamma[c], {grads}, {stats})"
         # parameter gradients: positions under their own names (see the module docstring)
         pv = ["n", "c"] + [f"r{d}" for d in range(2, len(data))]
         prow = ["n", row[1]] + [f"k{d}" for d in range(2, len(data))]
-        pstats = ", ".join(_stats(["data"], prow, red))
+        pstats = ", ".join(row_stats(["data"], prow, red=red))
         over = ", ".join(["n"] + pv[2:])
         dgamma = f"dgamma[c] = sum({over}) {{ {access('dy', pv)} * xhat({access('data', pv)}, {pstats}) }}"
         dbeta = f"dbeta[c] = sum({over}) {{ {access('dy', pv)} }}"

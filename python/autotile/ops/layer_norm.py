@@ -66,6 +66,18 @@ def normalize_backward(g, xhat, rstd, axes: Sequence[int], center: bool = True):
     return rstd * inner
 
 
+def dy_data_shape(op: str, in_shapes) -> tuple:
+    """The common shape of a normalisation backward's (dy, data, ...) inputs; Error if unknown
+    or if they differ."""
+    shape = in_shapes[1] if in_shapes[1] is not None else in_shapes[0]
+    if shape is None:
+        raise Error(f"{op} needs the shape of data or dy")
+    shape = tuple(shape)
+    if in_shapes[0] is not None and tuple(in_shapes[0]) != shape:
+        raise Error(f"{op}: dy has shape {tuple(in_shapes[0])} but data has shape {shape}")
+    return shape
+
+
 def param_shape(ndim: int, axis: int) -> tuple:
     """Broadcast shape of a per-`axis` vector against rank-`ndim` data."""
     shape = [1] * ndim
@@ -85,11 +97,13 @@ def row_vars(rank: int, axis: int):
     return ov, row
 
 
-def row_stats(names: Sequence[str], row: Sequence[str], squares: bool = True) -> list:
-    """Nested row sums of each input (and of its square), the statistics a normalisation reads."""
-    sums = [f"sum(k) {{ {access(n, row)} }}" for n in names]
+def row_stats(names: Sequence[str], row: Sequence[str], squares: bool = True, red: Sequence[str] = ("k",)) -> list:
+    """Nested sums over `red` of each input (and of its square) read at `row`: the statistics a
+    normalisation reads."""
+    over = ", ".join(red)
+    sums = [f"sum({over}) {{ {access(n, row)} }}" for n in names]
     if squares:
-        sums += [f"sum(k) {{ sq({access(n, row)}) }}" for n in names]
+        sums += [f"sum({over}) {{ sq({access(n, row)}) }}" for n in names]
     return sums
 
 
@@ -176,12 +190,7 @@ def _bwd_args(attrs):
 
 
 def _bwd_infer(attrs, in_shapes):
-    shape = in_shapes[1] if in_shapes[1] is not None else in_shapes[0]
-    if shape is None:
-        raise Error("_backward_LayerNorm needs the shape of data or dy")
-    shape = tuple(shape)
-    if in_shapes[0] is not None and tuple(in_shapes[0]) != shape:
-        raise Error(f"_backward_LayerNorm: dy has shape {tuple(in_shapes[0])} but data has shape {shape}")
+    shape = dy_data_shape("_backward_LayerNorm", in_shapes)
     axis = _axis("_backward_LayerNorm", attrs, shape)
     c = (shape[axis],)
     stat = tuple(1 if d == axis else n for d, n in enumerate(shape))

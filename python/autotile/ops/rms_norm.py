@@ -15,7 +15,7 @@ from __future__ import annotations
 from ..errors import Error
 from ._axes import need_shapes, norm_axis
 from ._ew_util import cast
-from .layer_norm import normalize, normalize_backward, param_grad_stmt, param_shape, row_vars
+from .layer_norm import dy_data_shape, normalize, normalize_backward, param_grad_stmt, param_shape, row_vars
 from .registry import OpDef, Param, register
 from .tdl_helpers import access
 
@@ -73,12 +73,7 @@ register(OpDef(
 
 
 def _bwd_infer(attrs, in_shapes):
-    shape = in_shapes[1] if in_shapes[1] is not None else in_shapes[0]
-    if shape is None:
-        raise Error("_backward_RMSNorm needs the shape of data or dy")
-    shape = tuple(shape)
-    if in_shapes[0] is not None and tuple(in_shapes[0]) != shape:
-        raise Error(f"_backward_RMSNorm: dy has shape {tuple(in_shapes[0])} but data has shape {shape}")
+    shape = dy_data_shape("_backward_RMSNorm", in_shapes)
     c = (shape[_axis("_backward_RMSNorm", attrs, shape)],)
     return [shape, shape, c], [shape, c]
 
