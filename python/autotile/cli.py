@@ -1,7 +1,7 @@
 """The ``autotile`` command line: plan, run and bench models.
 
     autotile plan MODEL --devices 8 --batch 256 [--algorithm tofu] [--json F] [--draw F.png]
-    autotile run  MODEL --devices 8 --batch 32 [--ctx cpu] [--steps N] [--init xavier] [--lr 0.1]
+    autotile run  MODEL --devices 8 --batch 32 [--ctx cpu] [--steps N] [--init xavier] [--lr 0.1] [--inference]
     mpirun -np 8 autotile run MODEL --devices 8 --ctx mpi [--steps N] [--checkpoint DIR]
     autotile info MODEL [--batch B] [--seq S]
     autotile train MODEL --data digits|synthetic --devices K --epochs N [--lr] [--plot F.png] [--save F.params]
@@ -215,12 +215,21 @@ def cmd_run(args) -> int:
     from .training import sgd_args, softmax_loss
 
     sym = load_model(args)
+    if not args.inference:  # a model without a loss (an exported classifier) gets one, and we say which
+        from .autodiff.objective import has_loss, training_objective
+
+        if not has_loss(sym):
+            sym, objective = training_objective(sym)
+            print(f"objective: {objective}")
     values = synthetic_inputs(sym, args.seed, init=args.init)
+    values.update({k: np.asarray(v) for k, v in sym.params.items() if k in values})  # the model's own weights
     from .autodiff.graph import default_data_names
 
     data_names = set(default_data_names(sym))
     params = {k: v for k, v in values.items() if k not in data_names}
     inputs = {k: v for k, v in values.items() if k not in params}
+    if args.inference and args.ctx == "mpi":
+        raise Error("--inference runs on --ctx cpu or gpu (under mpirun, call at.backend.run(train=False))")
     if args.ctx == "mpi":  # under mpirun -np K: one device per rank, params stay sharded across steps
         from .backend.mpi_runtime import run_cli
 
@@ -231,18 +240,23 @@ def cmd_run(args) -> int:
         from . import planner
 
         with Progress("planning"):
-            plan = planner.plan(sym, devices=args.devices, shapes={k: v.shape for k, v in inputs.items()})
+            plan = planner.plan(sym, devices=args.devices, shapes={k: v.shape for k, v in inputs.items()},
+                                train=not args.inference)
         print(f"plan: {args.devices} devices, {plan.comm_bytes / 1e6:.1f} MB moved per step "
               f"(search {plan.search_seconds * 1000:.1f} ms)")
     head = sym.entries[0][0]
     label = next((k for k in inputs if k.endswith("label")), None)
     batch = next((int(np.shape(v)[0]) for v in inputs.values() if np.ndim(v) > 0), 1)
-    opt_args = sgd_args(args.lr, batch)
+    opt_args = sgd_args(args.lr, batch) if not args.inference else None
+    states = {}
     for step in range(args.steps):
         t0 = time.perf_counter()
-        res = backend.run(sym, devices=args.devices, inputs=inputs, params=params, train=True, ctx=args.ctx,
-                          optimizer_args=opt_args, seed=args.seed + step, **({"plan": plan} if plan is not None else {}))
+        res = backend.run(sym, devices=args.devices, inputs=inputs, params=params, train=not args.inference,
+                          ctx=args.ctx, optimizer_args=opt_args, seed=args.seed + step, states=states,
+                          **({"plan": plan} if plan is not None else {}))
         params.update(res.params)
+        params.update(res.aux)  # BatchNorm statistics and optimizer state carry to the next step
+        states = res.states
         out = res.outputs[0]
         if head.op == "SoftmaxOutput" and label is not None:
             loss, what = softmax_loss(out if out.ndim > 1 else out.reshape(1, -1), inputs[label])[0], "loss"
@@ -364,6 +378,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", type=int, default=1)
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--inference", action="store_true",
+                    help="forward passes only (on --devices K: the forward graph planned and partitioned)")
     add_init_args(sp)
     sp.add_argument("--checkpoint", default=None, help="--ctx mpi: directory to resume from and save to every step")
     sp.add_argument("--timeout", type=float, default=None, help="--ctx mpi: seconds to wait for another rank")
