@@ -19,7 +19,15 @@ import numpy as np
 
 from ..errors import Error
 from ..symbol.symbol import Symbol, Variable
-from ._layers import data_input, op
+from ._layers import op
+
+
+def preset(model: str, table: dict, size: str, *overrides):
+    """The sizes of `model`'s preset `size` (a row of `table`), each replaced by the
+    corresponding override that is not None; Error naming the presets for an unknown size."""
+    if size not in table:
+        raise Error(f"{model}: size must be one of {', '.join(table)}, got {size!r}")
+    return [base if value is None else value for base, value in zip(table[size], overrides)]
 
 
 def param(name: str, shape: Sequence[int], dims: Sequence[str], **kwargs) -> Symbol:
@@ -208,6 +216,6 @@ def first_token(x: Symbol, batch: int, d_model: int, name: str) -> Symbol:
     return op("reshape", first, shape=(batch, d_model), name=name)
 
 
-__all__ = ["ROTARY_NAMES", "add_positions", "attention", "block", "class_loss", "data_input", "embed", "feed_forward",
-           "first_token", "linear", "lm_loss", "norm", "param", "rotary_inputs", "rotary_tables", "swiglu",
+__all__ = ["ROTARY_NAMES", "add_positions", "attention", "block", "class_loss", "embed", "feed_forward",
+           "first_token", "linear", "lm_loss", "norm", "param", "preset", "rotary_inputs", "rotary_tables", "swiglu",
            "tokens_input"]

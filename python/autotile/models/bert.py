@@ -8,7 +8,7 @@ from typing import Optional
 
 from ..errors import Error
 from ._layers import check_positive, op
-from .attention import block, class_loss, embed, first_token, linear, norm, param, tokens_input
+from .attention import block, class_loss, embed, first_token, linear, norm, param, preset, tokens_input
 
 #: size -> (layers, d_model, heads)
 BERT_SIZES = {"base": (12, 768, 12), "large": (24, 1024, 16)}
@@ -21,12 +21,7 @@ def bert(batch: int = 32, size: str = "base", seq: int = 512, layers: Optional[i
     """BERT-`size` (base, large) classifying token ids ``data`` (batch, seq) into `classes`
     (label ``softmax_label`` (batch,)); layers, d_model, heads, d_ff (4 d_model), vocab and
     positions override the size's values."""
-    if size not in BERT_SIZES:
-        raise Error(f"bert: size must be one of {', '.join(BERT_SIZES)}, got {size!r}")
-    base_layers, base_d, base_heads = BERT_SIZES[size]
-    layers = base_layers if layers is None else layers
-    d_model = base_d if d_model is None else d_model
-    heads = base_heads if heads is None else heads
+    layers, d_model, heads = preset("bert", BERT_SIZES, size, layers, d_model, heads)
     d_ff = 4 * d_model if d_ff is None else d_ff
     check_positive("bert", batch=batch, seq=seq, layers=layers, d_model=d_model, heads=heads, d_ff=d_ff,
                    vocab=vocab, positions=positions, classes=classes)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import Error
+from .attention import preset
 from .transformer import decoder_lm
 
 #: size -> (layers, d_model, heads)
@@ -18,12 +18,7 @@ def gpt2(batch: int = 32, size: str = "small", seq: int = 1024, layers: Optional
     """GPT-2 `size` (small, medium, large, xl); any of layers, d_model, heads, d_ff (4 d_model),
     vocab and positions overrides the size's value (tiny test models, or Megatron-LM's vocab
     padded to 50304)."""
-    if size not in GPT2_SIZES:
-        raise Error(f"gpt2: size must be one of {', '.join(GPT2_SIZES)}, got {size!r}")
-    base_layers, base_d, base_heads = GPT2_SIZES[size]
-    layers = base_layers if layers is None else layers
-    d_model = base_d if d_model is None else d_model
-    heads = base_heads if heads is None else heads
+    layers, d_model, heads = preset("gpt2", GPT2_SIZES, size, layers, d_model, heads)
     d_ff = 4 * d_model if d_ff is None else d_ff
     return decoder_lm(batch, seq, layers, d_model, heads, d_ff, vocab, positions=positions, ffn="gelu_tanh",
                       tied=True, model="gpt2")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..errors import Error
+from .attention import preset
 from .transformer import decoder_lm
 
 #: size -> (layers, d_model, heads, d_ff)
@@ -18,9 +18,6 @@ def llama(batch: int = 32, size: str = "7b", seq: int = 2048, layers: Optional[i
     """LLaMA-`size` (7b, 13b); layers, d_model, heads, d_ff and vocab override the size's values.
     The rotary tables are the inputs ``rope_cos``/``rope_sin`` (see
     :func:`autotile.models.attention.rotary_inputs`)."""
-    if size not in LLAMA_SIZES:
-        raise Error(f"llama: size must be one of {', '.join(LLAMA_SIZES)}, got {size!r}")
-    base = LLAMA_SIZES[size]
-    layers, d_model, heads, d_ff = (b if v is None else v for b, v in zip(base, (layers, d_model, heads, d_ff)))
+    layers, d_model, heads, d_ff = preset("llama", LLAMA_SIZES, size, layers, d_model, heads, d_ff)
     return decoder_lm(batch, seq, layers, d_model, heads, d_ff, vocab, rotary=True, norm_kind="rms", eps=1e-6,
                       ffn="swiglu", bias=False, model="llama")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..errors import Error
 from ..symbol.symbol import Symbol
 from ._layers import check_positive
 from .attention import add_positions, block, embed, lm_loss, norm, rotary_inputs, tokens_input
@@ -34,8 +35,6 @@ def decoder_lm(batch: int, seq: int, layers: int, d_model: int, heads: int, d_ff
     if d_k is None:
         check_positive(model, d_model=d_model, heads=heads)
         if d_model % heads:
-            from ..errors import Error
-
             raise Error(f"{model}: d_model={d_model} does not divide into heads={heads} (give d_k=)")
         d_k = d_model // heads
     check_positive(model, batch=batch, seq=seq, layers=layers, d_model=d_model, heads=heads, d_ff=d_ff,

@@ -8,8 +8,8 @@ from typing import Optional
 
 from ..errors import Error
 from ._layers import check_positive, op
-from .attention import block, class_loss, first_token, norm, param
 from ..symbol.symbol import Variable
+from .attention import block, class_loss, first_token, norm, param, preset
 
 #: size -> (layers, d_model, heads, d_ff, patch)
 VIT_SIZES = {"base": (12, 768, 12, 3072, 16), "large": (24, 1024, 16, 4096, 16), "huge": (32, 1280, 16, 5120, 14)}
@@ -22,10 +22,7 @@ def vit(batch: int = 32, size: str = "base", image: int = 224, layers: Optional[
     """ViT-`size` (base and large with 16 x 16 patches, huge with 14 x 14) on images ``data``
     (batch, channels, image, image), label ``softmax_label`` (batch,); layers, d_model, heads,
     d_ff and patch override the size's values."""
-    if size not in VIT_SIZES:
-        raise Error(f"vit: size must be one of {', '.join(VIT_SIZES)}, got {size!r}")
-    layers, d_model, heads, d_ff, patch = (b if v is None else v for b, v in
-                                           zip(VIT_SIZES[size], (layers, d_model, heads, d_ff, patch)))
+    layers, d_model, heads, d_ff, patch = preset("vit", VIT_SIZES, size, layers, d_model, heads, d_ff, patch)
     check_positive("vit", batch=batch, image=image, layers=layers, d_model=d_model, heads=heads, d_ff=d_ff,
                    patch=patch, channels=channels, classes=classes)
     if image % patch:
