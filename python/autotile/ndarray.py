@@ -26,6 +26,7 @@ from typing import Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
+from .dtype_flags import DTYPE_OF_FLAG, FLAG_OF_DTYPE
 from .errors import Error
 
 LIST_MAGIC = 0x112
@@ -33,13 +34,6 @@ V1_MAGIC = 0xF993FAC8
 V2_MAGIC = 0xF993FAC9
 V3_MAGIC = 0xF993FACA
 
-#: MXNet dtype flag (mshadow TypeFlag) -> NumPy dtype, little-endian.
-DTYPE_OF_FLAG: Dict[int, np.dtype] = {
-    0: np.dtype("<f4"), 1: np.dtype("<f8"), 2: np.dtype("<f2"), 3: np.dtype("u1"),
-    4: np.dtype("<i4"), 5: np.dtype("i1"), 6: np.dtype("<i8"), 7: np.dtype("?"),
-    8: np.dtype("<i2"), 9: np.dtype("<u2"), 10: np.dtype("<u4"), 11: np.dtype("<u8"),
-}
-FLAG_OF_DTYPE: Dict[np.dtype, int] = {d.newbyteorder("="): f for f, d in DTYPE_OF_FLAG.items()}
 _STORAGE_NAMES = {-1: "undefined", 0: "default", 1: "row_sparse", 2: "csr"}
 _DEVICE_TYPES = {1: "cpu", 2: "gpu", 3: "cpu_pinned", 5: "cpu_shared"}
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional, Tuple
 
+from ..dtype_flags import dtype_name
 from ..errors import Error
 from ..ops import registry
-from .json_io import dtype_name
 from .symbol import Node, Symbol
 
 Shape = Tuple[int, ...]

@@ -355,22 +355,3 @@ def save(sym: Symbol, fname: str) -> None:
             f.write(to_json(sym))
     except OSError as e:
         raise Error(f"cannot write symbol file '{fname}': {e}") from None
-
-
-def dtype_name(text: str) -> str:
-    """NumPy dtype name of a variable's ``__dtype__``: MXNet writes its type flag ("0" for
-    float32); a NumPy name is accepted too."""
-    import numpy as np
-
-    from ..ndarray import DTYPE_OF_FLAG
-
-    text = str(text).strip()
-    if text.lstrip("-").isdigit():
-        flag = int(text)
-        if flag not in DTYPE_OF_FLAG:
-            raise Error(f"__dtype__ {text!r} is not an MXNet dtype flag")
-        return DTYPE_OF_FLAG[flag].newbyteorder("=").name
-    try:
-        return np.dtype(text).name
-    except TypeError:
-        raise Error(f"__dtype__ {text!r} is not a dtype") from None

@@ -254,12 +254,9 @@ def Variable(name: str, shape=None, dtype=None, lr_mult=None, wd_mult=None, init
     if shape is not None:
         attrs["__shape__"] = registry.format_value(tuple(shape))
     if dtype is not None:  # MXNet writes its dtype flag ("0" for float32)
-        import numpy as np
+        from ..dtype_flags import flag_or_name
 
-        from ..ndarray import FLAG_OF_DTYPE
-
-        dt = np.dtype(dtype)
-        attrs["__dtype__"] = str(FLAG_OF_DTYPE[dt]) if dt in FLAG_OF_DTYPE else dt.name
+        attrs["__dtype__"] = flag_or_name(dtype)
     if lr_mult is not None:
         attrs["__lr_mult__"] = str(lr_mult)
     if wd_mult is not None:
