@@ -2,10 +2,12 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <set>
 
 #include "exec/exec_graph.h"
 #include "exec/memory_plan.h"
 #include "exec/schedule_order.h"
+#include "exec/subtree_boxes.h"
 #include "exec/swap_plan.h"
 #include "tdl/analyze.h"
 #include "util/error.h"
@@ -76,9 +78,29 @@ class Builder {
   /// Assemble `want` on `device` from holders described by `levels` and `holder_buffer(e)`.
   /// `keep[i]` keeps the destination partial at cut i. Returns the buffer (maybe an
   /// existing one when nothing needs to move) and appends the fetch op if one is needed.
+  /// `held` (prefix hulls of the holders' boxes, subtree_boxes.h) prunes the subtrees that
+  /// hold nothing of `want`, so a device visits the holders it needs, not every device.
   int assemble(int device, TensorId t, const Box& want, const std::vector<Level>& levels,
                const std::function<int(int)>& holder_buffer, const std::vector<bool>& keep, BufferRole role,
-               NodeId node, int64_t time);
+               NodeId node, int64_t time, const std::vector<std::vector<Box>>& held);
+
+  /// Assemble `want[d]` on every device (null: not wanted) from `holders[e]` (buffer ids, -1:
+  /// holds nothing) in stages, innermost cut first (recursive doubling): at the stage of cut
+  /// c a device copies from the k_c devices that differ from it only in digit c the part of
+  /// what they have gathered so far that it or the devices it serves later need. Returns
+  /// false, creating nothing, when the holders' boxes do not nest cut by cut or the stages
+  /// would move more bytes than fetching each region directly from its holder.
+  bool staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
+                     BufferRole role, bool partial, NodeId node, int64_t time, std::vector<int>& out);
+
+  /// Reduce partial sums over the `reduce_cut` cuts straight into what each device wants
+  /// (within what it holds) in stages, outermost reduced cut first: at each, a device sums
+  /// from the k_c devices differing in that digit only the hull of what it and the devices
+  /// it serves later want. Returns false, creating nothing, unless every device wants a
+  /// non-empty part of its own holding and the stages move exactly the direct reduction's bytes.
+  bool staged_reduce(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
+                     const std::vector<bool>& reduce_cut, BufferRole role, NodeId node, int64_t time,
+                     std::vector<int>& out);
 
   /// Assemble `want[d]` on every device d (skipping devices whose want is null). When the
   /// holders' partial sums must be reduced over groups of more than two devices, pick the
@@ -95,6 +117,7 @@ class Builder {
   std::vector<std::vector<int>> digits_;
   std::vector<std::vector<Level>> tensor_levels_;
   std::vector<int> last_op_;  // per device: the op scheduled last (control chain)
+  std::vector<int> stride_;   // per cut: product of the later cuts' factors (a digit's weight)
 };
 
 void Builder::check_plan() {
@@ -244,7 +267,7 @@ void Builder::new_fetch(int device, NodeId node, int dest, std::vector<Piece> pi
 
 int Builder::assemble(int device, TensorId t, const Box& want, const std::vector<Level>& levels,
                       const std::function<int(int)>& holder_buffer, const std::vector<bool>& keep, BufferRole role,
-                      NodeId node, int64_t time) {
+                      NodeId node, int64_t time, const std::vector<std::vector<Box>>& held) {
   const auto& f = plan_.factors;
   const auto& mine = digits_[device];
   // Digits to visit at each cut: every group at split cuts (geometry picks the pieces),
@@ -277,7 +300,11 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
       pieces.push_back({src, region});
       return;
     }
-    for (int d : choices[i]) visit(i + 1, dev * f[i] + d);
+    for (int d : choices[i]) {
+      const int child = dev * f[i] + d;
+      if (held[i + 1][child].intersect(want).empty()) continue;  // nothing of want down there
+      visit(i + 1, child);
+    }
   };
   visit(0, 0);
   bool partial_dest = false;
@@ -303,21 +330,34 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
   const auto& f = plan_.factors;
   const int devices = eg_.devices;
   std::vector<int> out(devices, -1);
+  std::vector<Box> held_box(devices);
+  for (int d = 0; d < devices; ++d) held_box[d] = eg_.buffers[holder_buffer(d)].box;
+  const std::vector<std::vector<Box>> held_hulls = prefix_hulls(f, held_box);
   auto direct = [&]() {
     for (int d = 0; d < devices; ++d)
-      if (want[d]) out[d] = assemble(d, t, *want[d], levels, holder_buffer, keep, role, node, time);
+      if (want[d]) out[d] = assemble(d, t, *want[d], levels, holder_buffer, keep, role, node, time, held_hulls);
     return out;
   };
   // Cuts reduced here, and whether this is a plain reduction the search prices.
-  int P = 1;
+  int P = 1, G = 1;
+  bool any_partial = false, any_keep = false;
   std::vector<bool> reduce_cut(f.size(), false);
   for (size_t c = 0; c < f.size(); ++c) {
+    any_partial = any_partial || levels[c].kind == LevelKind::kPartial;
+    any_keep = any_keep || keep[c];
+    if (levels[c].kind == LevelKind::kSplit) G *= f[c];
     if (levels[c].kind == LevelKind::kPartial && !keep[c]) {
       reduce_cut[c] = true;
       P *= f[c];
     } else if (keep[c] && levels[c].kind != LevelKind::kPartial && f[c] > 1) {
       return direct();  // partial kept where the producer did not reduce: random plans only
     }
+  }
+  if (!any_partial && !any_keep && G > opts_.stage_above) {
+    // A gather from many holders: in stages when that moves no more bytes.
+    std::vector<int> holders(devices);
+    for (int d = 0; d < devices; ++d) holders[d] = holder_buffer(d);
+    if (staged_gather(t, want, holders, role, false, node, time, out)) return out;
   }
   if (P <= 2) return direct();  // pulling the partner's partial is already optimal
   for (int d = 0; d < devices; ++d)
@@ -333,7 +373,9 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
     leader[d] = lead;
     member[d] = idx;
   }
-  auto held = [&](int d) -> const Box& { return eg_.buffers[holder_buffer(d)].box; };
+  std::vector<std::vector<int>> members(devices);  // by leader, in member order
+  for (int d = 0; d < devices; ++d) members[leader[d]].push_back(d);
+  auto held = [&](int d) -> const Box& { return held_box[d]; };
   double best = 0, rs = 0;
   for (int d = 0; d < devices; ++d) {
     double nv = static_cast<double>(want[d]->volume()), in = static_cast<double>(want[d]->intersect(held(d)).volume());
@@ -342,14 +384,15 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
   }
   int best_dim = -1;
   const size_t rank = g_.tensor(t).shape.size();
-  // Balanced slabs (uneven, or empty when the dim is shorter than the group): the same
-  // formula as the cost model's (csrc/search/cost_model.cc).
-  auto slab_of = [&](int d, size_t e) {
+  // Balanced slabs of the members' block [m_lo, m_hi) (uneven, or empty when the dim is
+  // shorter than the group): the same formula as the cost model's (csrc/search/cost_model.cc).
+  auto block_slab = [&](int d, size_t e, int64_t m_lo, int64_t m_hi) {
     Box slab = held(leader[d]);
     const int64_t lo = slab.dims[e].lo, size = slab.dims[e].size();
-    slab.dims[e] = {lo + size * member[d] / P, lo + size * (member[d] + 1) / P};
+    slab.dims[e] = {lo + size * m_lo / P, lo + size * m_hi / P};
     return slab;
   };
+  auto slab_of = [&](int d, size_t e) { return block_slab(d, e, member[d], member[d] + 1); };
   for (size_t e = 0; e < rank; ++e) {
     double fetch = 0;
     for (int d = 0; d < devices; ++d)
@@ -360,14 +403,14 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
     }
   }
   const int dsize = dtype_size(g_.tensor(t).dtype);
+  bool partial = false;
+  for (size_t c = 0; c < f.size(); ++c) partial = partial || (keep[c] && levels[c].kind == LevelKind::kPartial);
   if (rank == 0) {
     // A scalar: member 0 of each group (the group's leader) reduces it, the others fetch it.
     double fetch = 0;
     for (int d = 0; d < devices; ++d)
       if (member[d] != 0) fetch += static_cast<double>(want[d]->volume());
     if (!(rs + fetch < best)) return direct();
-    bool partial = false;
-    for (size_t c = 0; c < f.size(); ++c) partial = partial || (keep[c] && levels[c].kind == LevelKind::kPartial);
     for (int d = 0; d < devices; ++d) {
       if (member[d] != 0) continue;
       ExecOp op;
@@ -377,8 +420,7 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       op.outputs = {new_buffer(d, t, *want[d], role, partial)};
       op.accumulate = true;
       op.time = time;
-      for (int g = 0; g < devices; ++g) {
-        if (leader[g] != leader[d]) continue;
+      for (int g : members[leader[d]]) {
         op.pieces.push_back({holder_buffer(g), *want[d]});
         if (g != d) op.bytes_moved += dsize;
       }
@@ -400,66 +442,275 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
     }
     return out;
   }
-  if (best_dim < 0) return direct();
-  // Reduce-scatter: member m of each group sums slab m of the group's partials.
-  std::vector<int> reduced(devices);
-  for (int d = 0; d < devices; ++d) {
-    Box slab = slab_of(d, static_cast<size_t>(best_dim));
-    bool partial = false;
-    for (size_t c = 0; c < f.size(); ++c) partial = partial || (keep[c] && levels[c].kind == LevelKind::kPartial);
-    int dest = new_buffer(d, t, slab, BufferRole::kRegion, partial);
+  if (best_dim < 0) {
+    if (P > opts_.stage_above && !any_keep) {
+      std::vector<int> holders(devices);
+      for (int d = 0; d < devices; ++d) holders[d] = holder_buffer(d);
+      if (staged_reduce(t, want, holders, reduce_cut, role, node, time, out)) return out;
+    }
+    return direct();
+  }
+  const size_t e_dim = static_cast<size_t>(best_dim);
+  // Reduce-scatter: member m of each group ends up with slab m of the group's sum.
+  std::vector<int> reduced(devices, -1);
+  auto rs_op = [&](int d, const Box& slab, const std::vector<int>& sources) {
     ExecOp op;
     op.kind = ExecKind::kFetch;
     op.device = d;
     op.node = node;
-    op.outputs = {dest};
+    op.outputs = {new_buffer(d, t, slab, BufferRole::kRegion, partial)};
     op.accumulate = true;
     op.time = time;
-    for (int g = 0; g < devices; ++g) {
-      if (leader[g] != leader[d]) continue;
-      op.pieces.push_back({holder_buffer(g), slab});
-      if (g != d) op.bytes_moved += slab.volume() * dsize;
+    for (int g : sources) {
+      op.pieces.push_back({g, slab});
+      if (eg_.buffers[g].device != d) op.bytes_moved += slab.volume() * dsize;
     }
+    int dest = op.outputs[0];
     new_op(std::move(op));
-    reduced[d] = dest;
+    return dest;
+  };
+  if (P > opts_.stage_above) {
+    // By recursive halving, outermost reduced cut first: at each, the k_c devices that differ
+    // only in that digit split their block of slabs k_c ways and each sums its part. The
+    // bytes are those of the one-step reduce-scatter (each level moves (k_c - 1)/k_c of what
+    // the group holds), the pieces per device sum(k_c) instead of P.
+    std::vector<int> cur(devices);
+    for (int d = 0; d < devices; ++d) cur[d] = holder_buffer(d);
+    std::vector<int64_t> block_lo(devices, 0);
+    int64_t span = P;
+    for (size_t c = 0; c < f.size(); ++c) {
+      if (!reduce_cut[c]) continue;
+      span /= f[c];
+      std::vector<int> next(devices, -1);
+      for (int d = 0; d < devices; ++d) {
+        const int64_t m_lo = block_lo[d] + digits_[d][c] * span;
+        Box slab = block_slab(d, e_dim, m_lo, m_lo + span);
+        if (slab.empty()) continue;
+        std::vector<int> sources;
+        for (int j = 0; j < f[c]; ++j) sources.push_back(cur[d + (j - digits_[d][c]) * stride_[c]]);
+        next[d] = rs_op(d, slab, sources);
+      }
+      for (int d = 0; d < devices; ++d) block_lo[d] += digits_[d][c] * span;
+      cur = std::move(next);
+    }
+    reduced = std::move(cur);
+    if (staged_gather(t, want, reduced, role, partial, node, time, out)) return out;
+  } else {
+    for (int d = 0; d < devices; ++d) {
+      std::vector<int> sources;
+      for (int g : members[leader[d]]) sources.push_back(holder_buffer(g));
+      reduced[d] = rs_op(d, slab_of(d, e_dim), sources);
+    }
   }
   // Gather: every device assembles what it wants from the reduced slabs, its own first, then
-  // from the devices nearest to it (longest common prefix of digits: the fastest links).
+  // from the devices nearest to it (longest common prefix of digits: the fastest links),
+  // visiting only the subtrees whose slabs meet what it wants.
+  std::vector<Box> slab_box(devices, Box::full(g_.tensor(t).shape).intersect(Box{std::vector<Interval>(rank)}));
+  for (int d = 0; d < devices; ++d)
+    if (reduced[d] >= 0) slab_box[d] = eg_.buffers[reduced[d]].box;
+  const std::vector<std::vector<Box>> slab_hulls = prefix_hulls(f, slab_box);
   for (int d = 0; d < devices; ++d) {
     const Box& w = *want[d];
-    std::vector<int> order(devices);
-    for (int e = 0; e < devices; ++e) order[e] = e;
-    auto common = [&](int e) {
-      size_t c = 0;
-      while (c < f.size() && digits_[e][c] == digits_[d][c]) ++c;
-      return c;
-    };
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return common(a) > common(b); });
     std::vector<Piece> pieces;
-    std::vector<Box> used;
+    std::set<std::vector<int64_t>> used;
     int64_t covered = 0, moved = 0;
-    for (int e : order) {
-      const Box& slab = eg_.buffers[reduced[e]].box;
-      if (std::find(used.begin(), used.end(), slab) != used.end()) continue;
-      used.push_back(slab);
+    auto take = [&](int e) {
+      if (reduced[e] < 0) return;
+      const Box& slab = slab_box[e];
+      std::vector<int64_t> key;
+      for (const Interval& iv : slab.dims) key.insert(key.end(), {iv.lo, iv.hi});
+      if (!used.insert(key).second) return;
       Box region = w.intersect(slab);
-      if (region.empty()) continue;
+      if (region.empty()) return;
       pieces.push_back({reduced[e], region});
       covered += region.volume();
       if (e != d) moved += region.volume() * dsize;
-    }
+    };
+    // Depth-first from the root, the device's own digit first at every cut: devices come in
+    // order of decreasing common prefix with d.
+    std::function<void(size_t, int)> visit = [&](size_t c, int prefix) {
+      if (c == f.size()) return take(prefix);
+      const int mine = digits_[d][c];
+      for (int j = 0; j < f[c]; ++j) {
+        const int digit = j == 0 ? mine : (j <= mine ? j - 1 : j);
+        const int child = prefix * f[c] + digit;
+        if (slab_hulls[c + 1][child].intersect(w).empty()) continue;
+        visit(c + 1, child);
+      }
+    };
+    take(d);
+    visit(0, 0);
     if (covered != w.volume())
       fail("internal: reduced slabs of tensor '", g_.tensor(t).name, "' cover ", covered, " of ", w.volume(),
            " elements of region ", w.str(), " on device ", d);
-    if (pieces.size() == 1 && pieces[0].src == reduced[d] && eg_.buffers[reduced[d]].box == w) {
+    if (pieces.size() == 1 && pieces[0].src == reduced[d] && slab_box[d] == w) {
       out[d] = reduced[d];
       continue;
     }
-    int dest = new_buffer(d, t, w, role, eg_.buffers[reduced[d]].partial);
+    int dest = new_buffer(d, t, w, role, partial);
     new_fetch(d, node, dest, std::move(pieces), false, moved, time);
     out[d] = dest;
   }
   return out;
+}
+
+bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
+                            BufferRole role, bool partial, NodeId node, int64_t time, std::vector<int>& out) {
+  const auto& f = plan_.factors;
+  const int devices = eg_.devices;
+  const size_t n = f.size();
+  const int dsize = dtype_size(g_.tensor(t).dtype);
+  const Box none = Box::full(g_.tensor(t).shape).intersect(Box{std::vector<Interval>(g_.tensor(t).shape.size())});
+  std::vector<Box> held(devices, none), wanted(devices, none);
+  for (int d = 0; d < devices; ++d) {
+    if (holders[d] >= 0) held[d] = eg_.buffers[holders[d]].box;
+    if (want[d]) wanted[d] = *want[d];
+  }
+  if (none.dims.empty()) return false;  // scalars: nothing to stage
+  // A[c][d / stride_c]: what d's subtree below cut c holds; B[c][d % stride_c]: what the
+  // devices sharing d's digits from cut c on want. After the stage of cut c, device d holds
+  // Y_c(d) = A ∩ B: everything its subtree has that it, or a device it serves later, wants.
+  const auto A = prefix_hulls(f, held);
+  if (!hulls_nest(f, A)) return false;
+  const auto B = suffix_hulls(f, wanted);
+  std::vector<int> stride_from(n + 1, 1);  // product of the factors from cut c on
+  for (size_t c = n; c-- > 0;) stride_from[c] = stride_from[c + 1] * f[c];
+  auto Y = [&](size_t c, int d) { return A[c][d / stride_from[c]].intersect(B[c][d % stride_from[c]]); };
+  // Bytes of the direct fetch: every wanted element its device does not hold, once.
+  int64_t direct = 0, staged = 0;
+  for (int d = 0; d < devices; ++d) {
+    if (!want[d]) continue;
+    if (want[d]->empty() || !A[0][0].contains(*want[d])) return false;  // empty regions: direct
+    direct += want[d]->volume() - want[d]->intersect(held[d]).volume();
+  }
+  // One stage per cut, innermost first: the pieces of Y_c(d) from d's peers at cut c.
+  struct Stage {
+    std::vector<std::vector<std::pair<int, Box>>> pieces;  // per device: (peer, region)
+  };
+  std::vector<Stage> stages(n);
+  std::vector<Box> have = held;  // the box each device's current buffer holds
+  for (size_t c = n; c-- > 0;) {
+    stages[c].pieces.assign(devices, {});
+    std::vector<Box> next = have;
+    for (int d = 0; d < devices; ++d) {
+      Box target = c == 0 ? wanted[d] : Y(c, d);
+      if (target.empty()) {
+        next[d] = none;
+        continue;
+      }
+      auto& pieces = stages[c].pieces[d];
+      std::vector<const Box*> seen;
+      int64_t covered = 0;
+      for (int j = 0; j < f[c]; ++j) {
+        const int digit = j == 0 ? digits_[d][c] : (j <= digits_[d][c] ? j - 1 : j);
+        const int e = d + (digit - digits_[d][c]) * stride_[c];
+        const Box& sub = A[c + 1][e / stride_from[c + 1]];
+        if (std::find_if(seen.begin(), seen.end(), [&](const Box* b) { return *b == sub; }) != seen.end()) continue;
+        seen.push_back(&sub);
+        Box region = target.intersect(have[e]);
+        if (region.empty()) continue;
+        if (!have[e].contains(region)) return false;
+        covered += region.volume();
+        if (e != d) staged += region.volume();
+        pieces.push_back({e, std::move(region)});
+      }
+      if (covered != target.volume()) return false;
+      next[d] = std::move(target);
+    }
+    have = std::move(next);
+    if (staged > direct) return false;
+  }
+  if (staged != direct) return false;
+  // Build it: per stage, a MultiFetch on each device whose target is not already its buffer.
+  std::vector<int> cur = holders;
+  std::vector<Box> cur_box = held;
+  for (size_t c = n; c-- > 0;) {
+    std::vector<int> next(devices, -1);
+    std::vector<Box> next_box(devices, none);
+    for (int d = 0; d < devices; ++d) {
+      const auto& stage = stages[c].pieces[d];
+      if (stage.empty()) continue;
+      const Box target = c == 0 ? wanted[d] : Y(c, d);
+      if (stage.size() == 1 && stage[0].first == d && (c > 0 || cur_box[d] == target)) {
+        next[d] = cur[d];  // all of it is here already: keep the buffer
+        next_box[d] = cur_box[d];
+        continue;
+      }
+      std::vector<Piece> pieces;
+      int64_t moved = 0;
+      for (const auto& [e, region] : stage) {
+        pieces.push_back({cur[e], region});
+        if (e != d) moved += region.volume() * dsize;
+      }
+      int dest = new_buffer(d, t, target, c == 0 ? role : BufferRole::kRegion, partial);
+      new_fetch(d, node, dest, std::move(pieces), false, moved, time);
+      next[d] = dest;
+      next_box[d] = target;
+    }
+    cur = std::move(next);
+    cur_box = std::move(next_box);
+  }
+  for (int d = 0; d < devices; ++d)
+    if (want[d]) out[d] = cur[d];
+  return true;
+}
+
+bool Builder::staged_reduce(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
+                            const std::vector<bool>& reduce_cut, BufferRole role, NodeId node, int64_t time,
+                            std::vector<int>& out) {
+  const auto& f = plan_.factors;
+  const int devices = eg_.devices;
+  const int dsize = dtype_size(g_.tensor(t).dtype);
+  std::vector<size_t> cuts;  // the reduced cuts, outermost first
+  for (size_t c = 0; c < f.size(); ++c)
+    if (reduce_cut[c]) cuts.push_back(c);
+  int64_t P = 1, direct = 0, staged = 0;
+  for (size_t c : cuts) P *= f[c];
+  for (int d = 0; d < devices; ++d) {
+    if (!want[d] || want[d]->empty() || !eg_.buffers[holders[d]].box.contains(*want[d])) return false;
+    direct += (P - 1) * want[d]->volume();
+  }
+  // Q[L][d]: the hull of the wants of the devices that differ from d only in reduced cuts
+  // from cuts[L] on (Q[m] = want). Stage L leaves device d with the sum over its group at
+  // cuts[L] of exactly Q[L + 1][d], which contains everything it serves later.
+  const size_t m = cuts.size();
+  std::vector<std::vector<Box>> Q(m + 1, std::vector<Box>(devices));
+  for (int d = 0; d < devices; ++d) Q[m][d] = *want[d];
+  for (size_t L = m; L-- > 0;) {
+    const size_t c = cuts[L];
+    for (int d = 0; d < devices; ++d) {
+      Box h = Q[L + 1][d];
+      for (int j = 0; j < f[c]; ++j) h = hull(h, Q[L + 1][d + (j - digits_[d][c]) * stride_[c]]);
+      Q[L][d] = std::move(h);
+    }
+  }
+  for (size_t L = 0; L < m; ++L)
+    for (int d = 0; d < devices; ++d) staged += (f[cuts[L]] - 1) * Q[L + 1][d].volume();
+  if (staged != direct) return false;
+  std::vector<int> cur = holders;
+  for (size_t L = 0; L < m; ++L) {
+    const size_t c = cuts[L];
+    std::vector<int> next(devices);
+    for (int d = 0; d < devices; ++d) {
+      ExecOp op;
+      op.kind = ExecKind::kFetch;
+      op.device = d;
+      op.node = node;
+      op.outputs = {new_buffer(d, t, Q[L + 1][d], L + 1 == m ? role : BufferRole::kRegion, false)};
+      op.accumulate = true;
+      op.time = time;
+      for (int j = 0; j < f[c]; ++j) {
+        const int e = d + (j - digits_[d][c]) * stride_[c];
+        op.pieces.push_back({cur[e], Q[L + 1][d]});
+        if (e != d) op.bytes_moved += Q[L + 1][d].volume() * dsize;
+      }
+      next[d] = op.outputs[0];
+      new_op(std::move(op));
+    }
+    cur = std::move(next);
+  }
+  out = std::move(cur);
+  return true;
 }
 
 ExecGraph Builder::build() {
@@ -473,6 +724,8 @@ ExecGraph Builder::build() {
   eg_.schedule.resize(devices);
   last_op_.assign(devices, -1);
   for (int d = 0; d < devices; ++d) digits_.push_back(device_digits(d, f));
+  stride_.assign(f.size(), 1);
+  for (size_t c = f.size(); c-- > 1;) stride_[c - 1] = stride_[c] * f[c];
   eg_.tile_of.assign(static_cast<size_t>(g_.num_tensors()) * devices, -1);
   // Graph inputs (data, weights, optimizer state) start out laid out as planned.
   for (TensorId t = 0; t < g_.num_tensors(); ++t) {

@@ -34,6 +34,11 @@ struct ExecOptions {
   bool control_deps = true;
   /// Per-device arena budget in bytes for swap planning (exec/swap_plan.h); 0: no swapping.
   int64_t swap_budget = 0;
+  /// Collectives over groups of more devices than this run in stages, one cut at a time
+  /// (reduce-scatter by recursive halving, gathers by recursive doubling), each device
+  /// exchanging with the k_i devices that differ from it in that cut's digit: sum(k_i) pieces
+  /// per device instead of prod(k_i), the same bytes. Smaller groups fetch in one MultiFetch.
+  int stage_above = 8;
 };
 
 enum class BufferRole : uint8_t {

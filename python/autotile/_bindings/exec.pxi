@@ -17,6 +17,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
     cdef cppclass CExecOptions "autotile::ExecOptions":
         cbool control_deps
         int64_t swap_budget
+        int stage_above
     cdef cppclass CBuffer "autotile::Buffer":
         int device
         TensorId tensor
@@ -182,10 +183,12 @@ cdef class ExecGraph:
                 "live": (b.live_begin, b.live_end), "host": b.host}
 
 
-def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0):
+def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0,
+                     stage_above=8):
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
     swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
-    every device's live bytes fit it (exec/swap_plan.h)."""
+    every device's live bytes fit it (exec/swap_plan.h). stage_above: collectives over larger
+    groups run cut by cut (recursive halving and doubling; exec/exec_graph.h)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -196,6 +199,7 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     spec.node_strategies = [[_s(s) for s in row] for row in node_strategies]
     opts.control_deps = bool(control_deps)
     opts.swap_budget = int(swap_budget or 0)
+    opts.stage_above = max(1, int(stage_above))
     cdef ExecGraph result = ExecGraph()
     try:
         with nogil:
