@@ -21,10 +21,37 @@ def assert_not_below(plan, tofu):
 
 
 def check_accepted(model, plan):
+    """The execution graph of `plan` moves exactly the bytes the plan priced (the search's cost
+    model and the exec layer agree) and every device runs the same number of kernels."""
     for name, tilings in plan.tensor_tilings.items():
         assert len(tilings) == len(plan.factors), name
     eg = at.transform(model, plan)
-    assert eg is not None
+    stats = eg.stats()
+    assert stats["bytes"] == pytest.approx(plan.comm_bytes, rel=1e-9), plan.algorithm
+    assert sum(stats["bytes_per_device"]) == stats["bytes"]
+    assert stats["compute_ops"] % plan.devices == 0 and stats["compute_ops"] > 0
+
+
+@pytest.mark.parametrize("algo", BASELINES)
+def test_baseline_plans_compute_the_one_device_step(algo):
+    """Each baseline's plan, executed on 4 devices, gives the 1-device training step (an LSTM:
+    every algorithm partitions it differently)."""
+    import numpy as np
+
+    from autotile.bench.common import random_step_values
+
+    sym = at.models.get("rnn-2-1", batch=8)
+    values, shapes = random_step_values(sym)
+    inputs = {k: v for k, v in values.items() if k in shapes}
+    params = {k: v for k, v in values.items() if k not in shapes}
+    one = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
+    plan = at.plan(sym, devices=4, shapes=shapes, algorithm=algo)
+    four = at.backend.run(sym, devices=4, inputs=inputs, params=params, train=True, plan=plan)
+    assert len(four.outputs) == len(one.outputs) and set(four.params) == set(one.params)
+    for got, want in zip(four.outputs, one.outputs):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    for name, want in one.params.items():  # float32 sums over the batch in another order
+        np.testing.assert_allclose(four.params[name], want, rtol=1e-4, atol=2e-5, err_msg=name)
 
 
 @pytest.mark.parametrize("model,batch", MODELS)
