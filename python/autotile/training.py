@@ -242,7 +242,10 @@ def plot_history(hist: History, path: str) -> None:
     ax_acc.plot(xs, [100 * e.train_accuracy for e in hist.epochs], marker="o", label="train")
     ax_acc.plot(xs, [100 * e.test_accuracy for e in hist.epochs], marker="o", label="test")
     ax_acc.set_ylabel("accuracy (%)")
+    from matplotlib.ticker import MaxNLocator
+
     for ax in (ax_loss, ax_acc):
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("epoch")
         ax.legend()
     fig.suptitle(f"{hist.model} on {hist.data}, {hist.devices} device(s), batch {hist.batch}, lr {hist.lr}")
