@@ -1,4 +1,5 @@
 """``autotile.backend``: run a model on one or more devices."""
-from .run import Result, run
+from .result import Result
+from .run import run
 
 __all__ = ["Result", "run"]
