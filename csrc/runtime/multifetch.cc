@@ -83,13 +83,23 @@ void add_runs(char* dst, const char* src, const RegionView& dv, const RegionView
   });
 }
 
+// Booleans accumulate as logical or: partial results of a split lookup are false outside the
+// rows a device holds, so or-ing them is the sum a single device computes.
+void or_runs(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int outer, int64_t row_len) {
+  auto* out = reinterpret_cast<uint8_t*>(dst);
+  const auto* in = reinterpret_cast<const uint8_t*>(src);
+  for_each_run(dv, sv, outer, [&](int64_t d, int64_t s) {
+    for (int64_t j = 0; j < row_len; ++j) out[d + j] = static_cast<uint8_t>(out[d + j] | in[s + j]);
+  });
+}
+
 }  // namespace
 
 void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector<int64_t>& dst_shape, int elem_size,
                 FetchDType dtype, const std::vector<FetchSource>& pieces, bool accumulate) {
   const int ndim = static_cast<int>(dst_lo.size());
   if (ndim > kMaxRank) fail("multifetch: rank ", ndim, " exceeds ", kMaxRank);
-  if (accumulate && dtype == FetchDType::kBytes) fail("multifetch: accumulation needs float32 or float64 data");
+  if (accumulate && dtype == FetchDType::kBytes) fail("multifetch: accumulation needs float, integer or bool data");
   int64_t dst_volume = 1;
   for (int64_t s : dst_shape) dst_volume *= s;
   if (accumulate) std::memset(dst, 0, static_cast<size_t>(dst_volume * elem_size));
@@ -122,8 +132,14 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
         else copy_runs_bytes(out, src, d, s, outer, row_len, elem_size);
       } else if (dtype == FetchDType::kFloat32) {
         add_runs<float>(out, src, d, s, outer, row_len);
-      } else {
+      } else if (dtype == FetchDType::kFloat64) {
         add_runs<double>(out, src, d, s, outer, row_len);
+      } else if (dtype == FetchDType::kInt32) {
+        add_runs<int32_t>(out, src, d, s, outer, row_len);
+      } else if (dtype == FetchDType::kInt64) {
+        add_runs<int64_t>(out, src, d, s, outer, row_len);
+      } else {
+        or_runs(out, src, d, s, outer, row_len);
       }
     };
     // A large strided piece is copied by two threads, each taking half of the outermost dim:

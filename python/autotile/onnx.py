@@ -15,15 +15,20 @@ from .errors import Error
 __all__ = ["load"]
 
 
-def load(path_or_model, batch_size: Optional[int] = None):
+def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict] = None):
     """Import an ONNX model (a ``.onnx`` path, serialized bytes or an ``onnx.ModelProto``).
 
     Returns a Symbol whose outputs are the graph outputs in order. Initializers (and constant
     subgraphs such as ConstantOfShape weights) become parameters carried in ``sym.params``;
     the other graph inputs are data Variables. ``batch_size`` sets the first dimension of every
-    data input (replacing a symbolic or fixed one). ONNX names are sanitised into valid unique
-    autotile names; ``sym.onnx_names`` maps each ONNX tensor name to its autotile name and
-    every Variable carries its ONNX name in the ``__onnx_name__`` attribute.
+    data input (replacing a symbolic or fixed one); ``shapes`` (input name -> shape) sets whole
+    input shapes and binds the symbolic dimensions they fix (``sequence``) in every input.
+    Graph inputs that are not initializers are data whatever their names; float initializers
+    are the trainable weights, and other constants (Constant nodes, masks) are not trained.
+    The model's own input names are kept (only names with whitespace, quotes or control
+    characters are sanitised), the op computing a graph output takes the output's name, and
+    ``sym.onnx_names`` maps each ONNX tensor name to its autotile entry name; every Variable
+    carries its ONNX name in the ``__onnx_name__`` attribute.
 
     Raises :class:`autotile.Error` for a file that is missing, truncated or not ONNX, for an
     opset below 7, for operators autotile does not support (all of them listed, each with a
@@ -35,4 +40,4 @@ def load(path_or_model, batch_size: Optional[int] = None):
         raise Error("at.onnx.load needs the onnx package: pip install autotile[onnx]") from None
     from .frontend.onnx_import import import_model
 
-    return import_model(path_or_model, batch_size=batch_size)
+    return import_model(path_or_model, batch_size=batch_size, shapes=shapes)

@@ -361,7 +361,9 @@ def test_sum_and_constant_arithmetic_folds():
              helper.make_node("Sum", ["x", "xs", "x"], ["y"])]
     model = check(nodes, {"x": (2, 3, 4, 4)}, ["y"], {"scale": rand(3), "two": np.array(2.0, np.float32)}, opset=11)
     sym = at.onnx.load(model)
-    assert list(sym.params.values())[0].shape == (1, 3, 1, 1)
+    # scale is a weight: it stays the model's own (3,) tensor (the Unsqueeze runs in the graph,
+    # so training updates `scale` itself, not a folded copy)
+    assert sym.params["scale"].shape == (3,)
 
 
 def test_sum_with_broadcasting():
@@ -398,17 +400,25 @@ def test_initializers_listed_as_graph_inputs_are_params():
 
 # ----------------------------------------------------------------------------- names, batch, entry points
 
-def test_names_are_sanitised_unique_and_mapped():
+def test_names_are_kept_unique_and_mapped():
+    """The model's own input and output names are kept (``input:0``, ``gpu_0/data_0``,
+    ``out.1``); helper op names are sanitised; names with whitespace are sanitised."""
     need_ops("Activation")
     nodes = [helper.make_node("Relu", ["input:0"], ["/layer1/Relu_output_0"], name="/layer1/Relu"),
-             helper.make_node("Relu", ["/layer1/Relu_output_0"], ["out.1"], name="/layer1/Relu!")]
-    model = make_model(nodes, {"input:0": (2, 3)}, ["out.1"])
+             helper.make_node("Relu", ["/layer1/Relu_output_0"], ["out.1"], name="/layer1/Relu!"),
+             helper.make_node("Relu", ["gpu_0/data_0"], ["a b"], name="r3")]
+    model = make_model(nodes, {"input:0": (2, 3), "gpu_0/data_0": (2, 3)}, ["out.1", "a b"])
     sym = at.onnx.load(model)
     names = [n.name for n in sym.topo_nodes()]
-    assert names == ["input_0", "layer1_Relu", "layer1_Relu_1"]
-    assert sym.onnx_names["input:0"] == "input_0"
-    assert sym.onnx_names["out.1"] == sym.list_outputs()[0]
+    assert names == ["input:0", "layer1_Relu", "out.1", "gpu_0/data_0", "a_b"]
+    assert sym.onnx_names["input:0"] == "input:0" and sym.onnx_names["gpu_0/data_0"] == "gpu_0/data_0"
+    assert sym.list_outputs() == ["out.1_output", "a_b_output"]
+    assert [sym.onnx_names[o] for o in ("out.1", "a b")] == sym.list_outputs()
     assert sym.topo_nodes()[0].attrs["__onnx_name__"] == "input:0"
+    x = np.random.default_rng(0).standard_normal((2, 3)).astype(np.float32)
+    res = at.backend.run(sym, inputs={"input:0": x, "gpu_0/data_0": -x})  # the model's own names
+    np.testing.assert_array_equal(res.outputs[0], np.maximum(x, 0))
+    np.testing.assert_array_equal(res.outputs[1], np.maximum(-x, 0))
 
 
 def test_batch_size_overrides_fixed_batch_and_baked_reshape(tmp_path):

@@ -1,6 +1,7 @@
 """Host MultiFetch (csrc/runtime/multifetch.cc) against NumPy slicing: random boxes, random
 pieces (whole trailing dims or not, so contiguous runs of every length occur), copy and
-accumulate, float32 / float64 / other dtypes; bad pieces are refused."""
+accumulate, float32 / float64 / int32 / int64 / bool (accumulated as logical or) and other
+dtypes (copied only); bad pieces are refused."""
 import numpy as np
 import pytest
 
@@ -29,13 +30,15 @@ def _sub(rng, lo, hi, whole_trailing):
     return a, b
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.int64, np.bool_, np.int16])
 @pytest.mark.parametrize("seed", range(25))
 def test_multifetch_equals_numpy(dtype, seed):
     rng = np.random.default_rng(seed)
     ndim = int(rng.integers(1, 5))
     full = [int(rng.integers(1, 7)) for _ in range(ndim)]
     tensor = (rng.standard_normal(full) * 100).astype(dtype)
+    if dtype == np.bool_:  # a mix of both values, so or-ing differs from overwriting
+        tensor = rng.random(full) < 0.3
     dlo, dhi = _box(rng, full)
     dst = np.full([h - l for l, h in zip(dlo, dhi)], 7, dtype)
     want = dst.copy()
@@ -52,7 +55,9 @@ def test_multifetch_equals_numpy(dtype, seed):
         pieces.append((src, slo, rlo, rhi))
         region = tuple(slice(a - o, b - o) for a, b, o in zip(rlo, rhi, dlo))
         value = tensor[tuple(slice(a, b) for a, b in zip(rlo, rhi))]
-        if accumulate:
+        if accumulate and dtype == np.bool_:
+            want[region] |= value
+        elif accumulate:
             want[region] += value
         else:
             want[region] = value

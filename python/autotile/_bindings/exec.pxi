@@ -80,6 +80,9 @@ cdef extern from "runtime/multifetch.h" namespace "autotile":
         kFloat32 "autotile::FetchDType::kFloat32"
         kFloat64 "autotile::FetchDType::kFloat64"
         kBytes "autotile::FetchDType::kBytes"
+        kInt32 "autotile::FetchDType::kInt32"
+        kInt64 "autotile::FetchDType::kInt64"
+        kBool "autotile::FetchDType::kBool"
     void c_multifetch "autotile::multifetch"(void*, const vector[int64_t]&, const vector[int64_t]&, int, FetchDType,
                                               const vector[CFetchSource]&, cbool) except + nogil
 
@@ -158,6 +161,20 @@ cdef class ExecGraph:
     cdef size_t tile_count(self):
         return self.eg.tile_of.size()
 
+    def op_counts(self):
+        """(compute ops, fetch ops, accumulating fetches): stats without building every op's dict."""
+        cdef size_t i
+        cdef int compute = 0, fetch = 0, reductions = 0, kind
+        for i in range(self.eg.ops.size()):
+            kind = autotile_op_kind(self.eg.ops[i])
+            if kind == 0:
+                compute += 1
+            elif kind == 1:
+                fetch += 1
+                if self.eg.ops[i].accumulate:
+                    reductions += 1
+        return compute, fetch, reductions
+
     def op(self, int i):
         """One op as a dict: kind ('compute'|'fetch'|'swap_out'|'swap_in'), device, node, inputs (-1: an input the op
         does not read, only its shape matters: input_boxes), outputs, pieces
@@ -221,7 +238,8 @@ def multifetch(dst, dst_lo, pieces, accumulate=False):
     if not dst.flags["C_CONTIGUOUS"]:
         raise _AutotileError("multifetch: destination must be C-contiguous")
     kind = dst.dtype.str[1:]
-    dt = FetchDType.kFloat32 if kind == "f4" else (FetchDType.kFloat64 if kind == "f8" else FetchDType.kBytes)
+    dt = {"f4": FetchDType.kFloat32, "f8": FetchDType.kFloat64, "i4": FetchDType.kInt32,
+          "i8": FetchDType.kInt64, "b1": FetchDType.kBool}.get(kind, FetchDType.kBytes)
     keep = []
     for src, src_lo, rlo, rhi in pieces:
         if not src.flags["C_CONTIGUOUS"] or src.dtype != dst.dtype:

@@ -97,6 +97,23 @@ class TrainingGraph:
 DATA_ATTR = "__data__"
 
 
+#: Variable attribute marking a constant input (an ONNX Constant node or a folded constant
+#: subgraph: masks, fill values, position tables): an argument that is not trained.
+CONST_ATTR = "__const__"
+
+
+def constant_names(sym: Symbol) -> List[str]:
+    """Arguments of `sym` marked constant (:data:`CONST_ATTR`): inputs that get no gradient."""
+    return [n.name for n in sym.topo_nodes() if n.is_variable and n.attrs.get(CONST_ATTR) == "1"]
+
+
+def default_param_names(sym: Symbol, data_names: Optional[Sequence[str]] = None) -> List[str]:
+    """The trainable parameters by default: arguments that are neither data/labels
+    (:func:`default_data_names`) nor constants (:func:`constant_names`)."""
+    skip = set(default_data_names(sym, data_names)) | set(constant_names(sym))
+    return [a for a in sym.list_arguments() if a not in skip]
+
+
 def default_data_names(arguments, data_names: Optional[Sequence[str]] = None) -> List[str]:
     """Arguments that are data or labels rather than trainable parameters: ``data``, any name
     ending in ``label``, the names in `data_names` and, when `arguments` is a Symbol, every
@@ -169,8 +186,8 @@ def training_graph(sym: Symbol, optimizer: str = "sgd", optimizer_args: Optional
     arguments = sym.list_arguments()
     aux_names = sym.list_auxiliary_states()
     if params is None:
-        data = default_data_names(sym, data_names)
-        param_names = [a for a in arguments if a not in set(data)]
+        param_names = default_param_names(sym, data_names)
+        data = [a for a in arguments if a not in set(param_names)]
     else:
         param_names = list(dict.fromkeys(params))
         unknown = [p for p in param_names if p not in set(arguments)]

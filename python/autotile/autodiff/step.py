@@ -8,18 +8,18 @@ import numpy as np
 
 from ..errors import Error
 from ..symbol.symbol import Symbol
-from .graph import TrainingGraph, default_data_names, training_graph
+from .graph import TrainingGraph, constant_names, default_param_names, training_graph
 
 
 def _trainable(sym: Symbol, param_names: Optional[Sequence[str]]):
     """The parameters to train: `param_names` that are arguments of `sym` (a params dict may
-    also hold auxiliary states or unrelated names), else the default rule (not data/label)."""
-    arguments = sym.list_arguments()
-    chosen = [p for p in (param_names or ()) if p in set(arguments)]
+    also hold auxiliary states, constants or unrelated names), else the default rule (not
+    data, label or constant)."""
+    arguments = set(sym.list_arguments()) - set(constant_names(sym))
+    chosen = [p for p in (param_names or ()) if p in arguments]
     if chosen:
         return chosen
-    data = set(default_data_names(sym))
-    return [a for a in arguments if a not in data]
+    return default_param_names(sym)
 
 
 def feed_values(tg: TrainingGraph, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:

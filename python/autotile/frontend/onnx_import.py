@@ -31,6 +31,12 @@ MIN_OPSET = 7
 TESTED_MAX_OPSET = 21
 
 
+#: ONNX ops whose outputs carry no gradient to their inputs: they fold even on weights.
+_NO_GRADIENT = {"Shape", "Size", "Range", "ConstantOfShape", "EyeLike", "Equal", "Less", "LessOrEqual", "Greater",
+                "GreaterOrEqual", "IsNaN", "IsInf", "Not", "And", "Or", "Xor", "Sign", "Floor", "Ceil", "Round",
+                "ArgMax", "ArgMin", "NonZero", "OneHot"}
+
+
 class Unavailable:
     """An ONNX output autotile does not produce (e.g. Dropout's mask)."""
 
@@ -41,10 +47,28 @@ class Unavailable:
 # ----------------------------------------------------------------------------- names
 
 class NameTable:
-    """Sanitised, unique autotile names for ONNX names (``/conv1/Conv`` -> ``conv1_Conv``)."""
+    """Unique autotile names for ONNX names. A model's own names are kept as written
+    (``gpu_0/data_0``, ``input_ids``, ``logits``) so users can pass them anywhere a name is
+    taken; only whitespace, quotes and control characters are replaced, and a name made for a
+    helper op is sanitised (``/conv1/Conv`` -> ``conv1_Conv``)."""
 
     def __init__(self):
         self.used: set = set()
+
+    @staticmethod
+    def keep(name: str) -> str:
+        """`name` itself when usable as an autotile name, else its sanitised form."""
+        if name and not re.search(r"[\s\"'\\\x00-\x1f]", name):
+            return name
+        return NameTable.sanitize(name)
+
+    def unique_kept(self, name: str) -> str:
+        """A unique name that keeps the model's own spelling where it can."""
+        kept = self.keep(name)
+        if kept not in self.used:
+            self.used.add(kept)
+            return kept
+        return self.unique(name)
 
     @staticmethod
     def sanitize(name: str) -> str:
@@ -206,6 +230,12 @@ class NodeContext:
                              f"a constant subgraph); autotile does not support data-dependent values here")
         return value
 
+    def is_weight(self, i: int) -> bool:
+        """Whether input i is a trainable weight (a float initializer, or folded from one):
+        converters keep it a Variable instead of baking a transformed copy, so the gradient
+        reaches the model's own tensor."""
+        return self.has_input(i) and self.node.input[i] in self.imp.weights
+
     def input(self, i: int) -> Symbol:
         """Input i as a Symbol (a constant becomes a parameter Variable)."""
         if not self.has_input(i):
@@ -231,7 +261,7 @@ class NodeContext:
         r = self.rank(i)
         if r is None:
             raise self.error(f"the rank of input '{self.node.input[i]}' is unknown (needed {why}); "
-                             f"give the model static shapes or pass batch_size")
+                             f"{self.imp.unbound_hint()}")
         return r
 
     def need_shape(self, i: int, why: str, dims: Optional[slice] = None) -> tuple:
@@ -239,7 +269,7 @@ class NodeContext:
         part = None if s is None else (s if dims is None else s[dims])
         if part is None or any(d is None for d in part):
             raise self.error(f"the shape of input '{self.node.input[i]}' is not known statically "
-                             f"(got {s}; needed {why}); pass batch_size or give the model static shapes")
+                             f"(got {s}; needed {why}); {self.imp.unbound_hint()}")
         return part
 
     def out_dims(self, i: int = 0) -> Optional[tuple]:
@@ -271,7 +301,7 @@ class NodeContext:
 class Importer:
     """One import: holds the tensor table, names and parameters while the graph is walked."""
 
-    def __init__(self, model, batch_size: Optional[int] = None):
+    def __init__(self, model, batch_size: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None):
         self.onnx = _onnx()
         self.model = model
         self.graph = model.graph
@@ -299,13 +329,16 @@ class Importer:
         if len(self.graph.sparse_initializer):
             raise Error("ONNX sparse initializers are not supported: "
                         + ", ".join(repr(t.values.name) for t in self.graph.sparse_initializer))
+        #: ONNX tensors that are trainable weights: float initializers and what folds from them
+        self.weights = {n for n, v in self.initializers.items() if v.dtype.kind == "f"}
         self.data_inputs = [i for i in self.graph.input if i.name not in self.initializers]
         # Variable names: data inputs first, so they keep their ONNX names when those are valid.
         for vi in self.data_inputs:
-            self.var_names[vi.name] = self.names.unique(vi.name)
+            self.var_names[vi.name] = self.names.unique_kept(vi.name)
         for name in self.initializers:
-            self.var_names[name] = self.names.unique(name)
+            self.var_names[name] = self.names.unique_kept(name)
         self.input_dims = {vi.name: self._input_dims(vi) for vi in self.data_inputs}
+        self._bind_shapes(shapes)
         self.orig_batch = {vi.name: self._type_dims(vi.type)[0] if self._type_dims(vi.type) else None
                            for vi in self.data_inputs}
         self.shapes = self._infer_shapes()
@@ -332,6 +365,48 @@ class Importer:
                             f"(shape {dims})")
             dims = (self.batch_size,) + tuple(dims[1:])
         return dims
+
+    def _bind_shapes(self, shapes: Optional[Dict[str, tuple]]):
+        """Apply ``shapes=`` (by the model's input names): each given shape replaces the
+        input's, and the symbolic dimensions it fixes (``sequence``) are bound in every input."""
+        if shapes is None:
+            return
+        if not isinstance(shapes, dict):
+            raise Error(f"shapes must be a dict of input name -> shape, got {type(shapes).__name__}")
+        bound: Dict[str, int] = {}
+        for name, shape in shapes.items():
+            if name not in self.input_dims:
+                raise Error(f"shapes names '{name}', which is not a data input of the model "
+                            f"(inputs: {', '.join(self.input_dims) or 'none'})")
+            if not isinstance(shape, (tuple, list)) or not all(
+                    isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in shape):
+                raise Error(f"shapes['{name}'] must be a tuple of positive integers, got {shape!r}")
+            declared = self.input_dims[name]
+            if declared is not None and len(declared) != len(shape):
+                raise Error(f"shapes['{name}'] = {tuple(shape)} has rank {len(shape)}; the model declares "
+                            f"rank {len(declared)} ({self._show(declared)})")
+            for k, (d, v) in enumerate(zip(declared or (), shape)):
+                if isinstance(d, int) and d != v and not (k == 0 and self.batch_size is None):
+                    raise Error(f"shapes['{name}'] = {tuple(shape)}: dimension {k} is {d} in the model")
+                if isinstance(d, SymDim) and not d.name.startswith("?"):
+                    if bound.setdefault(d.name, int(v)) != int(v):
+                        raise Error(f"shapes give the dimension '{d.name}' two values: {bound[d.name]} and {v}")
+            self.input_dims[name] = tuple(int(v) for v in shape)
+        for name, dims in self.input_dims.items():
+            if dims is not None:
+                self.input_dims[name] = tuple(bound.get(d.name, d) if isinstance(d, SymDim) else d for d in dims)
+
+    @staticmethod
+    def _show(dims) -> str:
+        return "(" + ", ".join(d.name if isinstance(d, SymDim) else str(d) for d in dims) + ")"
+
+    def unbound_hint(self) -> str:
+        """Which inputs still have unknown dimensions, and how to bind them."""
+        parts = [f"'{n}' {self._show(d)}" for n, d in self.input_dims.items()
+                 if d is not None and any(isinstance(x, SymDim) for x in d)]
+        if not parts:
+            return "give the model static shapes"
+        return f"unbound dimensions in input {', '.join(parts)}: pass batch_size= or shapes={{name: shape}}"
 
     def _infer_shapes(self) -> Dict[str, tuple]:
         """Static shapes of every tensor ONNX shape inference can determine, with the batch
@@ -398,17 +473,17 @@ class Importer:
         if isinstance(value, np.ndarray):
             return tuple(int(d) for d in value.shape)
         dims = self.shapes.get(name)
-        if dims is not None:
+        if dims is not None and all(isinstance(d, int) for d in dims):
             return dims
-        if isinstance(value, Symbol):  # ONNX inference had nothing: ask autotile's own inference
+        if isinstance(value, Symbol):  # ONNX inference lacks it: ask autotile's own inference
             try:
                 _, out, _ = value.infer_shape_partial()
             except Error:
                 return None
-            if out and out[0] is not None:
+            if out and out[0] is not None and all(int(d) > 0 for d in out[0]):
                 self.shapes[name] = tuple(int(d) for d in out[0])
                 return self.shapes[name]
-        return None
+        return dims
 
     # -- values
     def lookup(self, name: str, ctx: Optional[NodeContext] = None):
@@ -431,7 +506,7 @@ class Importer:
                 unknown = sorted({v.name for v in value.flat if isinstance(v, SymDim)})
                 where = f"ONNX node '{ctx.display}' ({ctx.op_type}): " if ctx else ""
                 raise Error(f"{where}tensor '{name}' depends on the unknown dimension(s) {unknown}; "
-                            f"pass batch_size= (or give the model static input shapes)")
+                            f"{self.unbound_hint()}")
             var_name = self.var_names.get(name) or self.names.unique(name)
             self.var_names[name] = var_name
             sym = self._make_param(var_name, value, name)
@@ -447,6 +522,8 @@ class Importer:
             value = value.reshape(1)
         self.params[var_name] = value
         kwargs = {"shape": value.shape, "onnx_name": onnx_name}
+        if onnx_name not in self.weights:  # Constant nodes, masks, shape tables: not trained
+            kwargs["const"] = 1
         if value.dtype != np.float32:
             kwargs["dtype"] = value.dtype
         self.onnx_names.setdefault(onnx_name, var_name)
@@ -523,8 +600,13 @@ class Importer:
             values = [self.lookup(x, ctx) if x else None for x in node.input]
             outs = None
             known = node.domain in ("", "ai.onnx") and node.op_type in CONVERTERS
-            if all(isinstance(self.values.get(x), np.ndarray) for x in present):
+            from_weights = any(x in self.weights for x in present) and node.op_type not in _NO_GRADIENT
+            if all(isinstance(self.values.get(x), np.ndarray) for x in present) and not (from_weights and known):
+                # A weight is not folded into a new constant when the op can run in the
+                # graph: training must update the model's own tensor, not a copy of it.
                 outs = fold(ctx, values, generic=node.domain in ("", "ai.onnx"))
+                if outs is not None and from_weights:
+                    self.weights.update(o for o in node.output if o)
             if outs is None and not known:
                 unsupported.append(self._unsupported_label(node, index))
                 poisoned.update(o for o in node.output if o)
@@ -536,8 +618,19 @@ class Importer:
             raise Error(f"ONNX model has {len(unsupported)} node(s) with operators autotile does not support: "
                         + ", ".join(unsupported))
         outputs = []
+        renamed = set()
         for o in self.graph.output:
             sym = self.as_symbol(o.name)
+            node = sym.entries[0][0]
+            if not node.is_variable and id(node) not in renamed:
+                # The op computing a graph output takes the output's name (``logits``), so the
+                # result comes back as ``logits_output`` rather than a helper op's name.
+                name = self.names.keep(o.name)
+                if name not in self.names.used:
+                    self.names.used.add(name)
+                    node.name = name
+                    renamed.add(id(node))
+                    self.onnx_names[o.name] = sym.list_outputs()[0]
             outputs.append(sym)
         if not outputs:
             raise Error("ONNX graph has no outputs")
@@ -567,6 +660,6 @@ class Importer:
             self.values[name] = value
 
 
-def import_model(path_or_model, batch_size: Optional[int] = None) -> Symbol:
+def import_model(path_or_model, batch_size: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None) -> Symbol:
     """Import an ONNX model (path, bytes or ModelProto) as a Symbol; see :func:`autotile.onnx.load`."""
-    return Importer(load_model(path_or_model), batch_size).run()
+    return Importer(load_model(path_or_model), batch_size, shapes).run()

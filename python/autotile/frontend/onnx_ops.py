@@ -131,7 +131,7 @@ def constant_of_shape(ctx):
 
         raise ctx.error(f"a constant of shape {tuple(int(d) for d in shape.ravel())} is larger than the "
                         f"{MAX_FOLD_ELEMENTS} elements the importer materialises")
-    raise ctx.error(f"shape '{ctx.input_name(0)}' depends on an unknown dimension; pass batch_size=")
+    raise ctx.error(f"shape '{ctx.input_name(0)}' depends on an unknown dimension; " + ctx.imp.unbound_hint())
 
 
 @converter("Cast")
@@ -487,7 +487,7 @@ def reshape(ctx):
     if len(unknown) == 1 and -1 not in out:
         out[unknown[0]] = -1
     elif unknown:
-        raise ctx.error(f"target shape {target} has unknown dimensions; pass batch_size=")
+        raise ctx.error(f"target shape {target} has unknown dimensions; " + ctx.imp.unbound_hint())
     return [_reshape(ctx, ctx.input(0), out)]
 
 
@@ -559,7 +559,7 @@ def split(ctx):
 def _strided_slice(ctx, x, dims, starts, ends, axes, steps):
     """Slice with steps (negative ones too) as one MXNet ``slice`` over the leading axes."""
     if dims is None or not all(isinstance(d, int) for d in dims):
-        raise ctx.error(f"Slice with steps {steps} needs the input's static shape; pass batch_size=")
+        raise ctx.error(f"Slice with steps {steps} needs the input's static shape; " + ctx.imp.unbound_hint())
     rank = len(dims)
     norm = [_norm_axis(ctx, a, rank) for a in axes]
     last = max(norm) + 1
@@ -709,9 +709,11 @@ def _ranked(ctx, i: int, rank: Optional[int], other: Optional[int]):
     """Input i with leading 1-dims added up to the other operand's rank (NumPy alignment)."""
     if rank is None or other is None or rank >= other:
         return ctx.input(i)
-    if ctx.is_const(i):
+    if ctx.is_const(i) and not ctx.is_weight(i):
         c = np.asarray(ctx.const(i))
         return ctx.param(c.reshape((1,) * (other - rank) + c.shape), ctx.input_name(i), f"r{other}")
+    if ctx.is_const(i):  # a 0-d weight is a (1,) Variable: autotile tensors have rank >= 1
+        rank = max(rank, 1)
     return _expand_to_rank(ctx, ctx.input(i), rank, other, f"in{i}_dims")
 
 

@@ -16,7 +16,7 @@ def expand(ctx):
     target = _ints(ctx.const(1, "shape"))
     dims = ctx.dims(0)
     if dims is None or not all(isinstance(d, int) for d in dims):
-        raise ctx.error(f"Expand needs the static shape of '{ctx.input_name(0)}'; pass batch_size= (or shapes=)")
+        raise ctx.error(f"Expand needs the static shape of '{ctx.input_name(0)}'; " + ctx.imp.unbound_hint())
     rank = max(len(dims), len(target))
     full_in = (1,) * (rank - len(dims)) + tuple(dims)
     full_t = (1,) * (rank - len(target)) + tuple(target)
@@ -69,7 +69,7 @@ def pad(ctx):
 def range_(ctx):
     for i, what in enumerate(("start", "limit", "delta")):
         ctx.const(i, what)  # all constant: the folder would have produced the value
-    raise ctx.error("Range bounds depend on an unknown dimension; pass batch_size= (or shapes=)")
+    raise ctx.error("Range bounds depend on an unknown dimension; " + ctx.imp.unbound_hint())
 
 
 @converter("CumSum")
