@@ -230,11 +230,13 @@ def cmd_run(args) -> int:
     inputs = {k: v for k, v in values.items() if k not in params}
     if args.inference and args.ctx == "mpi":
         raise Error("--inference runs on --ctx cpu or gpu (under mpirun, call at.backend.run(train=False))")
+    batch = next((int(np.shape(v)[0]) for v in inputs.values() if np.ndim(v) > 0), 1)
+    opt_args = sgd_args(args.lr, batch) if not args.inference else None
     if args.ctx == "mpi":  # under mpirun -np K: one device per rank, params stay sharded across steps
         from .backend.mpi_runtime import run_cli
 
         return run_cli(sym, inputs, params, devices=args.devices, steps=args.steps, seed=args.seed,
-                       checkpoint=args.checkpoint, timeout=args.timeout)
+                       checkpoint=args.checkpoint, timeout=args.timeout, optimizer_args=opt_args)
     plan = None
     if args.devices > 1:  # plan once, run every step with it
         from . import planner
@@ -246,8 +248,6 @@ def cmd_run(args) -> int:
               f"(search {plan.search_seconds * 1000:.1f} ms)")
     head = sym.entries[0][0]
     label = next((k for k in inputs if k.endswith("label")), None)
-    batch = next((int(np.shape(v)[0]) for v in inputs.values() if np.ndim(v) > 0), 1)
-    opt_args = sgd_args(args.lr, batch) if not args.inference else None
     states = {}
     for step in range(args.steps):
         t0 = time.perf_counter()

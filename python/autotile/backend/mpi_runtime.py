@@ -429,10 +429,11 @@ def run_mpi(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
 
 def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], devices: int, steps: int,
             seed: int = 0, checkpoint: Optional[str] = None, timeout: Optional[float] = None,
-            out=sys.stdout) -> int:
+            out=sys.stdout, optimizer_args: Optional[dict] = None) -> int:
     """``autotile run MODEL --devices K --ctx mpi`` under ``mpirun -np K``: plans once, runs
     `steps` training steps keeping params sharded (resuming from and saving to `checkpoint`
-    after every step when given); rank 0 prints one line per step."""
+    after every step when given), the SGD update set by `optimizer_args`; rank 0 prints one
+    line per step."""
     from .. import planner
     from ..execgraph import transform
 
@@ -445,7 +446,7 @@ def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], d
 
     shapes = {n: tuple(np.shape(inputs[n])) for n in default_data_names(sym) if n in inputs}
     plan = planner.plan(sym, devices=devices, shapes=shapes)
-    eg = transform(sym, plan)
+    eg = transform(sym, plan, optimizer_args=optimizer_args)
     rt = MPIRuntime(eg, comm=comm, timeout=timeout)
     rt.load(step_inputs(eg, {**params, **inputs}))
     start = 0
