@@ -3,12 +3,34 @@ core (csrc/exec), with its static memory plan."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import List, Optional
 
 from .. import _core
 from ..errors import Error
 from ..model_input import as_symbol
 from ..planner.lower import LoweredGraph, lower
+
+
+class _Lazy(Sequence):
+    """Ops or buffers of the core graph as dicts, each built on first access and kept: a
+    4096-device graph has millions of MultiFetch pieces, and building every dict up front
+    took three times the memory of the C++ graph itself."""
+
+    def __init__(self, get, n: int):
+        self._get = get
+        self._items = [None] * n
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        item = self._items[i]
+        if item is None:
+            item = self._items[i] = self._get(i % len(self._items))
+        return item
 
 
 class ExecGraph:
@@ -20,8 +42,8 @@ class ExecGraph:
         self.training = training
         self.plan = plan
         self.devices = core.devices
-        self._ops = [core.op(i) for i in range(core.num_ops)]
-        self._buffers = [core.buffer(i) for i in range(core.num_buffers)]
+        self._ops = _Lazy(core.op, core.num_ops)
+        self._buffers = _Lazy(core.buffer, core.num_buffers)
         nodes = [lowered.core.node(i) for i in range(lowered.core.num_nodes)]
         #: per core node id: the tensor ids it reads and writes
         self.core_tensor_inputs = [n["inputs"] for n in nodes]
@@ -30,11 +52,11 @@ class ExecGraph:
 
     # ------------------------------------------------------------------ queries
     @property
-    def ops(self) -> List[dict]:
+    def ops(self) -> Sequence:
         return self._ops
 
     @property
-    def buffers(self) -> List[dict]:
+    def buffers(self) -> Sequence:
         return self._buffers
 
     def schedule(self, device: int) -> List[int]:
@@ -58,13 +80,13 @@ class ExecGraph:
 
     def stats(self) -> dict:
         """Bytes moved between devices (total and received per device), ops and memory."""
-        ops = self._ops
+        compute, fetch, reductions = self.core.op_counts()
         return {
             "bytes": int(self.core.bytes_moved),
             "bytes_per_device": [int(b) for b in self.core.bytes_received],
-            "compute_ops": sum(1 for o in ops if o["kind"] == "compute"),
-            "fetch_ops": sum(1 for o in ops if o["kind"] == "fetch"),
-            "reductions": sum(1 for o in ops if o["kind"] == "fetch" and o["accumulate"]),
+            "compute_ops": compute,
+            "fetch_ops": fetch,
+            "reductions": reductions,
             "peak_memory": [int(b) for b in self.core.arena_bytes],
             "live_peak_memory": [int(b) for b in self.core.live_peak_bytes],
         }
