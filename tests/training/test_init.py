@@ -85,10 +85,3 @@ def test_run_init_and_lr_errors(capsys):
     assert e.value.code == 2 and "invalid choice: 'he'" in capsys.readouterr().err
     assert cli.main(["run", "mlp-2-16", "--lr", "-1"]) == 1
     assert "learning rate must be positive, got -1.0" in capsys.readouterr().err
-
-
-def test_seq_refused_for_models_without_one(capsys):
-    assert cli.main(["info", "mlp-2-16", "--seq", "16"]) == 1
-    assert "model 'mlp-2-16' takes no seq" in capsys.readouterr().err
-    assert cli.main(["plan", "model.onnx", "--seq", "16"]) == 1
-    assert "is a file" in capsys.readouterr().err
