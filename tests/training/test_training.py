@@ -100,3 +100,12 @@ def test_cli_usage_errors():
     proc = subprocess.run([sys.executable, "-m", "autotile.cli", "train", "mlp", "--data", "mnist"],
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and "invalid choice: 'mnist'" in proc.stderr
+
+
+def test_progress_bar_draws_on_stderr(capsys):
+    at.train("mlp-2-64", data="digits", epochs=1, batch=256, progress=True, out=False)
+    err = capsys.readouterr().err
+    # 1347 // 256 = 5 steps, each redrawn in place, then the line is cleared
+    steps = re.findall(r"\repoch 1/1 \[([#.]{30})\] (\d)/5 loss \d+\.\d{4}", err)
+    assert [int(n) for _, n in steps] == [1, 2, 3, 4, 5]
+    assert steps[-1][0] == "#" * 30 and err.endswith("\r\033[K")
