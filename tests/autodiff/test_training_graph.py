@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 
 import autotile as at
-from autotile.autodiff import training_graph, training_step
+from autotile.autodiff import training_graph
+from autotile.backend import training_step
 
 from fd import check_grads, forward_outputs
 

@@ -7,7 +7,8 @@ import pytest
 
 import autotile as at
 from autotile import models
-from autotile.autodiff import training_graph, training_step
+from autotile.autodiff import training_graph
+from autotile.backend import training_step
 
 from test_training_graph import _check_maps
 

@@ -16,6 +16,6 @@ def test_mxnet_json_network_forward_and_gradients():
     values = {k: arr[k] for k in ("data", "b", "softmax_label")}
     (y,) = forward(sym, values)
     np.testing.assert_allclose(y, arr["output"], rtol=1e-6, atol=1e-9)
-    res = at.autodiff.training_step(sym, values, ["data", "b"], optimizer="sgd", optimizer_args={"lr": 0.0})
+    res = at.backend.training_step(sym, values, ["data", "b"], optimizer="sgd", optimizer_args={"lr": 0.0})
     np.testing.assert_allclose(res.grads["data"], arr["grad_data"], rtol=1e-5, atol=1e-9)
     np.testing.assert_allclose(res.grads["b"], arr["grad_b"], rtol=1e-5, atol=1e-9)

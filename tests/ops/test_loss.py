@@ -158,7 +158,7 @@ def test_make_loss_heads_a_training_step():
     x, w = rng.standard_normal((4, 3)), rng.standard_normal(3)
     X, W = at.sym.Variable("x"), at.sym.Variable("w")
     net = at.sym.MakeLoss(at.sym.square(at.sym.broadcast_mul(X, W)), grad_scale=0.5, normalization="batch")
-    res = at.autodiff.training_step(net, {"x": x, "w": w}, ["w"], optimizer="sgd", optimizer_args={"lr": 0.1})
+    res = at.backend.training_step(net, {"x": x, "w": w}, ["w"], optimizer="sgd", optimizer_args={"lr": 0.1})
     want = np.zeros(3)
     for i in range(4):
         for j in range(3):

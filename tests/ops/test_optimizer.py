@@ -106,10 +106,10 @@ def test_momentum_training_step_uses_hidden_state():
     X, W = at.sym.Variable("x"), at.sym.Variable("w")
     net = at.sym.MakeLoss(at.sym.broadcast_mul(X, W))
     args = {"lr": 0.1, "momentum": 0.5}
-    r1 = at.autodiff.training_step(net, {"x": x, "w": w}, ["w"], optimizer="momentum", optimizer_args=args)
+    r1 = at.backend.training_step(net, {"x": x, "w": w}, ["w"], optimizer="momentum", optimizer_args=args)
     grad = x.sum(axis=0)  # d sum(x * w) / dw
     np.testing.assert_allclose(r1.params["w"], w - 0.1 * grad)
     states = r1.stats["optimizer_states"]
-    r2 = at.autodiff.training_step(net, {"x": x, "w": r1.params["w"], **states}, ["w"], optimizer="momentum",
+    r2 = at.backend.training_step(net, {"x": x, "w": r1.params["w"], **states}, ["w"], optimizer="momentum",
                                    optimizer_args=args)
     np.testing.assert_allclose(r2.params["w"], r1.params["w"] + 0.5 * (-0.1 * grad) - 0.1 * grad)

@@ -6,7 +6,7 @@ import sys
 import numpy as np
 
 import autotile as at
-from autotile.autodiff import training_step
+from autotile.backend import training_step
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "autodiff"))
 from fd import check_grads, forward_outputs  # noqa: E402

@@ -8,7 +8,8 @@ import pytest
 import autotile as at
 import autotile.ops.sync_batchnorm as sync_bn
 from autotile import _core
-from autotile.autodiff import training_graph, training_step
+from autotile.autodiff import training_graph
+from autotile.backend import training_step
 from autotile.ops.registry import KernelContext, parse_attrs
 from gradcheck import check_gradient
 from tdl_interp import check_op_tdl

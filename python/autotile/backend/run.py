@@ -11,6 +11,7 @@ from ..model_input import as_symbol
 from ..symbol.infer import infer_entry_shapes
 from .reference import execute
 from .result import Result
+from .training_step import training_step
 
 
 def _check_inputs(sym, values: Dict[str, np.ndarray]):
@@ -120,7 +121,5 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     if not train:
         outputs, new_aux, _ = execute(sym, values, is_train=False, rng=rng, seed=seed)
         return Result(outputs=outputs, aux=new_aux, stats={"forward_seconds": time.perf_counter() - t0})
-    from ..autodiff import training_step
-
     return training_step(sym, {**values, **head_values, **state_values}, list(params), optimizer=optimizer,
                          optimizer_args=optimizer_args, rng=rng, seed=seed)
