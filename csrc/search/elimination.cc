@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <queue>
+#include <sstream>
 #include <tuple>
 
 #include "util/error.h"
@@ -118,9 +119,11 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
       std::string others;
       for (size_t i = 0; i < scope.size() && i < 8; ++i) others += (i ? ", " : "") + describe(scope[i]);
       if (scope.size() > 8) others += ", ...";
-      fail("the exact search would need a table of ", size * fg.domain[v], " entries (limit ", max_states,
-           ") to eliminate ", describe(v), ", which interacts with ", scope.size(), " other choices (", others,
-           "); the graph is too wide for the exact search");
+      std::ostringstream msg;
+      msg << "the exact search would need a table of " << size * fg.domain[v] << " entries (limit " << max_states
+          << ") to eliminate " << describe(v) << ", which interacts with " << scope.size() << " other choices ("
+          << others << "); the graph is too wide for the exact search";
+      throw WidthError(msg.str());
     }
     incident.clear();
     for (int f : var_factors[v])

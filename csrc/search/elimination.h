@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "util/error.h"
+
 namespace autotile {
 
 /// \brief A sum of dense factors over discrete variables.
@@ -32,6 +34,13 @@ struct FactorGraph {
   void add_factor(std::vector<int> vars, std::vector<double> table);
 };
 
+/// \brief Thrown when eliminating a variable would build a table over the limit: the graph is
+/// too wide for the exact DP (the search may hand that cut to a bounded solver instead).
+class WidthError : public Error {
+ public:
+  explicit WidthError(const std::string& msg) : Error(msg) {}
+};
+
 /// \brief Minimum of the sum and the values reaching it.
 struct EliminationResult {
   std::vector<int> value;  ///< per variable
@@ -41,7 +50,7 @@ struct EliminationResult {
 };
 
 /// \brief Exact minimum by greedy min-weight elimination. `priority[v]` (optional, may be
-/// empty) breaks ties: lower first. Throws Error (message from `describe(v)`) when a table
+/// empty) breaks ties: lower first. Throws WidthError (message from `describe(v)`) when a table
 /// would exceed `max_states` entries.
 EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& priority, int64_t max_states,
                             const std::function<std::string(int)>& describe);

@@ -11,6 +11,7 @@
 #include "search/coarsen.h"
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
+#include "search/elimination.h"
 #include "search/one_cut_dp.h"
 #include "search/external_solver.h"
 #include "search/memory_term.h"
@@ -90,9 +91,20 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       // on the communication-only problem (the weight only moves tensor variables).
       CutProblem weighted = options.memory_weight > 0 ? with_memory_term(g, s, p, options.memory_weight) : CutProblem();
       const CutProblem& q = options.memory_weight > 0 ? weighted : p;
-      sol = options.solver == CutSolver::kBruteforce ? solve_bruteforce(q, options.bruteforce_limit)
-            : options.solver == CutSolver::kExternal ? solve_external(g, q, options.external_solver)
-                                                     : solve_one_cut_dp(g, q, level_priority(q, L.level_of_group, c));
+      if (options.solver == CutSolver::kBruteforce) {
+        sol = solve_bruteforce(q, options.bruteforce_limit);
+      } else if (options.solver == CutSolver::kExternal) {
+        sol = solve_external(g, q, options.external_solver);
+      } else {
+        try {
+          sol = solve_one_cut_dp(g, q, level_priority(q, L.level_of_group, c));
+        } catch (const WidthError&) {
+          // Too wide for the exact DP: the external solver, when one is given (the planner
+          // passes the time-limited ILP, which reports its optimality gap), solves this cut.
+          if (!options.external_solver) throw;
+          sol = solve_external(g, q, options.external_solver);
+        }
+      }
       if (options.memory_weight > 0) {
         sol.cost = 0;
         for (NodeId n = 0; n < g.num_nodes(); ++n) sol.cost += p.node_cost(n, sol.value);

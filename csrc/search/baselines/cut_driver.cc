@@ -6,6 +6,9 @@
 
 #include "search/bfs_levels.h"
 #include "search/cost_model.h"
+#include "search/elimination.h"
+#include "search/external_solver.h"
+#include "search/one_cut_dp.h"
 #include "util/error.h"
 
 namespace autotile {
@@ -144,7 +147,13 @@ Plan direct_plan(const Graph& g, int devices, const SearchOptions& options, cons
       plan.num_groups = co.num_groups;
       plan.num_levels = bfs_levels(g, co).num_levels;
     }
-    std::vector<int> value = choose(ctx, p, co);
+    std::vector<int> value;
+    try {
+      value = choose(ctx, p, co);
+    } catch (const WidthError&) {
+      if (!options.external_solver) throw;  // too wide for the exact DP: the bounded solver
+      value = solve_external(g, p, options.external_solver).value;
+    }
     if (static_cast<int>(value.size()) != p.num_vars()) fail(name, ": the cut solver returned a wrong assignment");
     std::vector<Tiling> tilings(g.num_tensors());
     for (TensorId t = 0; t < g.num_tensors(); ++t) tilings[t] = p.var_tilings[p.tensor_var[t]][value[p.tensor_var[t]]];

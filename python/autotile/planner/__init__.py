@@ -152,10 +152,23 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     # RNN's Concat of its timesteps, a BatchNorm of 3 channels on 2 devices), as users of data
     # parallelism expect; Plan.replicated_nodes() and the summary name them.
     fallback = replicate_fallback or algorithm == "data"
+    # A cut too wide for the exact DP (DenseNet's dense blocks) goes to the integer program
+    # with a time limit; `wide` collects its stats (cut, gap) for the plan.
+    from . import ilp
+
+    wide: list = []
+    wide_solver = ilp.wide_fallback(wide) if algorithm not in ("ilp", "bruteforce") else None
 
     def search(memory_weight=0.0):
-        return _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
-                                fallback, factors=factors, pinned=pins, memory_weight=memory_weight)
+        wide.clear()
+        try:
+            return _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
+                                    fallback, factors=factors, pinned=pins, memory_weight=memory_weight,
+                                    cut_solver=wide_solver)
+        except Error as e:
+            if "too wide for the exact search" in str(e) and wide_solver is None:
+                raise Error(f"{e} (install SciPy, autotile[ilp], to solve such cuts with the integer program)") from None
+            raise
 
     peak, weight = None, 0.0
     if device_memory is not None:
@@ -188,6 +201,11 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
     result.device_memory, result.peak_memory, result.memory_weight = device_memory, peak, weight
     result.swap_budget = raw.get("swap_budget")
+    by_cut = {w["cut"]: w for w in wide}
+    result.cut_solvers = ["ilp" if i in by_cut or algorithm == "ilp" else ("bruteforce" if algorithm == "bruteforce"
+                          else "dp") for i in range(len(result.factors))]
+    result.optimality_gaps = [float(by_cut[i]["gap"]) if i in by_cut else (None if algorithm == "ilp" else 0.0)
+                              for i in range(len(result.factors))]
     result.mesh = dict(mesh) if mesh is not None else {layout_rules.DEFAULT_AXIS: devices}
     result.cut_axes = list(mesh_axes) if mesh_axes else [layout_rules.DEFAULT_AXIS] * len(result.factors)
     return result

@@ -136,10 +136,25 @@ def make_cut_solver(time_limit: Optional[float] = None, log: Optional[list] = No
     stats (status, gap, seconds, program size) to `log` when given."""
 
     def solve(problem):
-        stats: dict = {}
+        stats: dict = {"cut": int(problem["cut"])}
         values = solve_cut(problem, time_limit, stats)
         if log is not None:
             log.append(stats)
         return values
 
     return solve
+
+
+#: Seconds the integer program may take on one cut that is too wide for the exact DP.
+WIDE_CUT_SECONDS = 60.0
+
+
+def wide_fallback(log: list, time_limit: float = WIDE_CUT_SECONDS):
+    """The solver the search hands a cut whose exact DP table would be too large (a graph as
+    wide as DenseNet's dense blocks): this integer program with a time limit, its stats
+    (cut, status, gap) appended to `log`. None without SciPy (the DP's error then stands)."""
+    try:
+        from scipy.optimize import milp  # noqa: F401
+    except ImportError:
+        return None
+    return make_cut_solver(time_limit=time_limit, log=log)

@@ -61,6 +61,12 @@ class Plan:
     swap_budget: Optional[int] = None
     #: False for a plan of the forward graph alone (inference: no backward, no update)
     train: bool = True
+    #: how each cut was solved: "dp" (exact), "ilp" (the integer program: a graph too wide for
+    #: the exact DP, or algorithm="ilp"), "bruteforce"; and each cut's relative optimality gap
+    #: (0: proven optimal; > 0: the time limit stopped the integer program that far from its
+    #: bound; None: not known)
+    cut_solvers: List[str] = field(default_factory=list)
+    optimality_gaps: List[Optional[float]] = field(default_factory=list)
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -108,6 +114,14 @@ class Plan:
                             if self.device_memory else ""))
         for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
             lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}")
+        wide = [i for i, s in enumerate(self.cut_solvers) if s == "ilp"] if self.algorithm != "ilp" else []
+        if wide:
+            gaps = [self.optimality_gaps[i] if i < len(self.optimality_gaps) else None for i in wide]
+            worst = max((g for g in gaps if g is not None), default=None)
+            lines.append(f"  cut{'s' if len(wide) > 1 else ''} {', '.join(str(i + 1) for i in wide)}: too wide for "
+                         "the exact DP, solved by the integer program: "
+                         + ("optimal" if worst == 0 else "optimality gap unknown" if worst is None
+                            else f"within {100 * worst:.2f}% of the optimum (time limit)"))
         replicated = self.replicated_nodes()
         if replicated:
             shown = ", ".join(f"{n} ({self.node_ops.get(n, '?')})" for n in replicated[:8])
