@@ -58,9 +58,9 @@ def measure_one(model: str, devices: int, step: bool) -> dict:
     eg = at.transform(sym, plan)
     row["transform_s"] = time.perf_counter() - t0
     row["transform_rss_mb"] = _rss_mb()
+    stats = eg.stats()
     row["ops"] = len(eg.ops)
-    row["pieces"] = sum(len(o["pieces"]) for o in eg.ops)
-    row["deps"] = sum(len(o["deps"]) for o in eg.ops)
+    row["pieces"], row["deps"] = stats["pieces"], stats["dependencies"]
     row["comm_bytes"] = plan.comm_bytes
     if step:
         del eg

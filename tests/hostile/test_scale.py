@@ -29,8 +29,9 @@ def test_1024_devices_step_equals_one_device_with_bounded_pieces():
               "fc_bias": rng.standard_normal(8).astype(np.float32)}
     plan = at.plan(net, devices=1024, shapes={k: v.shape for k, v in inputs.items()})
     eg = at.transform(net, plan)
-    pieces = sum(len(o["pieces"]) for o in eg.ops)
-    deps = sum(len(o["deps"]) for o in eg.ops)
+    stats = eg.stats()
+    pieces, deps = stats["pieces"], stats["dependencies"]
+    assert pieces == sum(len(o["pieces"]) for o in eg.ops) and deps == sum(len(o["deps"]) for o in eg.ops)
     cuts = len(plan.factors)
     # a flat reduction or gather over all 1024 devices alone would be 1024 pieces per device
     assert pieces <= 1024 * 4 * cuts, pieces

@@ -162,18 +162,22 @@ cdef class ExecGraph:
         return self.eg.tile_of.size()
 
     def op_counts(self):
-        """(compute ops, fetch ops, accumulating fetches): stats without building every op's dict."""
+        """(compute ops, fetch ops, accumulating fetches, MultiFetch pieces, dependencies):
+        stats without building every op's dict."""
         cdef size_t i
-        cdef int compute = 0, fetch = 0, reductions = 0, kind
+        cdef int64_t compute = 0, fetch = 0, reductions = 0, pieces = 0, deps = 0
+        cdef int kind
         for i in range(self.eg.ops.size()):
             kind = autotile_op_kind(self.eg.ops[i])
+            pieces += self.eg.ops[i].pieces.size()
+            deps += self.eg.ops[i].deps.size()
             if kind == 0:
                 compute += 1
             elif kind == 1:
                 fetch += 1
                 if self.eg.ops[i].accumulate:
                     reductions += 1
-        return compute, fetch, reductions
+        return compute, fetch, reductions, pieces, deps
 
     def op(self, int i):
         """One op as a dict: kind ('compute'|'fetch'|'swap_out'|'swap_in'), device, node, inputs (-1: an input the op

@@ -80,13 +80,15 @@ class ExecGraph:
 
     def stats(self) -> dict:
         """Bytes moved between devices (total and received per device), ops and memory."""
-        compute, fetch, reductions = self.core.op_counts()
+        compute, fetch, reductions, pieces, deps = self.core.op_counts()
         return {
             "bytes": int(self.core.bytes_moved),
             "bytes_per_device": [int(b) for b in self.core.bytes_received],
             "compute_ops": compute,
             "fetch_ops": fetch,
             "reductions": reductions,
+            "pieces": pieces,
+            "dependencies": deps,
             "peak_memory": [int(b) for b in self.core.arena_bytes],
             "live_peak_memory": [int(b) for b in self.core.live_peak_bytes],
         }
