@@ -29,21 +29,13 @@ from typing import Dict, Optional
 import numpy as np
 
 from ..errors import Error
+from .batchnorm import _axis, _layout
 from .registry import OpDef, Param, register
 
 
-def _axis(attrs, ndim):
-    axis = attrs["axis"]
-    if not -ndim <= axis < ndim:
-        raise Error(f"attribute 'axis'={axis} is out of range for data of rank {ndim}")
-    return axis % ndim
-
-
 def _red_bshape(x, attrs):
-    axis = _axis(attrs, x.ndim)
-    bshape = [1] * x.ndim
-    bshape[axis] = x.shape[axis]
-    return tuple(d for d in range(x.ndim) if d != axis), tuple(bshape)
+    """(reduction axes, broadcast shape of a per-channel vector), as BatchNorm's."""
+    return _layout(x, attrs)[1:]
 
 
 def _names(ndim, axis):
