@@ -25,6 +25,9 @@ def _check(name, batch, devices):
         for p in ref.grads:
             np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-3, atol=1e-5, err_msg=f"{name} x{d}: {p}")
             np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-3, atol=1e-5)
+        assert sorted(res.aux) == sorted(ref.aux) and sorted(res.states) == sorted(ref.states)
+        for a in ref.aux:
+            np.testing.assert_allclose(res.aux[a], ref.aux[a], rtol=1e-4, atol=1e-6, err_msg=f"{name} x{d}: {a}")
         assert res.stats["bytes"] == pytest.approx(res.plan.comm_bytes)
 
 

@@ -91,6 +91,10 @@ def test_half_the_memory_gives_the_same_step(name, devices):
     for p in ref.grads:
         for a, b in ((res.grads[p], ref.grads[p]), (res.params[p], ref.params[p])):
             np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(b).max()), err_msg=p)
+    assert sorted(res.aux) == sorted(ref.aux) and sorted(res.states) == sorted(ref.states)
+    for kind in ("aux", "states"):
+        for n, b in getattr(ref, kind).items():
+            np.testing.assert_allclose(getattr(res, kind)[n], b, rtol=1e-4, atol=1e-5 * max(1.0, np.abs(b).max()))
 
 
 def test_plan_falls_back_to_swapping_when_no_partition_fits():
