@@ -121,6 +121,18 @@ def cmd_info(args) -> int:
     return 0
 
 
+def _positive_int(text):
+    """argparse type of counts (--devices, --batch, --steps, --epochs, --seq): a bad one is a
+    usage error (exit 2), not a model error."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
 def _mesh_arg(text):
     from .planner.layout_rules import check_mesh
 
@@ -343,8 +355,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     def model_args(sp):
         sp.add_argument("model", help="zoo name (mlp, alexnet, vgg16, wresnet-152-10, rnn-10-8k), .onnx or -symbol.json")
-        sp.add_argument("--batch", type=int, default=None, help="batch size")
-        sp.add_argument("--seq", type=int, default=None, help="sequence length (zoo sequence models)")
+        sp.add_argument("--batch", type=_positive_int, default=None, help="batch size")
+        sp.add_argument("--seq", type=_positive_int, default=None, help="sequence length (zoo sequence models)")
 
     sp = sub.add_parser("info", help="print a model summary")
     model_args(sp)
@@ -352,7 +364,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("plan", help="find the partition plan of a model's training step")
     model_args(sp)
-    sp.add_argument("--devices", type=int, default=8)
+    sp.add_argument("--devices", type=_positive_int, default=8)
     sp.add_argument("--algorithm", default="tofu")
     sp.add_argument("--bandwidths", default=None, type=_bandwidths_arg,
                     help="per-cut bandwidths, slowest first, e.g. 12.5e9,300e9")
@@ -374,8 +386,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     sp = sub.add_parser("run", help="run training steps and print loss and timing")
     model_args(sp)
-    sp.add_argument("--devices", type=int, default=1)
-    sp.add_argument("--steps", type=int, default=1)
+    sp.add_argument("--devices", type=_positive_int, default=1)
+    sp.add_argument("--steps", type=_positive_int, default=1)
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=int, default=0)
     sp.add_argument("--inference", action="store_true",
@@ -389,9 +401,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("model", help="zoo name (on --data digits: mlp, cnn = mlp-digits, cnn-digits) or model file")
     sp.add_argument("--data", default="digits", choices=["digits", "synthetic"],
                     help="digits: scikit-learn's 8x8 digits (needs scikit-learn); synthetic: Gaussian clusters")
-    sp.add_argument("--devices", type=int, default=1)
-    sp.add_argument("--epochs", type=int, default=5)
-    sp.add_argument("--batch", type=int, default=32)
+    sp.add_argument("--devices", type=_positive_int, default=1)
+    sp.add_argument("--epochs", type=_positive_int, default=5)
+    sp.add_argument("--batch", type=_positive_int, default=32)
     sp.add_argument("--seed", type=int, default=0)
     add_init_args(sp)
     sp.add_argument("--plot", default=None, metavar="PNG", help="write loss and accuracy per epoch to this PNG")

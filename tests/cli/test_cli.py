@@ -219,7 +219,7 @@ def test_subcommand_help_and_missing_arguments(capsys):
 
 
 @pytest.mark.parametrize("argv, status, match", [
-    (["plan", "mlp-2-64", "--devices", "0", "--no-compare"], 1, "devices must be a positive integer"),
+    (["plan", "mlp-2-64", "--devices", "0", "--no-compare"], 2, "--devices: expected a positive integer"),
     (["plan", "mlp-2-64", "--devices", "two"], 2, "--devices"),
     (["plan", "mlp-2-64", "--batch", "8", "--algorithm", "magic", "--no-compare"], 1, "unknown algorithm 'magic'"),
     (["plan", "mlp-2-64", "--bandwidths", "1,x", "--no-compare"], 2, "--bandwidths"),
