@@ -54,6 +54,16 @@ MODELS = {
 }
 
 
+#: tiny Transformers of the zoo (issue #12: inference on k devices equals one device)
+TRANSFORMERS = {
+    "transformer": dict(batch=4, layers=2, d_model=16, heads=4, d_ff=32, seq=8, vocab=24),
+    "gpt2": dict(batch=4, seq=8, layers=2, d_model=16, heads=4, vocab=24, positions=16),
+    "bert": dict(batch=4, seq=8, layers=2, d_model=16, heads=4, vocab=24, positions=16),
+    "llama": dict(batch=4, seq=8, layers=2, d_model=16, heads=4, d_ff=32, vocab=24),
+    "vit": dict(batch=4, image=8, patch=4, layers=2, d_model=16, heads=4, d_ff=32, classes=10),
+}
+
+
 def _assert_forward_only(plan):
     assert plan.train is False
     bwd = [n for n, op in plan.node_ops.items() if op.startswith("_backward") or op.endswith("_update")]
@@ -81,7 +91,20 @@ def test_partitioned_inference_equals_one_device(name):
         assert res.stats["bytes"] == pytest.approx(res.plan.comm_bytes)
 
 
-def test_inference_plan_is_the_forward_graph_and_no_dearer_than_training():
+@pytest.mark.parametrize("name", sorted(TRANSFORMERS))
+def test_transformer_inference_equals_one_device(name):
+    sym = at.models.get(name, **TRANSFORMERS[name])
+    vals = _values(sym)
+    want = at.backend.run(sym, inputs=vals).outputs
+    for devices in DEVICES:
+        res = at.backend.run(sym, devices=devices, inputs=vals)
+        _assert_forward_only(res.plan)
+        assert len(res.outputs) == len(want)
+        for got, w in zip(res.outputs, want):
+            np.testing.assert_allclose(got, w, rtol=1e-4, atol=1e-6, err_msg=f"{name} on {devices} devices")
+
+
+def test_inference_plan_is_the_forward_graph_and_round_trips():
     sym = MODELS["alexnet-small"]()
     infer = at.plan(sym, devices=4, train=False)
     train = at.plan(sym, devices=4)
