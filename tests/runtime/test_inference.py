@@ -10,6 +10,8 @@ import pytest
 import autotile as at
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "frontend"))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "models"))
+from test_transformer_zoo import TINY as TRANSFORMERS  # noqa: E402  (the zoo's tiny Transformer sizes)
 
 DEVICES = (2, 4, 8)
 
@@ -51,16 +53,6 @@ MODELS = {
     "alexnet-small": lambda: at.models.alexnet(8, classes=10, image=67),
     "rnn": lambda: at.models.rnn(2, 16, steps=3, batch=8, vocab=20),
     "bn-cnn": _bn_cnn,
-}
-
-
-#: tiny Transformers of the zoo (issue #12: inference on k devices equals one device)
-TRANSFORMERS = {
-    "transformer": dict(batch=4, layers=2, d_model=16, heads=4, d_ff=32, seq=8, vocab=24),
-    "gpt2": dict(batch=4, seq=8, layers=2, d_model=16, heads=4, vocab=24, positions=16),
-    "bert": dict(batch=4, seq=8, layers=2, d_model=16, heads=4, vocab=24, positions=16),
-    "llama": dict(batch=4, seq=8, layers=2, d_model=16, heads=4, d_ff=32, vocab=24),
-    "vit": dict(batch=4, image=8, patch=4, layers=2, d_model=16, heads=4, d_ff=32, classes=10),
 }
 
 
