@@ -561,7 +561,9 @@ NODE_FAMILIES = ("add averagepool batch_normalization concat constant constantof
                  # normalisation, softmax family, reductions, einsum (onnx_ops_nn)
                  "layernormalization instance_normalization groupnormalization logsoftmax softplus softsign "
                  "reducemax reducemin reduceprod reducel1 reducel2 reducesumsquare reduce_log_sum_exp reduce_log_sum "
-                 "einsum").split()
+                 "einsum "
+                 # recurrent layers unrolled (onnx_ops_rnn)
+                 "lstm gru").split()
 
 # Cases whose semantics autotile does not reproduce; the importer must say so with an Error.
 NODE_UNSUPPORTED = {

@@ -752,4 +752,4 @@ def sum_(ctx):
 
 
 # Converters of other op families register themselves on import.
-from . import onnx_ops_index, onnx_ops_math, onnx_ops_nn  # noqa: E402,F401
+from . import onnx_ops_index, onnx_ops_math, onnx_ops_nn, onnx_ops_rnn  # noqa: E402,F401
