@@ -102,8 +102,6 @@ def load_model(args):
 
     from . import models
 
-    if seq < 1:
-        raise Error(f"--seq must be a positive integer, got {seq}")
     if os.path.exists(args.model) or args.model.endswith((".onnx", ".json")):
         raise Error(f"--seq sizes zoo models; '{args.model}' is a file, whose shapes are its own")
     try:

@@ -1,5 +1,7 @@
 """``--seq`` on plan/run/info reaches the zoo builders of sequence models and is refused, naming
 the model, for models that take none."""
+import pytest
+
 from autotile import cli
 
 
@@ -16,5 +18,6 @@ def test_seq_refused_for_models_without_one(capsys):
     assert "model 'mlp-2-16' takes no seq" in capsys.readouterr().err
     assert cli.main(["plan", "model.onnx", "--seq", "16"]) == 1
     assert "'model.onnx' is a file, whose shapes are its own" in capsys.readouterr().err
-    assert cli.main(["info", "gpt2-small", "--seq", "0"]) == 1
-    assert "--seq must be a positive integer, got 0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # a usage error
+        cli.main(["info", "gpt2-small", "--seq", "0"])
+    assert e.value.code == 2 and "--seq: expected a positive integer, got 0" in capsys.readouterr().err
