@@ -6,6 +6,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
+from ..arguments import cast_inputs, check_arrays, check_plan
 from ..errors import Error
 from ..model_input import as_symbol
 from ..symbol.infer import infer_entry_shapes
@@ -86,8 +87,12 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     if ctx not in ("cpu", "gpu", "mpi"):
         raise Error(f"ctx='{ctx}' is not available: the runtime runs on ctx='cpu', 'gpu' or 'mpi'")
     sym = as_symbol(model, batch=batch)
-    if not isinstance(devices, int) or devices < 1:
+    if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
+    inputs, aux, states = (check_arrays(inputs, "inputs"), check_arrays(aux, "aux"), check_arrays(states, "states"))
+    if kwargs.get("plan") is not None:
+        check_plan(kwargs["plan"])
+    given = {**(check_arrays(params, "params") or {}), **(aux or {}), **(inputs or {})}
     params = dict(sym.params if params is None else params)
     if any(isinstance(k, str) and k.startswith(("arg:", "aux:")) for k in params):
         from ..ndarray import split_params  # an MXNet checkpoint dict (at.nd.load)
@@ -96,7 +101,13 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         aux = {**ckpt_aux, **(aux or {})}
     values = {**{k: np.asarray(v) for k, v in params.items()}, **{k: np.asarray(v) for k, v in (aux or {}).items()},
               **{k: np.asarray(v) for k, v in (inputs or {}).items()}}
-    values = {k: v for k, v in values.items() if k in set(sym.list_inputs())}
+    known = set(sym.list_inputs())
+    # a misspelled name would otherwise be dropped silently and the model's own value used
+    unknown = sorted(k for k in given if k not in known and not k.startswith(("arg:", "aux:")))
+    if unknown:
+        raise Error(f"params/aux/inputs name {unknown[:10]}, which are not inputs of the model "
+                    f"(its inputs: {sorted(known)[:30]})")
+    values = cast_inputs(sym, {k: v for k, v in values.items() if k in known})
     state_values = _state_values(sym, optimizer, states, train)
     head_values = _head_grad_values(sym, head_grads, train) if head_grads is not None else {}
     if ctx in ("gpu", "mpi") or devices > 1 or kwargs.get("plan") is not None:

@@ -162,6 +162,12 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     own `swap_budget`, set by ``at.plan(device_memory=...)`` when no partition fits), tensors
     move to host memory between uses until every device fits the budget (SwapAdvisor;
     csrc/exec/swap_plan.h)."""
+    from ..arguments import check_plan
+    from ..planner.memory_fit import parse_bytes
+
+    check_plan(plan)
+    if device_memory is not None:
+        device_memory = parse_bytes(device_memory)
     budget = device_memory if device_memory is not None else getattr(plan, "swap_budget", None)
     if swap is None:
         swap = getattr(plan, "swap_budget", None) is not None
@@ -173,6 +179,9 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     tg, lowered = lower_for_plan(sym, plan, replicate_fallback, optimizer_args, dtypes)
     names = lowered.tensor_names
     missing = [n for n in names if n not in plan.tensor_tilings]
+    extra = sorted(set(plan.tensor_tilings) - set(names))
+    if extra:
+        raise Error(f"plan was made for another graph: it tiles tensors {extra[:5]}, which this graph does not have")
     if missing or len(plan.tensor_tilings) != len(names):
         raise Error(f"plan was made for another graph: tensors {missing[:5]} are not in it "
                     f"({len(plan.tensor_tilings)} tensors planned, the graph has {len(names)})")

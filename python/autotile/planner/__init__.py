@@ -114,8 +114,10 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     memory when the cheapest plan does not fit (:mod:`autotile.planner.memory_fit`).
     Returns a :class:`Plan`."""
     from .. import _core
+    from ..arguments import check_bandwidths, check_shapes
     from . import layout_rules
 
+    shapes, bandwidths = check_shapes(shapes), check_bandwidths(bandwidths)
     mesh_axes = None
     if mesh is not None:
         mesh = layout_rules.check_mesh(mesh)

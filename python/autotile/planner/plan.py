@@ -96,6 +96,46 @@ class Plan:
                 shape[d] //= cut
         return tuple(shape)
 
+    def validate(self) -> "Plan":
+        """Check the plan against itself (a plan read from JSON may have been edited): a
+        positive device count, cut factors >= 2 whose product is that count, one tiling per
+        cut for every tensor, each ``replicate``, ``partial`` or ``split(d)`` with ``d`` a
+        dimension of the tensor's shape. Raises Error naming the tensor or field at fault."""
+        ok_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+        if not ok_int(self.devices) or self.devices < 1:
+            raise Error(f"plan: devices must be a positive integer, got {self.devices!r}")
+        if not isinstance(self.factors, list) or not all(ok_int(f) and f >= 2 for f in self.factors):
+            raise Error(f"plan: factors must be a list of integers >= 2, got {self.factors!r}")
+        product = 1
+        for f in self.factors:
+            product *= f
+        if product != self.devices:
+            raise Error(f"plan: factors {self.factors} multiply to {product}, not devices={self.devices}")
+        for field_name in ("tensor_tilings", "node_strategies", "tensor_shapes"):
+            if not isinstance(getattr(self, field_name), dict):
+                raise Error(f"plan: {field_name} must be an object by name, got "
+                            f"{type(getattr(self, field_name)).__name__}")
+        for name, shape in self.tensor_shapes.items():
+            if not all(ok_int(d) and d >= 0 for d in shape):
+                raise Error(f"plan: tensor '{name}' has shape {list(shape)!r}, not a list of non-negative integers")
+        cuts = len(self.factors)
+        for name, tilings in self.tensor_tilings.items():
+            if not isinstance(tilings, list) or len(tilings) != cuts:
+                raise Error(f"plan: tensor '{name}' has tilings {tilings!r}, expected a list of {cuts} (one per cut)")
+            ndim = len(self.tensor_shapes[name]) if name in self.tensor_shapes else None
+            for t in tilings:
+                if t in ("replicate", "partial"):
+                    continue
+                dim = t[6:-1] if isinstance(t, str) and t.startswith("split(") and t.endswith(")") else ""
+                if not dim.isdigit() or (ndim is not None and int(dim) >= ndim):
+                    raise Error(f"plan: tensor '{name}' has tiling {t!r}, which is not replicate, partial or split(d) "
+                                f"with d a dimension of its {ndim}-D shape")
+        for name, strategies in self.node_strategies.items():
+            if not isinstance(strategies, list) or len(strategies) != cuts or \
+                    not all(isinstance(x, str) for x in strategies):
+                raise Error(f"plan: node '{name}' has strategies {strategies!r}, expected {cuts} names (one per cut)")
+        return self
+
     # ------------------------------------------------------------------ reports
     def summary(self, max_rows: int = 40) -> str:
         """A table a person can read: cut costs, then the parameters' tilings."""
@@ -156,12 +196,19 @@ class Plan:
             raise Error(f"plan JSON is not valid JSON: {e}") from None
         if not isinstance(doc, dict) or doc.pop("format", None) != "autotile-plan-1":
             raise Error("not an autotile plan (missing format 'autotile-plan-1')")
-        doc["tensor_shapes"] = {k: tuple(v) for k, v in doc.get("tensor_shapes", {}).items()}
-        doc["input_shapes"] = {k: tuple(v) for k, v in doc.get("input_shapes", {}).items()}
+        for key in ("tensor_shapes", "input_shapes"):
+            shapes = doc.get(key, {})
+            if not isinstance(shapes, dict):
+                raise Error(f"plan JSON: {key} must be an object of shape lists, got {type(shapes).__name__}")
+            bad = next((k for k, v in shapes.items() if not isinstance(v, list)), None)
+            if bad is not None:
+                raise Error(f"plan JSON: {key}['{bad}'] must be a list of dims, got {shapes[bad]!r}")
+            doc[key] = {k: tuple(v) for k, v in shapes.items()}
         try:
-            return cls(**doc)
+            plan = cls(**doc)
         except TypeError as e:
             raise Error(f"plan JSON has unexpected fields: {e}") from None
+        return plan.validate()
 
     # ------------------------------------------------------------------ exports
     def to_dtensor(self, granularity: Optional[str] = None, objects: bool = False) -> dict:
