@@ -1,8 +1,11 @@
 #include "search/one_cut_dp.h"
 
+#include <cstdlib>
 #include <map>
+#include <string>
 
 #include "search/cost_model.h"
+#include "search/dominance.h"
 #include "search/elimination.h"
 #include "util/error.h"
 
@@ -19,8 +22,12 @@ std::vector<int64_t> level_priority(const CutProblem& p, const std::vector<int>&
   return prio;
 }
 
-CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vector<int64_t>& priority,
-                             int64_t max_states) {
+namespace {
+// The exact minimum of `p` by variable elimination. Variables marked in `folded` (may be
+// empty) have one value and join no factor: their terms only depend on the node's strategy,
+// so a fixed shared input couples no nodes.
+CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const std::vector<int64_t>& priority,
+                            int64_t max_states, const std::vector<char>& folded = {}) {
   const int V = p.num_vars();
   const int N = static_cast<int>(p.edges.size());
   FactorGraph fg;
@@ -56,21 +63,24 @@ CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vec
     per_var.clear();
     for (const auto& e : p.edges[n]) {
       const int D = p.domain[e.var];
+      const int key = !folded.empty() && folded[e.var] ? -1 : e.var;  // -1: the strategy's own terms
       if (sv < 0) {  // a single option: unary terms
-        auto& t = per_var[e.var];
+        auto& t = per_var[key];
         t.resize(D, 0);
         for (int x = 0; x < D; ++x) t[x] += e.cost[x];
         continue;
       }
       const int S = static_cast<int>(opt.size());
-      auto& t = per_var[e.var];
+      auto& t = per_var[key];
       t.resize(static_cast<size_t>(S) * D, 0);
       for (int a = 0; a < S; ++a)
         if (opt[a] >= 0)
           for (int x = 0; x < D; ++x) t[a * D + x] += e.cost[opt[a] * D + x];
     }
     for (auto& [var, table] : per_var) {
-      if (sv < 0)
+      if (var < 0)
+        fg.add_factor(sv < 0 ? std::vector<int>{} : std::vector<int>{sv}, std::move(table));
+      else if (sv < 0)
         fg.add_factor({var}, std::move(table));
       else
         fg.add_factor({sv, var}, std::move(table));
@@ -93,6 +103,42 @@ CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vec
   sol.log2_width = r.log2_width;
   sol.work = r.work;
   return sol;
+}
+
+// Solves `p` restricted to `r`, in `p`'s values and costs.
+CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduction& r,
+                          const std::vector<int64_t>& priority, int64_t max_states) {
+  if (r.empty()) return solve_factor_dp(g, p, priority, max_states);
+  std::vector<char> folded(p.num_vars(), 0);
+  for (int v = 0; v < p.num_vars(); ++v) folded[v] = p.domain[v] > 1 && r.kept[v].size() == 1;
+  CutSolution sol = solve_factor_dp(g, restrict_domains(p, r), priority, max_states, folded);
+  sol.cost += expand_and_polish(p, r, &sol.value);
+  return sol;
+}
+}  // namespace
+
+CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vector<int64_t>& priority,
+                             int64_t max_states) {
+  // Dominated values leave the domains first (search/dominance.h), which is exact: variables
+  // with one dominant value (inputs shared by every layer, such as rotary tables) are fixed,
+  // so they no longer couple the layers. AUTOTILE_SEARCH_DOMINANCE=off gives the plain DP and
+  // =all drops every dominated value from the start (both for tests and benchmarks).
+  const char* env = std::getenv("AUTOTILE_SEARCH_DOMINANCE");
+  const std::string mode = env ? env : "";
+  if (mode == "off") return solve_factor_dp(g, p, priority, max_states);
+  if (mode == "all") return solve_reduced(g, p, reduce_domains(p, true), priority, max_states);
+  const DomainReduction fixed = reduce_domains(p, false);
+  DomainReduction every;
+  try {
+    return solve_reduced(g, p, fixed, priority, max_states);
+  } catch (const Error&) {
+    // Too wide even so (the only error the elimination raises): drop every dominated value
+    // and option as well, which shrinks the tables further; rethrow when that drops nothing more.
+    every = reduce_domains(p, true);
+    if (every.pruned_vars == fixed.pruned_vars && every.fixed_vars == fixed.fixed_vars && every.pruned_nodes == 0)
+      throw;
+  }
+  return solve_reduced(g, p, every, priority, max_states);
 }
 
 }  // namespace autotile

@@ -1,0 +1,218 @@
+#include "search/dominance.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "search/cost_model.h"
+
+namespace autotile {
+
+namespace {
+// Nodes that read or write each tensor variable, each with its edges on that variable.
+struct VarUse {
+  NodeId node;
+  std::vector<int> edges;
+};
+
+std::vector<std::vector<VarUse>> uses_of(const CutProblem& p) {
+  std::vector<std::vector<VarUse>> uses(p.num_vars());
+  for (NodeId n = 0; n < static_cast<NodeId>(p.edges.size()); ++n)
+    for (int i = 0; i < static_cast<int>(p.edges[n].size()); ++i) {
+      auto& u = uses[p.edges[n][i].var];
+      if (u.empty() || u.back().node != n) u.push_back(VarUse{n, {}});
+      u.back().edges.push_back(i);
+    }
+  return uses;
+}
+
+// Options node n may take: the live ones, or (shared strategy) those its variable can select.
+std::vector<int> live_options(const CutProblem& p, NodeId n, const std::vector<char>& alive) {
+  std::vector<int> opts;
+  if (p.node_var[n] < 0) {
+    for (int o = 0; o < static_cast<int>(p.options[n].size()); ++o)
+      if (alive[o]) opts.push_back(o);
+  } else {
+    for (int o : p.node_var_option[n])
+      if (o >= 0) opts.push_back(o);
+    std::sort(opts.begin(), opts.end());
+    opts.erase(std::unique(opts.begin(), opts.end()), opts.end());
+  }
+  return opts;
+}
+
+// True when v = r costs no more than v = x whatever the other variables are (see header).
+bool dominates(const CutProblem& p, int v, const std::vector<VarUse>& uses,
+               const std::vector<std::vector<int>>& opts_of, int r, int x) {
+  const int D = p.domain[v];
+  double total = 0;
+  bool x_infeasible = false;
+  for (const VarUse& u : uses) {
+    double worst = -kInfCost;  // max over options of (cost at r - cost at x)
+    for (int o : opts_of[u.node]) {
+      double at_r = 0, at_x = 0;
+      for (int i : u.edges) {
+        const auto& cost = p.edges[u.node][i].cost;
+        at_r += cost[o * D + r];
+        at_x += cost[o * D + x];
+      }
+      if (std::isinf(at_x)) continue;  // o is unusable with v = x: nothing to match
+      if (std::isinf(at_r)) return false;
+      worst = std::max(worst, at_r - at_x);
+    }
+    if (worst == -kInfCost) {
+      x_infeasible = true;  // v = x makes this node infeasible: any r is at least as good
+      continue;
+    }
+    total += worst;
+  }
+  return x_infeasible || total <= 0;
+}
+
+// True when option a of node n costs no more than option b on every edge at every live value
+// (then b never beats a: the node's cost function keeps its values without b).
+bool option_dominates(const CutProblem& p, NodeId n, const std::vector<std::vector<char>>& alive, int a, int b) {
+  for (const auto& e : p.edges[n]) {
+    const int D = p.domain[e.var];
+    for (int x = 0; x < D; ++x)
+      if (alive[e.var][x] && !(e.cost[a * D + x] <= e.cost[b * D + x])) return false;
+  }
+  return true;
+}
+}  // namespace
+
+DomainReduction reduce_domains(const CutProblem& p, bool every_dominated) {
+  const int V = p.num_vars();
+  const NodeId N = static_cast<NodeId>(p.edges.size());
+  const auto uses = uses_of(p);
+  std::vector<std::vector<char>> alive(V), opt_alive(N);
+  for (int v = 0; v < V; ++v) alive[v].assign(p.domain[v], 1);
+  for (NodeId n = 0; n < N; ++n) opt_alive[n].assign(p.options[n].size(), 1);
+  std::vector<std::vector<int>> opts_of(N);
+  // Fewer options make more values dominated and fewer values more options: repeat until
+  // nothing changes (each round only removes, so this ends).
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (NodeId n = 0; n < N; ++n) {
+      const int O = static_cast<int>(p.options[n].size());
+      if (every_dominated && p.node_var[n] < 0)  // a shared strategy's options are one variable's
+        for (int b = O - 1; b >= 0; --b) {
+          if (!opt_alive[n][b]) continue;
+          for (int a = 0; a < O; ++a)
+            if (a != b && opt_alive[n][a] && option_dominates(p, n, alive, a, b)) {
+              opt_alive[n][b] = 0, changed = true;
+              break;
+            }
+        }
+      opts_of[n] = live_options(p, n, opt_alive[n]);
+    }
+    for (int v = 0; v < V; ++v) {
+      const int D = p.domain[v];
+      // Strategy variables carry no edges; a tensor variable nobody touches keeps its domain.
+      if (D == 1 || p.var_tilings[v].empty() || uses[v].empty()) continue;
+      if (!every_dominated) {
+        for (int y = 0; y < D; ++y) {
+          bool all = true;
+          for (int x = 0; x < D && all; ++x) all = x == y || dominates(p, v, uses[v], opts_of, y, x);
+          if (all) {
+            for (int x = 0; x < D; ++x) alive[v][x] = x == y;
+            break;
+          }
+        }
+        continue;
+      }
+      for (int x = D - 1; x >= 0; --x) {
+        if (!alive[v][x]) continue;
+        for (int y = 0; y < D; ++y)
+          if (y != x && alive[v][y] && dominates(p, v, uses[v], opts_of, y, x)) {
+            alive[v][x] = 0, changed = true;
+            break;
+          }
+      }
+    }
+  }
+
+  DomainReduction r;
+  r.kept.resize(V);
+  r.kept_options.resize(N);
+  for (int v = 0; v < V; ++v) {
+    for (int x = 0; x < p.domain[v]; ++x)
+      if (alive[v][x]) r.kept[v].push_back(x);
+    if (static_cast<int>(r.kept[v].size()) < p.domain[v]) {
+      ++r.pruned_vars;
+      if (r.kept[v].size() == 1) ++r.fixed_vars;
+    }
+  }
+  for (NodeId n = 0; n < N; ++n) {
+    for (int o = 0; o < static_cast<int>(p.options[n].size()); ++o)
+      if (opt_alive[n][o]) r.kept_options[n].push_back(o);
+    if (r.kept_options[n].size() < p.options[n].size()) ++r.pruned_nodes;
+  }
+  return r;
+}
+
+CutProblem restrict_domains(const CutProblem& p, const DomainReduction& r) {
+  CutProblem q = p;
+  for (int v = 0; v < p.num_vars(); ++v) {
+    if (static_cast<int>(r.kept[v].size()) == p.domain[v]) continue;
+    q.domain[v] = static_cast<int>(r.kept[v].size());
+    q.var_tilings[v].clear();
+    for (int x : r.kept[v]) q.var_tilings[v].push_back(p.var_tilings[v][x]);
+  }
+  for (NodeId n = 0; n < static_cast<NodeId>(p.edges.size()); ++n) {
+    const auto& opts = r.kept_options[n];
+    const int Oq = static_cast<int>(opts.size());
+    const bool all_opts = Oq == static_cast<int>(p.options[n].size());
+    if (!all_opts) {
+      q.options[n].clear();
+      for (int o : opts) q.options[n].push_back(p.options[n][o]);
+    }
+    for (auto& e : q.edges[n]) {
+      const int D = p.domain[e.var], Dq = q.domain[e.var];
+      if (D == Dq && all_opts) continue;
+      std::vector<double> cost(static_cast<size_t>(Oq) * Dq);
+      for (int o = 0; o < Oq; ++o)
+        for (int j = 0; j < Dq; ++j) cost[o * Dq + j] = e.cost[opts[o] * D + r.kept[e.var][j]];
+      e.cost.swap(cost);
+    }
+  }
+  return q;
+}
+
+double expand_and_polish(const CutProblem& p, const DomainReduction& r, std::vector<int>* value) {
+  std::vector<int>& val = *value;
+  for (int v = 0; v < p.num_vars(); ++v) val[v] = r.kept[v][val[v]];
+  const auto uses = uses_of(p);
+  double change = 0;
+  std::vector<int> opt;
+  for (int v = 0; v < p.num_vars(); ++v) {
+    const int D = p.domain[v], chosen = val[v];
+    if (static_cast<int>(r.kept[v].size()) == D || chosen == 0) continue;
+    const auto& us = uses[v];
+    double before = 0;  // the nodes' costs
+    opt.clear();
+    for (const VarUse& u : us) {
+      int o = -1;
+      before += p.node_cost(u.node, val, &o);
+      opt.push_back(o);
+    }
+    // v's own edges under the chosen options at value x.
+    auto edges_at = [&](int x) {
+      double c = 0;
+      for (size_t i = 0; i < us.size(); ++i)
+        for (int e : us[i].edges) c += p.edges[us[i].node][e].cost[opt[i] * D + x];
+      return c;
+    };
+    const double at_chosen = edges_at(chosen);
+    for (int x = 0; x < chosen; ++x) {
+      if (!(edges_at(x) <= at_chosen + 1e-12 * std::abs(at_chosen))) continue;
+      val[v] = x;
+      double after = 0;
+      for (const VarUse& u : us) after += p.node_cost(u.node, val);
+      change += after - before;
+      break;
+    }
+  }
+  return change;
+}
+
+}  // namespace autotile
