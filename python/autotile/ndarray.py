@@ -20,6 +20,7 @@ whose first uint32 is ndim followed by uint32 dims. Checkpoints name their array
 """
 from __future__ import annotations
 
+import math
 import os
 import struct
 from typing import Dict, List, Optional, Sequence, Tuple, Union
@@ -121,7 +122,11 @@ def _read_array(r: _Reader, index: int) -> Optional[np.ndarray]:
     dtype = DTYPE_OF_FLAG.get(flag)
     if dtype is None:
         r.fail(f"{field} has unsupported dtype flag {flag}", flag_at)
-    count = int(np.prod(shape, dtype=np.int64)) if shape else 1
+    count = math.prod(shape)  # Python ints: a product beyond int64 stays exact
+    left = len(r.data) - r.pos
+    if count * dtype.itemsize > left:  # refuse before allocating what the header claims
+        r.fail(f"{field} shape {shape} of {dtype.name} claims {count * dtype.itemsize} bytes, "
+               f"more than the {left} bytes left in the file")
     raw = r.take(count * dtype.itemsize, f"{field} data ({count} x {dtype.name}, shape {shape})")
     return np.frombuffer(raw, dtype=dtype).astype(dtype.newbyteorder("="), copy=True).reshape(shape)
 
@@ -170,12 +175,15 @@ def load(fname: Union[str, os.PathLike]) -> Loaded:
     ``arg:`` / ``aux:`` prefixes; see :func:`split_params`), else a list. Raises Error naming
     the file and the byte offset and field at fault for truncated or corrupt files, a wrong
     magic number or sparse storage."""
+    if isinstance(fname, bool) or not isinstance(fname, (str, bytes, int, os.PathLike)):
+        raise Error(f"nd.load needs a file path, got {type(fname).__name__}")
+    source = f"<fd {fname}>" if isinstance(fname, int) else os.fsdecode(fname)
     try:
-        with open(fname, "rb") as f:
+        with open(fname, "rb", closefd=not isinstance(fname, int)) as f:  # an fd stays the caller's
             data = f.read()
     except OSError as e:
-        raise Error(f"cannot read NDArray file '{os.fspath(fname)}': {e}") from None
-    return loads(data, os.fspath(fname))
+        raise Error(f"cannot read NDArray file '{source}': {e}") from None
+    return loads(data, source)
 
 
 def _array_bytes(name: str, value, np_shape: bool) -> bytes:

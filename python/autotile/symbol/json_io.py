@@ -24,6 +24,7 @@ statistics (< 0.9.4) and argmax/argmin's ``axis=-1`` (< 0.9.5).
 from __future__ import annotations
 
 import json
+import os
 import weakref
 from typing import Dict, List, Tuple
 
@@ -262,6 +263,43 @@ def _version_of(doc: dict, ld: _Loader) -> int:
     return raw[1]
 
 
+#: Integer attributes beyond int64 cannot reach the core (num_hidden=2**70).
+_INT64_MAX = 2 ** 63 - 1
+
+
+def _too_big(value) -> bool:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return abs(value) > _INT64_MAX
+    if isinstance(value, (tuple, list)):
+        return any(_too_big(v) for v in value)
+    return False
+
+
+def _check_node_attrs(n: Node, ld: "_Loader") -> None:
+    """Validate a node's attributes now, naming the node and the attribute: an op's attributes
+    must parse and fit int64, a variable's ``__shape__`` must be a shape of int64 dims."""
+    if n.is_variable:
+        text = n.attrs.get("__shape__")
+        if text is None:
+            return
+        try:
+            shape = registry._parse_shape(text)
+        except (ValueError, RecursionError, MemoryError, TypeError):
+            shape = None
+        if shape is None or _too_big(shape) or any(d is not None and d < -1 for d in shape):  # -1: unknown
+            ld.fail(f"variable '{n.name}': attribute __shape__={str(text)[:80]!r} is not a shape "
+                    f"(a tuple of non-negative int64 dims)")
+        return
+    try:
+        attrs = n.parsed_attrs()  # raises Error naming the node, op and attribute
+    except (RecursionError, MemoryError):
+        ld.fail(f"node '{n.name}' (op {n.op}): an attribute is nested too deeply to parse")
+    for key, value in attrs.items():
+        if _too_big(value):
+            ld.fail(f"node '{n.name}' (op {n.op}): attribute {key}={str(n.attrs.get(key, value))[:80]} "
+                    f"does not fit int64")
+
+
 def from_dict(doc, source: str = "") -> Symbol:
     """Symbol from the parsed JSON object of an MXNet symbol file."""
     ld = _Loader(source)
@@ -308,8 +346,7 @@ def _from_dict(doc, ld: _Loader) -> Symbol:
             ld.fail(f"arg_nodes entry {a!r} is not the index of a variable node")
     _upgrade(nodes, version)
     for n in nodes:
-        if not n.is_variable:
-            n.parsed_attrs()  # validates attributes now, naming the node
+        _check_node_attrs(n, ld)
     for n in nodes:
         for k, (src, idx) in enumerate(n.inputs):
             ld.check_output(src, idx, f"node '{n.name}' input #{k}")
@@ -335,13 +372,19 @@ def load_json(text: str, source: str = "") -> Symbol:
         doc = json.loads(text)
     except (json.JSONDecodeError, TypeError) as e:
         raise Error(f"symbol JSON{' ' + repr(source) if source else ''}: not valid JSON: {e}") from None
+    except RecursionError:  # the decoder recurses once per nesting level
+        raise Error(f"symbol JSON{' ' + repr(source) if source else ''}: nested too deeply "
+                    "(a symbol file is a flat list of nodes)") from None
     return from_dict(doc, source)
 
 
 def load(fname: str) -> Symbol:
-    """Symbol from an MXNet ``-symbol.json`` file (``Symbol.save`` / gluon ``export`` output)."""
+    """Symbol from an MXNet ``-symbol.json`` file (``Symbol.save`` / gluon ``export`` output),
+    a path or an open file descriptor (left open: it is the caller's)."""
+    if isinstance(fname, bool) or not isinstance(fname, (str, bytes, int, os.PathLike)):
+        raise Error(f"sym.load needs a file path, got {type(fname).__name__}")
     try:
-        with open(fname, encoding="utf-8") as f:
+        with open(fname, encoding="utf-8", closefd=not isinstance(fname, int)) as f:
             text = f.read()
     except (OSError, UnicodeDecodeError) as e:
         raise Error(f"cannot read symbol file '{fname}': {e}") from None
