@@ -16,14 +16,21 @@ from hypothesis import strategies as st
 import autotile as at
 from autotile import _core
 from autotile.errors import Error
-from autotile.planner import ilp, lowered_training_graph
+from autotile.planner import lowered_training_graph
 
 from .graphs import Builder
 from .random_graphs import RandomGraph
+from .test_ilp import _dp_vs_ilp
 
 MODES = ["default", "all"]
 LIMIT = 200_000  # tiling combinations bruteforce may enumerate per cut (else the ILP)
 TINY_LLAMA = dict(batch=4, seq=16, layers=2, d_model=32, heads=4, d_ff=64, vocab=64)
+
+
+def examples(n):
+    """Hypothesis settings: n examples, no deadline (the fixture only sets an env variable)."""
+    return settings(max_examples=n, deadline=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture
@@ -80,14 +87,6 @@ def shared_table_net(data):
     return b
 
 
-def _cuts_vs_ilp(g, devices, **kw):
-    log = []
-    checks = _core._check_cuts_against_bruteforce(g, devices, cut_solver=ilp.make_cut_solver(log=log), **kw)
-    for stats in log:
-        assert stats["status"] == 0, stats  # optimal, not a time-limited incumbent
-    return checks
-
-
 def _cuts_vs_exact(b, devices):
     """(DP, exact) cost of every cut: bruteforce where it can enumerate the cut, else the ILP."""
     try:
@@ -95,45 +94,35 @@ def _cuts_vs_exact(b, devices):
     except Error as e:
         if "bruteforce: cut" not in str(e):
             raise
-    return _cuts_vs_ilp(b.g, devices, strategy_provider=b.mock)
+    return _dp_vs_ilp(b.g, devices, strategy_provider=b.mock)
 
 
+def random_graph(data):
+    """The DP tests' random graphs: fan-out, halos, rank-changing reductions, tied updates,
+    timestep-shared strategies."""
+    return RandomGraph(data).b
+
+
+@pytest.mark.parametrize("graph", [shared_table_net, random_graph])
 @pytest.mark.parametrize("mode", MODES)
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@examples(40)
 @given(data=st.data(), devices=st.sampled_from([2, 4, 6]))
-def test_every_cut_is_exact_with_shared_tables(dominance, mode, data, devices):
+def test_every_cut_is_exact(dominance, mode, graph, data, devices):
     dominance(mode)
-    b = shared_table_net(data)
+    b = graph(data)
     checks = _cuts_vs_exact(b, devices)
     assert len(checks) == len(_core.factorize(devices))
-    for dp, bf in checks:
-        assert dp == pytest.approx(bf, rel=1e-12, abs=1e-9)
-    plan = _core.plan_graph(b.g, devices, "tofu", strategy_provider=b.mock)
-    priced = _core.price_plan(b.g, devices, plan["tensor_tilings"], plan["node_strategies"], strategy_provider=b.mock)
-    assert priced["cut_costs"] == pytest.approx(plan["cut_costs"])
+    for dp, exact in checks:
+        assert dp == pytest.approx(exact, rel=1e-12, abs=1e-9)
 
 
 @pytest.mark.parametrize("mode", MODES)
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
-@given(data=st.data(), devices=st.sampled_from([2, 4, 6]))
-def test_every_cut_is_exact_on_random_graphs(dominance, mode, data, devices):
-    # fan-out, halos, rank-changing reductions, tied updates, timestep-shared strategies
-    dominance(mode)
-    b = RandomGraph(data).b
-    for dp, bf in _cuts_vs_exact(b, devices):
-        assert dp == pytest.approx(bf, rel=1e-12, abs=1e-9)
-
-
-@pytest.mark.parametrize("mode", MODES)
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow,
-                                                                 HealthCheck.function_scoped_fixture])
+@examples(15)
 @given(data=st.data(), devices=st.sampled_from([2, 4, 8]))
 def test_every_cut_equals_ilp_on_random_graphs_beyond_bruteforce(dominance, mode, data, devices):
     dominance(mode)
     b = RandomGraph(data, max_ops=40).b
-    for dp, exact in _cuts_vs_ilp(b.g, devices, strategy_provider=b.mock):
+    for dp, exact in _dp_vs_ilp(b.g, devices, strategy_provider=b.mock):
         assert dp == pytest.approx(exact, rel=1e-9, abs=1e-6)
 
 
@@ -145,7 +134,7 @@ def test_llama_cuts_equal_ilp(dominance, mode, devices):
     *_, lowered = lowered_training_graph(at.models.get("llama-7b", **TINY_LLAMA))
     names = [lowered.core.tensor(t)["name"] for t in range(lowered.core.num_tensors)]
     assert {"rope_cos", "rope_sin"} <= set(names)
-    checks = _cuts_vs_ilp(lowered.core, devices)
+    checks = _dp_vs_ilp(lowered.core, devices)
     assert len(checks) == len(_core.factorize(devices))
     for dp, exact in checks:
         assert dp == pytest.approx(exact, rel=1e-9, abs=1e-6)
