@@ -16,6 +16,35 @@ def _fmt_bytes(n: float) -> str:
     return f"{n:.1f} TB"
 
 
+#: What each field of a plan holds, checked on load (a plan JSON may have been edited):
+#: "int", "num", "str", "bool", "list[...]", "dict[...]" (by str key), "shape"; "?" allows null.
+_FIELD_KINDS = {
+    "algorithm": "str", "devices": "int", "factors": "list[int]", "cut_costs": "list[num]", "comm_bytes": "num",
+    "search_seconds": "num", "tensor_tilings": "dict[list[str]]", "node_strategies": "dict[list[str]]",
+    "tensor_shapes": "dict[shape]", "tensor_dtypes": "dict[str]", "node_ops": "dict[str]",
+    "param_names": "list[str]", "weighted_cost": "num?", "bandwidths": "list[num]?", "model": "str",
+    "batch": "int?", "num_groups": "int", "num_levels": "int", "optimizer": "str", "input_shapes": "dict[shape]",
+    "mesh": "dict[int]", "cut_axes": "list[str]", "device_memory": "int?", "peak_memory": "int?",
+    "memory_weight": "num", "swap_budget": "int?", "train": "bool", "cut_solvers": "list[str]",
+    "optimality_gaps": "list[num?]",
+}
+
+
+def _is_kind(value, kind: str) -> bool:
+    if kind.endswith("?"):
+        return value is None or _is_kind(value, kind[:-1])
+    if kind.startswith(("list[", "dict[")):
+        inner = kind[5:-1]
+        if kind.startswith("list["):
+            return isinstance(value, list) and all(_is_kind(v, inner) for v in value)
+        return isinstance(value, dict) and all(isinstance(k, str) and _is_kind(v, inner) for k, v in value.items())
+    if kind == "shape":
+        return isinstance(value, (tuple, list)) and all(_is_kind(d, "int") and d >= 0 for d in value)
+    if kind == "num":
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return isinstance(value, {"int": int, "str": str, "bool": bool}[kind]) and (kind == "bool" or not isinstance(value, bool))
+
+
 @dataclass
 class Plan:
     """A tiling for every tensor and a strategy for every op, per cut, and what it costs.
@@ -102,6 +131,10 @@ class Plan:
         cut for every tensor, each ``replicate``, ``partial`` or ``split(d)`` with ``d`` a
         dimension of the tensor's shape. Raises Error naming the tensor or field at fault."""
         ok_int = lambda v: isinstance(v, int) and not isinstance(v, bool)  # noqa: E731
+        for name, kind in _FIELD_KINDS.items():
+            if not _is_kind(getattr(self, name), kind):
+                raise Error(f"plan: field {name} must be {kind.replace('?', ' or null')}, "
+                            f"got {str(getattr(self, name))[:60]!r}")
         if not ok_int(self.devices) or self.devices < 1:
             raise Error(f"plan: devices must be a positive integer, got {self.devices!r}")
         if not isinstance(self.factors, list) or not all(ok_int(f) and f >= 2 for f in self.factors):
@@ -194,6 +227,8 @@ class Plan:
             doc = json.loads(text)
         except json.JSONDecodeError as e:
             raise Error(f"plan JSON is not valid JSON: {e}") from None
+        except RecursionError:  # the decoder recurses once per nesting level
+            raise Error("plan JSON is nested too deeply (a plan is a flat object)") from None
         if not isinstance(doc, dict) or doc.pop("format", None) != "autotile-plan-1":
             raise Error("not an autotile plan (missing format 'autotile-plan-1')")
         for key in ("tensor_shapes", "input_shapes"):
