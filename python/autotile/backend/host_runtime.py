@@ -7,6 +7,7 @@ regions from peer arenas with one C++ call that releases the GIL."""
 from __future__ import annotations
 
 import contextlib
+import mmap
 import os
 import queue
 import threading
@@ -18,7 +19,14 @@ import numpy as np
 from .. import _core
 from ..errors import Error
 from .sub_op import SubOpRunner
-from .tiles import box_index, input_tiles, value_tiles
+from .tiles import box_index, buffer_span, freeable_tiles, input_tiles, value_tiles
+
+
+def _zeroed_pages(nbytes: int):
+    """(mapping, uint8 array over it): `nbytes` zero bytes in an anonymous mapping of their
+    own, backed only once written; :meth:`HostRuntime.free` hands written pages back."""
+    pages = mmap.mmap(-1, max(int(nbytes), 1))
+    return pages, np.frombuffer(pages, dtype=np.uint8)
 
 
 def _blas_threads(n: int):
@@ -38,9 +46,13 @@ class HostRuntime:
         self.timeout = timeout
         low = eg.lowered
         self.dtypes = [np.dtype(d) for d in low.tensor_dtypes]
-        self.arenas = [np.zeros(max(int(b), 1), dtype=np.uint8) for b in eg.core.arena_bytes]
+        arenas = [_zeroed_pages(b) for b in eg.core.arena_bytes]
         # each device's host pool: where swapped-out tensors wait (exec/swap_plan.h)
-        self.host_pools = [np.zeros(max(int(b), 1), dtype=np.uint8) for b in eg.core.host_bytes]
+        pools = [_zeroed_pages(b) for b in eg.core.host_bytes]
+        self.arenas = [a for _, a in arenas]
+        self.host_pools = [a for _, a in pools]
+        self._pages = {(False, d): m for d, (m, _) in enumerate(arenas)}
+        self._pages.update({(True, d): m for d, (m, _) in enumerate(pools)})
         self.views = [self._view(b) for b in eg.buffers]
         self.runner = SubOpRunner(eg)
         self.seed = 0  # the step's random seed (run() sets it; calibration replays ops directly)
@@ -65,6 +77,30 @@ class HostRuntime:
         for b in value_tiles(self.eg, name):
             full[box_index(self.eg.buffers[b]["lo"], self.eg.buffers[b]["hi"])] += self.views[b]
         return full
+
+    def gather_results(self, names) -> Dict[str, np.ndarray]:
+        """:meth:`gather` of every name, freeing each one's tiles once it is assembled: the
+        step's results then take the memory of their scattered copies rather than adding to
+        it (the runtime's arenas are spent afterwards)."""
+        freeable = freeable_tiles(self.eg, names)
+        out = {}
+        for name in names:
+            out[name] = self.gather(name)
+            self.free(freeable[name])
+        return out
+
+    def free(self, buffers):
+        """Hands the whole pages of `buffers` back to the system (they read as zeros after)."""
+        madvise = getattr(mmap.mmap, "madvise", None)
+        dontneed = getattr(mmap, "MADV_DONTNEED", None)
+        if madvise is None or dontneed is None:
+            return
+        page = mmap.PAGESIZE
+        for b in buffers:
+            host, device, start, end = buffer_span(self.eg, b)
+            first, last = -(-start // page) * page, end // page * page
+            if last > first:
+                self._pages[host, device].madvise(dontneed, first, last - first)
 
     # ------------------------------------------------------------------ execution
     def _compute(self, op: dict, is_train: bool, rng):

@@ -103,8 +103,13 @@ def run_partitioned(rt_factory: Callable, sym, devices: int, values: Dict[str, n
     inputs = step_inputs(eg, values)  # optimizer states zero and heads one unless given
     rt.load(inputs)
     stats.update(rt.run(is_train=train, seed=seed))
-    full = {n: rt.gather(n) for n in result_names(eg)}
-    return step_result(eg, full, assemble_aux(eg, rt.runner.updated_aux(), inputs), plan, stats)
+    if hasattr(rt, "gather_results"):  # assembled results take the memory their tiles free
+        full = rt.gather_results(result_names(eg))
+    else:
+        full = {n: rt.gather(n) for n in result_names(eg)}
+    aux = assemble_aux(eg, rt.runner.updated_aux(), inputs)
+    del rt, inputs  # the arenas go before the Result is built
+    return step_result(eg, full, aux, plan, stats)
 
 
 def run_multi_device(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True, optimizer: str = "sgd",

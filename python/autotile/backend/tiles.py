@@ -89,3 +89,44 @@ def step_inputs(eg, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
             fill = np.ones if name in tg.head_grad_names else np.zeros
             inputs[name] = fill(eg.lowered.tensor_shapes[tid], dtype=eg.lowered.tensor_dtypes[tid])
     return inputs
+
+
+def buffer_span(eg, b: int) -> Tuple[bool, int, int, int]:
+    """Where buffer `b` lies: (in the host pool, device, first byte, end byte) of its arena."""
+    buf = eg.buffers[b]
+    count = 1
+    for lo, hi in zip(buf["lo"], buf["hi"]):
+        count *= hi - lo
+    start = int(buf["offset"])
+    return bool(buf.get("host")), int(buf["device"]), start, start + count * np.dtype(eg.lowered.tensor_dtypes[buf["tensor"]]).itemsize
+
+
+def freeable_tiles(eg, names: Iterable[str]) -> Dict[str, List[int]]:
+    """For each tensor in `names` (the step's results), the buffers whose memory nothing else
+    in `names` shares: every device's tile of it, replicas included, that overlaps no tile of
+    another name (the memory plan keeps tensors live at the end of the step apart; a tile it
+    aliases with another result's stays). Once a name is gathered these bytes may be freed."""
+    spans = []  # (arena, start, end, name, buffer)
+    for name in names:
+        tid = eg.tensor_id[name]
+        for d in range(eg.devices):
+            b = eg.core.tile(tid, d)
+            if b >= 0:
+                host, dev, start, end = buffer_span(eg, b)
+                spans.append(((host, dev), start, end, name, b))
+    spans.sort(key=lambda s: (s[0], s[1], s[2]))
+    shared = set()
+    i = 0
+    while i < len(spans):  # a sweep: runs of spans that overlap one another in one arena
+        j, end = i + 1, spans[i][2]
+        while j < len(spans) and spans[j][0] == spans[i][0] and spans[j][1] < end:
+            end = max(end, spans[j][2])
+            j += 1
+        if len({s[3] for s in spans[i:j]}) > 1:
+            shared.update(s[4] for s in spans[i:j])
+        i = j
+    out: Dict[str, List[int]] = {name: [] for name in names}
+    for _, _, _, name, b in spans:
+        if b not in shared and b not in out[name]:
+            out[name].append(b)
+    return out
