@@ -5,13 +5,19 @@
    (threads, events, fetches, reductions). Target: at most 1.2x where kernels dominate.
 2. MultiFetch (one C++ call assembling a region from several pieces, GIL released) against
    a plain memcpy (numpy.copyto) of the same bytes. Target: at least 80%.
+3. Resident memory of one k-device step (VmHWM of a fresh process) next to what the memory
+   plan predicts: the interpreter, the caller's params and data, and the plan's arenas. The
+   results (gradients, updated params) take the memory their tiles free, so the peak should
+   exceed the prediction only by kernel temporaries (docs/memory.md, "Memory of a run").
 
     autotile bench runtime [--quick] [--devices 8]
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 
 from .common import median_seconds, random_step_values, table, write_json
@@ -64,6 +70,96 @@ def multifetch_bandwidth(mbytes, pieces, repeat):
             "strided_multifetch_GBps": out.nbytes / t_strided / 1e9, "strided_numpy_GBps": out.nbytes / t_strided_np / 1e9}
 
 
+def _proc_status_bytes(field: str) -> int:
+    """A /proc/self/status field in bytes (VmRSS: resident now, VmHWM: its peak)."""
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) * 1024
+    raise OSError(f"/proc/self/status has no {field}")
+
+
+def _random_values(sym, rng):
+    """(values, data shapes) of a training step drawn in float32 (no float64 temporaries)."""
+    import numpy as np
+
+    arg_shapes, _, aux_shapes = sym.infer_shape()
+    values = {}
+    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
+        if name.endswith("label"):
+            values[name] = rng.integers(0, 10, shape).astype(np.float32)
+        else:
+            values[name] = rng.standard_normal(shape, dtype=np.float32)
+            values[name] *= 0.01
+    return values, {k: v.shape for k, v in values.items() if k == "data" or k.endswith("label")}
+
+
+def _memory_child(model: str, batch: int, devices: int, algorithm: str) -> dict:
+    """In a fresh process: one training step of `model` on `devices` host devices, with the
+    resident memory before it and the peak during it."""
+    import numpy as np
+
+    import autotile as at
+    from autotile.backend.multi_device import run_multi_device
+
+    # a small step first: the modules, thread pools and BLAS buffers every step needs are in
+    # base_rss, so the difference from it is the model's own memory
+    tiny = at.models.get("mlp-2-64", batch=devices * 2)
+    run_multi_device(tiny, devices, _random_values(tiny, rng=np.random.default_rng(1))[0])
+    base = _proc_status_bytes("VmRSS")
+    sym = at.models.get(model, batch=batch)
+    values, shapes = _random_values(sym, np.random.default_rng(0))
+    plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm)
+    data = set(shapes)
+    before = _proc_status_bytes("VmRSS")
+    try:  # the peak of the step alone (Linux: 5 resets VmHWM to VmRSS)
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    res = run_multi_device(sym, devices, values, plan=plan)
+    peak = _proc_status_bytes("VmHWM")
+    return {"model": model, "batch": batch, "devices": devices, "algorithm": algorithm,
+            "param_bytes": sum(v.nbytes for k, v in values.items() if k not in data),
+            "data_bytes": sum(values[k].nbytes for k in data),
+            "arena_bytes": sum(res.stats["peak_memory"]), "base_rss": base, "rss_before_step": before,
+            "peak_rss": peak, "step_seconds": res.stats["step_seconds"]}
+
+
+def step_memory(model: str, batch: int, devices: int, algorithm: str = "tofu") -> dict:
+    """Resident memory of one training step of zoo `model` on `devices` host devices, measured
+    in a fresh process (Linux /proc): base_rss (interpreter and libraries), rss_before_step
+    (with the values and plan), peak_rss (VmHWM during the step), param_bytes, data_bytes,
+    arena_bytes (the memory plan's arenas, all devices) and predicted_peak = base_rss +
+    param_bytes + data_bytes + arena_bytes."""
+    import autotile
+
+    env = dict(os.environ)
+    pkg_root = os.path.dirname(os.path.dirname(os.path.abspath(autotile.__file__)))
+    env["PYTHONPATH"] = pkg_root + os.pathsep + env.get("PYTHONPATH", "")
+    code = ("import json, sys; from autotile.bench.runtime import _memory_child; "
+            f"print(json.dumps(_memory_child({model!r}, {int(batch)}, {int(devices)}, {algorithm!r})))")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"the memory measurement of {model} on {devices} devices failed:\n{out.stderr[-2000:]}")
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r["predicted_peak"] = r["base_rss"] + r["param_bytes"] + r["data_bytes"] + r["arena_bytes"]
+    return r
+
+
+def memory_table(cases) -> tuple:
+    """(rows, results) of :func:`step_memory` for (model, batch, devices) cases."""
+    rows, results = [], []
+    for model, batch, devices in cases:
+        r = step_memory(model, batch, devices)
+        gb = 1e9
+        rows.append([model, batch, devices, round(r["param_bytes"] / gb, 3), round(r["arena_bytes"] / gb, 3),
+                     round(r["predicted_peak"] / gb, 3), round(r["peak_rss"] / gb, 3),
+                     round(r["peak_rss"] / r["predicted_peak"], 2), round(r["peak_rss"] / r["param_bytes"], 2)])
+        results.append(r)
+    return rows, results
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--devices", type=int, default=8)
@@ -86,7 +182,16 @@ def main(argv=None):
                 [[bw["bytes"], round(bw["multifetch_GBps"], 2), round(bw["memcpy_GBps"], 2),
                   round(bw["multifetch_GBps"] / bw["memcpy_GBps"], 2), round(bw["strided_multifetch_GBps"], 2),
                   round(bw["strided_numpy_GBps"], 2)]]))
-    path = write_json("runtime.json", {"steps": results, "multifetch": bw})
+    if sys.platform.startswith("linux"):
+        mem_cases = [("mlp-4-2048", 64, 4)] if args.quick else [("mlp-4-4096", 64, 4), ("mlp", 64, 4)]
+        mem_rows, memory = memory_table(mem_cases)
+        print("\nresident memory of one training step (GB): peak (VmHWM) vs the memory plan's prediction "
+              "(interpreter + params + data + arenas)")
+        print(table(["model", "batch", "devices", "params", "plan arenas", "predicted", "peak", "peak/pred",
+                     "peak/params"], mem_rows))
+    else:
+        memory = []
+    path = write_json("runtime.json", {"steps": results, "multifetch": bw, "memory": memory})
     print(f"\nwrote {path}")
 
 
