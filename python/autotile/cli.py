@@ -238,6 +238,7 @@ def cmd_run(args) -> int:
     data_names = set(default_data_names(sym))
     params = {k: v for k, v in values.items() if k not in data_names}
     inputs = {k: v for k, v in values.items() if k not in params}
+    del values  # the first step's params are params'; each update replaces them (one copy, issue 13)
     if args.inference and args.ctx == "mpi":
         raise Error("--inference runs on --ctx cpu or gpu (under mpirun, call at.backend.run(train=False))")
     batch = next((int(np.shape(v)[0]) for v in inputs.values() if np.ndim(v) > 0), 1)
@@ -273,6 +274,7 @@ def cmd_run(args) -> int:
         else:
             loss, what = float(np.mean(out)), "output mean"
         print(f"step {step + 1}/{args.steps}: {what} {loss:.6f}  time {time.perf_counter() - t0:.3f}s")
+        del res, out  # its gradients would otherwise stay resident through the next step
     return 0
 
 
