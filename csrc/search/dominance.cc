@@ -80,7 +80,8 @@ bool option_dominates(const CutProblem& p, NodeId n, const std::vector<std::vect
 }
 }  // namespace
 
-DomainReduction reduce_domains(const CutProblem& p, bool every_dominated) {
+DomainReduction reduce_domains(const CutProblem& p, Reduce what) {
+  const bool every_dominated = what == Reduce::kEvery;
   const int V = p.num_vars();
   const NodeId N = static_cast<NodeId>(p.edges.size());
   const auto uses = uses_of(p);
@@ -90,7 +91,7 @@ DomainReduction reduce_domains(const CutProblem& p, bool every_dominated) {
   std::vector<std::vector<int>> opts_of(N);
   // Fewer options make more values dominated and fewer values more options: repeat until
   // nothing changes (each round only removes, so this ends).
-  for (bool changed = true; changed;) {
+  for (bool changed = what != Reduce::kNothing; changed;) {
     changed = false;
     for (NodeId n = 0; n < N; ++n) {
       const int O = static_cast<int>(p.options[n].size());
@@ -134,20 +135,25 @@ DomainReduction reduce_domains(const CutProblem& p, bool every_dominated) {
   DomainReduction r;
   r.kept.resize(V);
   r.kept_options.resize(N);
-  for (int v = 0; v < V; ++v) {
+  for (int v = 0; v < V; ++v)
     for (int x = 0; x < p.domain[v]; ++x)
       if (alive[v][x]) r.kept[v].push_back(x);
-    if (static_cast<int>(r.kept[v].size()) < p.domain[v]) {
-      ++r.pruned_vars;
-      if (r.kept[v].size() == 1) ++r.fixed_vars;
-    }
-  }
-  for (NodeId n = 0; n < N; ++n) {
+  for (NodeId n = 0; n < N; ++n)
     for (int o = 0; o < static_cast<int>(p.options[n].size()); ++o)
       if (opt_alive[n][o]) r.kept_options[n].push_back(o);
-    if (r.kept_options[n].size() < p.options[n].size()) ++r.pruned_nodes;
-  }
+  r.count(p);
   return r;
+}
+
+void DomainReduction::count(const CutProblem& p) {
+  pruned_vars = fixed_vars = pruned_nodes = 0;
+  for (int v = 0; v < p.num_vars(); ++v)
+    if (static_cast<int>(kept[v].size()) < p.domain[v]) {
+      ++pruned_vars;
+      if (kept[v].size() == 1) ++fixed_vars;
+    }
+  for (size_t n = 0; n < kept_options.size(); ++n)
+    if (kept_options[n].size() < p.options[n].size()) ++pruned_nodes;
 }
 
 CutProblem restrict_domains(const CutProblem& p, const DomainReduction& r) {

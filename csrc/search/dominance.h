@@ -36,14 +36,22 @@ struct DomainReduction {
   int pruned_nodes = 0;                        ///< nodes that lost at least one option
 
   bool empty() const { return pruned_vars == 0 && pruned_nodes == 0; }
+  /// \brief Sets the counts from `kept` and `kept_options` (of a reduction of `p`).
+  void count(const CutProblem& p);
 };
 
-/// \brief `every_dominated` false: fixes each tensor variable that has a value dominating all
-/// its others (the first such value). True: also drops every value dominated by another live
-/// one (higher ids first, so of two equally good values the first stays) and every option of a
-/// node (not of a shared strategy) that another live option matches or beats on each edge at
-/// each live value, repeated until nothing changes. Either way the optimum is unchanged.
-DomainReduction reduce_domains(const CutProblem& p, bool every_dominated);
+/// \brief What reduce_domains drops.
+enum class Reduce {
+  kNothing,   ///< nothing: every value and option stays
+  kDominant,  ///< fixes each tensor variable that has a value dominating all its others (the first such)
+  /// also every value dominated by another live one (higher ids first, so of two equally good
+  /// values the first stays) and every option of a node (not of a shared strategy) that
+  /// another live option matches or beats on each edge at each live value, until nothing changes
+  kEvery,
+};
+
+/// \brief The values and options `p`'s optimum keeps under `what`; the optimum is unchanged.
+DomainReduction reduce_domains(const CutProblem& p, Reduce what);
 
 /// \brief `p` restricted to `r` (domains, tilings, options and edge tables sliced). Each
 /// node's cost on the kept values is its cost in `p`.

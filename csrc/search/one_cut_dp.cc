@@ -1,5 +1,7 @@
 #include "search/one_cut_dp.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <map>
 #include <string>
@@ -7,6 +9,7 @@
 #include "search/cost_model.h"
 #include "search/dominance.h"
 #include "search/elimination.h"
+#include "search/shared_inputs.h"
 #include "util/error.h"
 
 namespace autotile {
@@ -106,8 +109,8 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const std::vect
 }
 
 // Solves `p` restricted to `r`, in `p`'s values and costs.
-CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduction& r,
-                          const std::vector<int64_t>& priority, int64_t max_states) {
+CutSolution solve_restricted(const Graph& g, const CutProblem& p, const DomainReduction& r,
+                             const std::vector<int64_t>& priority, int64_t max_states) {
   if (r.empty()) return solve_factor_dp(g, p, priority, max_states);
   std::vector<char> folded(p.num_vars(), 0);
   for (int v = 0; v < p.num_vars(); ++v) folded[v] = p.domain[v] > 1 && r.kept[v].size() == 1;
@@ -115,26 +118,52 @@ CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduc
   sol.cost += expand_and_polish(p, r, &sol.value);
   return sol;
 }
+
+// The same, once per combination of tilings of the shared read-only inputs `r` leaves open
+// (search/shared_inputs.h), keeping the cheapest (the first of equal ones).
+CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduction& r,
+                          const std::vector<int64_t>& priority, int64_t max_states) {
+  constexpr int kMinReaders = 4;       // a layer's forward and backward reading it twice
+  constexpr int64_t kMaxCombinations = 64;
+  const auto each = fix_each_combination(p, r, shared_input_vars(g, p, r, kMinReaders), kMaxCombinations);
+  if (each.size() < 2) return solve_restricted(g, p, r, priority, max_states);
+  CutSolution best;
+  for (const DomainReduction& f : each) {
+    CutSolution sol = solve_restricted(g, p, f, priority, max_states);
+    if (best.value.empty() || sol.cost < best.cost - 1e-12 * std::abs(best.cost)) {
+      const double work = best.work;
+      best = std::move(sol);
+      best.work += work;
+    } else {
+      best.work += sol.work;
+      best.log2_width = std::max(best.log2_width, sol.log2_width);
+    }
+  }
+  return best;
+}
 }  // namespace
 
 CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vector<int64_t>& priority,
                              int64_t max_states) {
   // Dominated values leave the domains first (search/dominance.h), which is exact: variables
   // with one dominant value (inputs shared by every layer, such as rotary tables) are fixed,
-  // so they no longer couple the layers. AUTOTILE_SEARCH_DOMINANCE=off gives the plain DP and
-  // =all drops every dominated value from the start (both for tests and benchmarks).
+  // so they no longer couple the layers; shared inputs that stay open are conditioned on
+  // (search/shared_inputs.h). For tests and benchmarks, AUTOTILE_SEARCH_DOMINANCE=off gives
+  // the plain DP, =all drops every dominated value from the start and =condition conditions
+  // on the shared inputs without reducing anything first.
   const char* env = std::getenv("AUTOTILE_SEARCH_DOMINANCE");
   const std::string mode = env ? env : "";
   if (mode == "off") return solve_factor_dp(g, p, priority, max_states);
-  if (mode == "all") return solve_reduced(g, p, reduce_domains(p, true), priority, max_states);
-  const DomainReduction fixed = reduce_domains(p, false);
+  if (mode == "all") return solve_reduced(g, p, reduce_domains(p, Reduce::kEvery), priority, max_states);
+  if (mode == "condition") return solve_reduced(g, p, reduce_domains(p, Reduce::kNothing), priority, max_states);
+  const DomainReduction fixed = reduce_domains(p, Reduce::kDominant);
   DomainReduction every;
   try {
     return solve_reduced(g, p, fixed, priority, max_states);
   } catch (const Error&) {
     // Too wide even so (the only error the elimination raises): drop every dominated value
     // and option as well, which shrinks the tables further; rethrow when that drops nothing more.
-    every = reduce_domains(p, true);
+    every = reduce_domains(p, Reduce::kEvery);
     if (every.pruned_vars == fixed.pruned_vars && every.fixed_vars == fixed.fixed_vars && every.pruned_nodes == 0)
       throw;
   }

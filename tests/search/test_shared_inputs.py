@@ -3,10 +3,12 @@ values the search drops (csrc/search/dominance.h): the one-cut DP stays exact --
 equals bruteforce (or, past what it enumerates, the exact integer program) on random layered
 graphs whose layers read shared read-only tables and on the random graphs of the DP tests, and
 the integer program on the LLaMA training graph and on random graphs far beyond bruteforce,
-both in the default mode (variables with one dominant value fixed) and when every dominated
-value and option is dropped (AUTOTILE_SEARCH_DOMINANCE=all, what a too-wide cut falls back
-to). With the reduction off (=off) the plain DP finds the same cut costs, and where no input
-is shared the plans are identical. Search times are measured by bench/transformers.py."""
+in the default mode (variables with one dominant value fixed), when every dominated value and
+option is dropped (AUTOTILE_SEARCH_DOMINANCE=all, what a too-wide cut falls back to) and when
+the cut is solved once per tiling of the shared inputs (=condition, what a memory-weighted
+search does, csrc/search/shared_inputs.h). With all of it off (=off) the plain DP finds the
+same cut costs, with and without a memory weight, and where no input is shared the plans are
+identical. Search times are measured by bench/transformers.py."""
 import os
 
 import pytest
@@ -22,7 +24,7 @@ from .graphs import Builder
 from .random_graphs import RandomGraph
 from .test_ilp import _dp_vs_ilp
 
-MODES = ["default", "all"]
+MODES = ["default", "all", "condition"]
 LIMIT = 200_000  # tiling combinations bruteforce may enumerate per cut (else the ILP)
 TINY_LLAMA = dict(batch=4, seq=16, layers=2, d_model=32, heads=4, d_ff=64, vocab=64)
 
@@ -35,7 +37,7 @@ def examples(n):
 
 @pytest.fixture
 def dominance(monkeypatch):
-    """Sets the search's dominance mode (default, all or off) for the rest of the test."""
+    """Sets the search's dominance mode (default, all, condition or off) for the rest of the test."""
 
     def use(mode):
         if mode == "default":
@@ -116,6 +118,32 @@ def test_every_cut_is_exact(dominance, mode, graph, data, devices):
         assert dp == pytest.approx(exact, rel=1e-12, abs=1e-9)
 
 
+def first_cut_objective(b, plan, weight):
+    """What a memory-weighted search minimises in its first cut (search/memory_term.h): the
+    cut's bytes plus `weight` x every tensor's bytes per device (1/k of it when split)."""
+    k = plan["factors"][0]
+    total = plan["cut_costs"][0]
+    for t, tilings in enumerate(plan["tensor_tilings"]):
+        size = 4.0  # float32
+        for d in b.g.tensor(t)["shape"]:
+            size *= d
+        total += weight * (size / k if tilings[0].startswith("split") else size)
+    return total
+
+
+@examples(40)
+@given(data=st.data(), devices=st.sampled_from([2, 4, 6]), weight=st.sampled_from([0.05, 0.5, 3.0]))
+def test_memory_weighted_first_cut_is_exact_with_shared_tables(dominance, data, devices, weight):
+    # replicated tables cost memory: nothing dominates and the search conditions on them
+    b = shared_table_net(data)
+    objective = {}
+    for mode in ("off", "default"):
+        dominance(mode)
+        plan = _core.plan_graph(b.g, devices, "tofu", strategy_provider=b.mock, memory_weight=weight)
+        objective[mode] = first_cut_objective(b, plan, weight)
+    assert objective["default"] == pytest.approx(objective["off"], rel=1e-12)
+
+
 @pytest.mark.parametrize("mode", MODES)
 @examples(15)
 @given(data=st.data(), devices=st.sampled_from([2, 4, 8]))
@@ -150,6 +178,19 @@ def test_llama_plan_costs_as_the_plain_dp(dominance):
         plans[mode] = at.plan(sym, devices=64)
     assert plans["default"].cut_costs == pytest.approx(plans["off"].cut_costs, rel=1e-12)
     assert plans["default"].comm_bytes == pytest.approx(plans["off"].comm_bytes, rel=1e-12)
+
+
+@pytest.mark.parametrize("devices", [4, 8, 16])
+@pytest.mark.parametrize("weight", [0.5, 3.0, 100.0])
+def test_memory_weighted_llama_costs_as_the_plain_dp(dominance, devices, weight):
+    # With a memory term replicating the rotary tables costs memory, nothing dominates, and
+    # the search conditions on their tilings instead: the same cut costs as the plain DP.
+    *_, lowered = lowered_training_graph(at.models.get("llama-7b", **TINY_LLAMA))
+    costs = {}
+    for mode in ("off", "default"):
+        dominance(mode)
+        costs[mode] = _core.plan_graph(lowered.core, devices, "tofu", memory_weight=weight)["cut_costs"]
+    assert costs["default"] == pytest.approx(costs["off"], rel=1e-12)
 
 
 @pytest.mark.parametrize("model, batch, devices", [("alexnet", 32, 8), ("resnet50", 8, 4), ("gpt2-small", 8, 8),
