@@ -128,17 +128,13 @@ CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduc
   const auto each = fix_each_combination(p, r, shared_input_vars(g, p, r, kMinReaders), kMaxCombinations);
   if (each.size() < 2) return solve_restricted(g, p, r, priority, max_states);
   CutSolution best;
+  double work = 0, log2_width = 0;
   for (const DomainReduction& f : each) {
     CutSolution sol = solve_restricted(g, p, f, priority, max_states);
-    if (best.value.empty() || sol.cost < best.cost - 1e-12 * std::abs(best.cost)) {
-      const double work = best.work;
-      best = std::move(sol);
-      best.work += work;
-    } else {
-      best.work += sol.work;
-      best.log2_width = std::max(best.log2_width, sol.log2_width);
-    }
+    work += sol.work, log2_width = std::max(log2_width, sol.log2_width);
+    if (best.value.empty() || sol.cost < best.cost - 1e-12 * std::abs(best.cost)) best = std::move(sol);
   }
+  best.work = work, best.log2_width = log2_width;  // the profile's figures: all the DPs'
   return best;
 }
 }  // namespace
