@@ -102,6 +102,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     values = {**{k: np.asarray(v) for k, v in params.items()}, **{k: np.asarray(v) for k, v in (aux or {}).items()},
               **{k: np.asarray(v) for k, v in (inputs or {}).items()}}
     known = set(sym.list_inputs())
+    # An imported model's own tensor names work too: mapped to the Symbol's names, and graph
+    # inputs the computation does not use (e.g. an RNN's R for one step from a zero state) ignored.
+    onnx_names = getattr(sym, "onnx_names", None) or {}
+    values = {onnx_names.get(k, k) if k not in known else k: v for k, v in values.items()}
+    given = {k: v for k, v in given.items() if k not in onnx_names or k in known}
     # a misspelled name would otherwise be dropped silently and the model's own value used
     unknown = sorted(k for k in given if k not in known and not k.startswith(("arg:", "aux:")))
     if unknown:

@@ -93,6 +93,11 @@ def _constant_of_shape(ctx, values):
     shape = normalize(np.asarray(values[0]))
     if shape.dtype == object:
         raise NotFoldable("its shape holds an unknown dimension")
+    dims = [int(d) for d in shape.ravel()]
+    if any(d < 0 for d in dims):
+        raise ctx.error(f"negative dimension in shape {dims}")
+    if int(np.prod(dims, dtype=object)) > MAX_FOLD_ELEMENTS:
+        raise NotFoldable(f"a constant of shape {dims} is too large to fold")
     fill = ctx.attr("value")
     fill = np.zeros(1, np.float32) if fill is None else fill
     return [np.full(tuple(int(d) for d in shape.ravel()), fill.ravel()[0], dtype=fill.dtype)]

@@ -306,6 +306,9 @@ class Importer:
         self.model = model
         self.graph = model.graph
         self.opset = _main_opset(model)
+        from .onnx_validate import validate
+
+        validate(model, self.opset)
         if batch_size is not None:
             if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size <= 0:
                 raise Error(f"batch_size must be a positive integer, got {batch_size!r}")

@@ -138,7 +138,10 @@ def constant_of_shape(ctx):
 def cast(ctx):
     from onnx import helper
 
-    to = np.dtype(helper.tensor_dtype_to_np_dtype(ctx.attr("to")))
+    try:
+        to = np.dtype(helper.tensor_dtype_to_np_dtype(ctx.attr("to")))
+    except (KeyError, TypeError, ValueError):
+        raise ctx.error(f"cast to unknown element type {ctx.attr('to')!r}") from None
     elem = ctx.imp.elem_type(ctx.input_name(0))
     x = ctx.input(0)
     if elem is not None and np.dtype(elem) == to:
@@ -488,7 +491,21 @@ def reshape(ctx):
         out[unknown[0]] = -1
     elif unknown:
         raise ctx.error(f"target shape {target} has unknown dimensions; " + ctx.imp.unbound_hint())
+    _check_reshape_size(ctx, dims, out)
     return [_reshape(ctx, ctx.input(0), out)]
+
+
+def _check_reshape_size(ctx, dims, target):
+    """Refuse a reshape whose element count cannot match, naming the node."""
+    if not dims or not all(isinstance(d, int) for d in dims):
+        return
+    known = [int(t) if int(t) != 0 else (dims[i] if i < len(dims) else 0) for i, t in enumerate(target)
+             if not isinstance(t, SymDim)]
+    size, rest = int(np.prod(dims, dtype=np.int64)), [t for t in known if t != -1]
+    fixed = int(np.prod(rest, dtype=np.int64)) if rest else 1
+    if len(rest) == len(target) and fixed != size or fixed == 0 or size % max(fixed, 1):
+        raise ctx.error(f"cannot reshape '{ctx.input_name(0)}' of shape {tuple(dims)} ({size} elements) "
+                        f"to {tuple(int(t) if not isinstance(t, SymDim) else t for t in target)}")
 
 
 def _batch_values(ctx, lead) -> set:
@@ -660,6 +677,9 @@ def gather(ctx):
         return [ctx.op("take", ctx.input(0), ctx.input(1), axis=axis, mode="wrap")]
     idx = np.asarray(ctx.const(1)).astype(np.int64)
     size = ctx.shape(0)[axis] if ctx.shape(0) is not None else None
+    if size is not None and idx.size and (idx.max() >= size or idx.min() < -size):
+        raise ctx.error(f"index {int(idx.max() if idx.max() >= size else idx.min())} is out of range for axis "
+                        f"{axis} of size {size}")
     if (idx < 0).any():
         if size is None:
             raise ctx.error("negative indices need the size of the gathered axis, which is unknown")
