@@ -570,7 +570,6 @@ NODE_UNSUPPORTED = {
     "dilations": "pooling with dilations: autotile's Pooling (MXNet's) has no dilation",
     "training_mode": "BatchNormalization training_mode=1 (batch statistics at inference) is not supported",
     "maxpool_with_argmax": "MaxPool's Indices output is not computed",
-    "matmul_bcast": "batched MatMul with broadcast batch dims is not supported",
     "matmul_1d_3d": "MatMul of a 1-D by an N-D (N > 2) tensor is not supported",
     "matmul_1d_1d": "MatMul of two vectors gives a 0-d scalar, which autotile tensors cannot be",
     "reshape_allowzero": "allowzero=1 with a 0 in the shape gives an empty tensor",

@@ -224,13 +224,20 @@ def matmul(ctx):
         if ra == 1 and rb > 2:
             raise ctx.error(f"MatMul of a 1-D and a {rb}-D tensor is not supported")
         return [ctx.op("dot", a, b)]
-    if ra != rb:
-        raise ctx.error(f"batched MatMul of ranks {ra} and {rb} (broadcast batch dims) is not supported")
-    if ra == 3:
+    if ra == rb == 3 and ctx.shape(0) is not None and ctx.shape(0)[:1] == ctx.shape(1)[:1]:
         return [ctx.op("batch_dot", a, b)]
     sa, sb = ctx.need_shape(0, "to fold batch dims"), ctx.need_shape(1, "to fold batch dims")
-    if sa[:-2] != sb[:-2]:
-        raise ctx.error(f"batched MatMul with broadcast batch dims {sa} x {sb} is not supported")
+    if sa[:-2] != sb[:-2]:  # NumPy broadcasting of the batch dims: align ranks, then expand
+        try:
+            batch = tuple(np.broadcast_shapes(sa[:-2], sb[:-2]))
+        except ValueError:
+            raise ctx.error(f"MatMul batch dims of {sa} and {sb} do not broadcast") from None
+        a, b = _ranked(ctx, 0, ra, rb), _ranked(ctx, 1, rb, ra)
+        if tuple(sa[:-2]) != batch:
+            a = ctx.op("broadcast_to", a, shape=batch + tuple(sa[-2:]), suffix="a_bcast")
+        if tuple(sb[:-2]) != batch:
+            b = ctx.op("broadcast_to", b, shape=batch + tuple(sb[-2:]), suffix="b_bcast")
+        sa, sb = batch + tuple(sa[-2:]), batch + tuple(sb[-2:])
     a3 = _reshape(ctx, a, (-1,) + sa[-2:], "a3d")
     b3 = _reshape(ctx, b, (-1,) + sb[-2:], "b3d")
     y = ctx.op("batch_dot", a3, b3, suffix="bdot")
