@@ -201,6 +201,9 @@ def compare_table(sym, args, best) -> str:
         if algo == best.algorithm:
             rows.append((algo, best.comm_bytes, best.search_seconds, ""))
             continue
+        if algo in ("ilp", "bruteforce"):  # exact checkers: minutes on large graphs, asked for by name
+            rows.append((algo, None, None, f"exact per cut; run with --algorithm {algo}"))
+            continue
         try:
             with Progress(f"planning ({algo})"):
                 p = planner.plan(sym, devices=args.devices, batch=args.batch, algorithm=algo,
