@@ -44,3 +44,18 @@ def fetch_emulation(tmp_path_factory):
     lib.autotile_multifetch_host.restype = ctypes.c_int
     lib.autotile_multifetch_record_words.restype = ctypes.c_int
     return lib
+
+
+@pytest.fixture(scope="session")
+def swap_models():
+    """tests/execgraph/test_swap.py (MODELS: a deep MLP, CNN and LSTM whose swap plans the host
+    runtime checks), imported with tests/execgraph on the path for its own imports."""
+    import sys
+
+    here = os.path.join(ROOT, "tests", "execgraph")
+    if here not in sys.path:
+        sys.path.insert(0, here)
+    spec = importlib.util.spec_from_file_location("autotile_swap_models", os.path.join(here, "test_swap.py"))
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

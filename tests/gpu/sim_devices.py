@@ -36,16 +36,22 @@ class SimDevices:
         self.lib = fetch_lib
         self.rng = np.random.default_rng(seed)
         self.grid = emulated_grid  # small simulated grid: exercises the kernel's grid-stride loops
-        self.streams = [(_Stream(f"compute{w}"), _Stream(f"copy{w}")) for w in range(workers)]
+        self.streams = [(_Stream(f"compute{w}"), _Stream(f"copy{w}"), _Stream(f"swap{w}")) for w in range(workers)]
         self.kernel_source = "host emulation"
         self.launches = 0
         self.memcpys = 0
+        self.swap_copies = 0
+        self.pinned_bytes = 0
         self._keep = []
 
     def describe(self):
         return {"gpus": list(self.gpu), "peer_access": self.peer}
 
     def alloc(self, worker, nbytes, what):
+        return np.zeros(max(int(nbytes), 1), dtype=np.uint8)
+
+    def alloc_pinned(self, worker, nbytes, what):
+        self.pinned_bytes += int(nbytes)
         return np.zeros(max(int(nbytes), 1), dtype=np.uint8)
 
     def ptr(self, array):
@@ -59,6 +65,9 @@ class SimDevices:
 
     def stream(self, worker, copy):
         return self.streams[worker][1 if copy else 0]
+
+    def swap_stream(self, worker):
+        return self.streams[worker][2]
 
     def event(self, worker):
         return _Event()
@@ -97,6 +106,10 @@ class SimDevices:
         ctypes.memmove(dst_ptr, src_ptr, nbytes)
         self.memcpys += 1
 
+    def memcpy_async(self, stream, dst_ptr, src_ptr, nbytes, to_host):
+        ctypes.memmove(dst_ptr, src_ptr, nbytes)
+        self.swap_copies += 1
+
     def launch_fetch(self, worker, stream, name, records, n_pieces, grid, block):
         assert records.shape[0] == n_pieces + 1 and grid[1] >= 1 and block == (256,)
         gx, gy, bx = self.grid
@@ -105,7 +118,7 @@ class SimDevices:
         self.launches += 1
 
     def synchronize(self):
-        streams = [s for pair in self.streams for s in pair]
+        streams = [s for group in self.streams for s in group]
         while any(s.q for s in streams):
             ready = [s for s in streams if s.q and (s.q[0][0] != "wait" or s.q[0][1].done >= s.q[0][2])]
             if not ready:

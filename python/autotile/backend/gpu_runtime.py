@@ -5,7 +5,10 @@ workers; each keeps its own memory pool, arena and streams). Per worker:
 
 * one memory pool (``cupy.cuda.MemoryPool``) and one arena allocated from it once, laid out
   by the static memory plan; kernel temporaries come from the same pool;
-* a compute stream (sub-operators) and a copy stream (MultiFetch);
+* a compute stream (sub-operators), a copy stream (MultiFetch) and a swap stream (the
+  swap-outs and swap-ins of a swapped plan, exec/swap_plan.h, in the device's copy schedule
+  order) between the arena and a host pool in pinned (page-locked) host memory, so the
+  copies run asynchronously beside the compute;
 * one event per op; an op's stream waits on the events of the ops it depends on that ran on
   another stream (same worker or another one); nothing synchronises a whole device per op.
 
@@ -86,7 +89,7 @@ class CupyDevices:
         for w in range(workers):
             with cp.cuda.Device(self.gpu[w]):
                 self.pools.append(cp.cuda.MemoryPool())
-                self.streams.append((cp.cuda.Stream(non_blocking=True), cp.cuda.Stream(non_blocking=True)))
+                self.streams.append(tuple(cp.cuda.Stream(non_blocking=True) for _ in range(3)))
         used = sorted(set(self.gpu))
         self.peer = {}
         for a in used:
@@ -134,7 +137,20 @@ class CupyDevices:
                             f"for {what} ({e})") from None
             raise
 
+    def alloc_pinned(self, worker: int, nbytes: int, what: str) -> np.ndarray:
+        """`nbytes` of page-locked host memory as a NumPy uint8 array (asynchronous copies to
+        and from the GPU need it); Error naming the device and the bytes when it cannot."""
+        n = max(int(nbytes), 1)
+        try:
+            with self.cp.cuda.Device(self.gpu[worker]):
+                return np.frombuffer(self.cp.cuda.alloc_pinned_memory(n), dtype=np.uint8, count=n)
+        except Exception as e:
+            raise Error(f"device {worker} (GPU {self.gpu[worker]}): cannot pin {n} bytes of host memory for "
+                        f"{what}: {type(e).__name__}: {e}") from None
+
     def ptr(self, array) -> int:
+        if isinstance(array, np.ndarray):  # a view of the pinned host pool
+            return int(array.ctypes.data)
         return int(array.data.ptr)
 
     def upload(self, worker: int, view, host: np.ndarray):
@@ -148,6 +164,10 @@ class CupyDevices:
     # ---------------------------------------------------------------- streams and events
     def stream(self, worker: int, copy: bool):
         return self.streams[worker][1 if copy else 0]
+
+    def swap_stream(self, worker: int):
+        """The stream of worker's swap-outs and swap-ins (device <-> pinned host pool)."""
+        return self.streams[worker][2]
 
     def event(self, worker: int):
         with self.cp.cuda.Device(self.gpu[worker]):
@@ -186,6 +206,12 @@ class CupyDevices:
         if a == b:
             return "local"
         return "peer" if self.peer.get((a, b)) else "memcpy"
+
+    def memcpy_async(self, stream, dst_ptr: int, src_ptr: int, nbytes: int, to_host: bool):
+        """An asynchronous copy on `stream` between the GPU and pinned host memory."""
+        rt = self.cp.cuda.runtime
+        rt.memcpyAsync(dst_ptr, src_ptr, nbytes, rt.memcpyDeviceToHost if to_host else rt.memcpyHostToDevice,
+                       stream.ptr)
 
     def upload_records(self, worker: int, records: np.ndarray):
         with self.cp.cuda.Device(self.gpu[worker]):
@@ -254,6 +280,10 @@ class GpuRuntime:
         self.dtypes = [np.dtype(d) for d in eg.lowered.tensor_dtypes]
         self.arenas = [self.dev.alloc(w, int(b), "its arena (static memory plan)")
                        for w, b in enumerate(eg.core.arena_bytes)]
+        host_bytes = [int(b) for b in eg.core.host_bytes]
+        # where a swapped plan's tensors wait between uses: pinned, so the copies are asynchronous
+        self.host_pools = [self.dev.alloc_pinned(w, b, "its host pool (swapped tensors)") if b else None
+                           for w, b in enumerate(host_bytes)]
         self.views = [self._view(b) for b in eg.buffers]
         self.runner = _GpuSubOps(eg, self)
         self._worker = 0
@@ -264,7 +294,7 @@ class GpuRuntime:
         dtype = self.dtypes[b["tensor"]]
         shape = tuple(h - l for l, h in zip(b["lo"], b["hi"]))
         count = int(np.prod(shape)) if shape else 1
-        arena = self.arenas[b["device"]]
+        arena = (self.host_pools if b.get("host") else self.arenas)[b["device"]]
         return arena[b["offset"]: b["offset"] + count * dtype.itemsize].view(dtype).reshape(shape)
 
     # ------------------------------------------------------------------ MultiFetch plans
@@ -322,7 +352,10 @@ class GpuRuntime:
     def load(self, values: Dict[str, np.ndarray]):
         """Writes every graph input (data, params, optimizer state) into its planned tiles."""
         for b, value in input_tiles(self.eg, values):
-            self.dev.upload(self.eg.buffers[b]["device"], self.views[b], value)
+            if self.eg.buffers[b].get("host"):
+                self.views[b][...] = value
+            else:
+                self.dev.upload(self.eg.buffers[b]["device"], self.views[b], value)
 
     def gather(self, name: str) -> np.ndarray:
         """The full value of tensor `name` on the host, assembled from the tiles (partials summed)."""
@@ -330,7 +363,9 @@ class GpuRuntime:
         full = np.zeros(self.eg.lowered.tensor_shapes[tid], dtype=self.dtypes[tid])
         for b in value_tiles(self.eg, name):
             buf = self.eg.buffers[b]
-            full[box_index(buf["lo"], buf["hi"])] += self.dev.download(buf["device"], self.views[b])
+            view = self.views[b]
+            full[box_index(buf["lo"], buf["hi"])] += (view if buf.get("host") else
+                                                      self.dev.download(buf["device"], view))
         return full
 
     # ------------------------------------------------------------------ kernels
@@ -373,18 +408,33 @@ class GpuRuntime:
             name, records, n_pieces, grid, block = launch
             self.dev.launch_fetch(w, stream, name, records, n_pieces, grid, block)
 
+    def _swap_op(self, op: dict, w: int, stream) -> int:
+        """Enqueues a swap-out (arena -> pinned host pool) or swap-in (back) on the swap
+        stream: one asynchronous copy of the whole buffer; returns its bytes."""
+        src, dst = op["pieces"][0][0], op["outputs"][0]
+        sv, dv = self.views[src], self.views[dst]
+        if sv.nbytes != dv.nbytes or len(op["pieces"]) != 1:
+            raise Error(f"{op['kind']} op copies {len(op['pieces'])} piece(s) of {sv.nbytes} bytes into "
+                        f"{dv.nbytes}: a swap copies one whole buffer")
+        to_host = op["kind"] == "swap_out"
+        sptr, dptr, n = self.dev.ptr(sv), self.dev.ptr(dv), int(sv.nbytes)
+        self.dev.enqueue(w, stream, lambda: self.dev.memcpy_async(stream, dptr, sptr, n, to_host))
+        return n
+
     # ------------------------------------------------------------------ execution
     def enqueue_order(self) -> List[int]:
-        """Every op once, each worker's in its schedule order, interleaved round-robin, every op
-        after the ops it depends on (so every event waited on is already recorded)."""
+        """Every op once, each worker's in its schedule order (its swap ops in its copy
+        schedule's), interleaved round-robin, every op after the ops it depends on (so every
+        event waited on is already recorded)."""
         eg = self.eg
         scheds = [eg.schedule(d) for d in range(eg.devices)]
-        pos = [0] * eg.devices
+        scheds += [s for s in (list(eg.core.copy_schedule(d)) for d in range(eg.devices)) if s]
+        pos = [0] * len(scheds)
         done = [False] * len(eg.ops)
         order = []
         while len(order) < len(eg.ops):
             progress = False
-            for d in range(eg.devices):
+            for d in range(len(scheds)):
                 if pos[d] < len(scheds[d]):
                     i = scheds[d][pos[d]]
                     if all(done[j] for j in eg.ops[i]["deps"]):
@@ -393,7 +443,7 @@ class GpuRuntime:
                         pos[d] += 1
                         progress = True
             if not progress:
-                stuck = [scheds[d][pos[d]] for d in range(eg.devices) if pos[d] < len(scheds[d])]
+                stuck = [scheds[d][pos[d]] for d in range(len(scheds)) if pos[d] < len(scheds[d])]
                 raise Error(f"the execution graph's schedules wait on each other (ops {stuck[:8]}): no order to run")
         return order
 
@@ -408,14 +458,16 @@ class GpuRuntime:
         seq = [0] * len(eg.ops)
         counters: Dict[int, int] = {}
         waited: Dict[tuple, int] = {}
-        n_waits = 0
+        n_waits = swap_bytes = 0
         t0 = time.perf_counter()
         for i in self.enqueue_order():
             op = eg.ops[i]
             w = op["device"]
-            copy = op["kind"] == "fetch"
-            stream = dev.stream(w, copy)
-            sid = 2 * w + int(copy)
+            kind = op["kind"]
+            copy = kind == "fetch"
+            swap = kind in ("swap_out", "swap_in")
+            stream = dev.swap_stream(w) if swap else dev.stream(w, copy)
+            sid = 3 * w + (2 if swap else int(copy))
             try:
                 for j in op["deps"]:
                     sj = stream_of[j]
@@ -424,7 +476,9 @@ class GpuRuntime:
                     dev.wait(stream, events[j])
                     waited[sid, sj] = seq[j]
                     n_waits += 1
-                if copy:
+                if swap:
+                    swap_bytes += self._swap_op(op, w, stream)
+                elif copy:
                     dev.enqueue(w, stream, lambda i=i, op=op, w=w, s=stream: self._fetch_op(i, op, w, s))
                 else:
                     dev.enqueue(w, stream, lambda op=op, w=w, s=stream: self._compute(op, w, s, is_train, rngs[w]))
@@ -450,6 +504,7 @@ class GpuRuntime:
                 "fetch_paths": dict(self.fetch_paths), "stream_waits": n_waits,
                 "multifetch_kernel": getattr(dev, "kernel_source", None),
                 "arena_bytes": [int(b) for b in eg.core.arena_bytes], "staging_bytes": list(self.staging_bytes),
+                "host_pool_bytes": [int(b) for b in eg.core.host_bytes], "swap_bytes": swap_bytes,
                 **dev.describe()}
 
     def _op_error(self, e, op, w) -> Error:

@@ -1,0 +1,79 @@
+"""Swapped plans (exec/swap_plan.h) on the GPU runtime: swap-outs and swap-ins run on each
+worker's swap stream between the arena and a pinned host pool, ordered by events. On the CPU
+stand-in (SimDevices: every stream deferred, random interleavings) a plan at half the memory
+its tensors need gives the single-device step; on a real GPU (``pytest -m gpu``, skipped
+without one) the same, with the host pool really page-locked."""
+import numpy as np
+import pytest
+
+import autotile as at
+from autotile.backend.gpu_runtime import run_gpu
+from autotile.execgraph import transform
+from sim_devices import SimDevices
+
+
+def swapped_plan(swap_models, name, workers):
+    """(sym, shapes, classes, plan at half its need, budget, swap ops in its graph)."""
+    sym, shapes, classes = swap_models.MODELS[name]()
+    plan = at.plan(sym, devices=workers, shapes=shapes)
+    need = max(transform(sym, plan).peak_memory(d) for d in range(workers))
+    plan.swap_budget = need // 2
+    eg = transform(sym, plan)
+    n_swaps = sum(o["kind"] in ("swap_out", "swap_in") for o in eg.ops)
+    assert n_swaps > 0, f"{name}: half the memory must need swapping"
+    return sym, shapes, classes, plan, need // 2, n_swaps
+
+
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lstm"])
+@pytest.mark.parametrize("workers,n_gpus,seed", [(1, 1, 0), (2, 2, 1), (2, 1, 2)])
+def test_swapped_step_matches_single_device(exec_models, swap_models, fetch_emulation, name, workers, n_gpus, seed):
+    sym, shapes, classes, plan, budget, n_swaps = swapped_plan(swap_models, name, workers)
+    vals = exec_models.values(sym, shapes, classes)
+    ref = exec_models.reference_step(sym, shapes, vals)
+    dev = SimDevices(workers, fetch_emulation, n_gpus=n_gpus, seed=seed)
+    res = run_gpu(sym, workers, vals, plan=plan, gpu_devices=dev)
+    exec_models.assert_same_step(res, ref, f"{name} x{workers} swapped at {budget} bytes")
+    assert dev.swap_copies == n_swaps and res.stats["swap_bytes"] > 0
+    assert dev.pinned_bytes == sum(res.stats["host_pool_bytes"]) > 0
+    assert max(res.stats["arena_bytes"]) <= budget
+
+
+def test_stand_in_catches_a_missing_swap_wait(exec_models, swap_models, fetch_emulation, monkeypatch):
+    """The stand-in has teeth for swaps too: with the swap streams' waits dropped (a swap-out
+    may copy before its tensor is written), some interleaving gives a wrong step."""
+    sym, shapes, classes, plan, _, _ = swapped_plan(swap_models, "mlp", 1)
+    vals = exec_models.values(sym, shapes, classes)
+    ref = exec_models.reference_step(sym, shapes, vals)
+    wait = SimDevices.wait
+    monkeypatch.setattr(SimDevices, "wait",
+                        lambda self, stream, event: None if stream.name.startswith("swap") else wait(self, stream, event))
+    wrong = 0
+    for seed in range(6):
+        try:
+            exec_models.assert_same_step(run_gpu(sym, 1, vals, plan=plan, gpu_devices=SimDevices(1, fetch_emulation,
+                                                                                                  seed=seed)),
+                                         ref, "swap waits dropped")
+        except AssertionError:
+            wrong += 1
+    assert wrong > 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["mlp", "cnn", "lstm"])
+def test_swapped_step_on_a_gpu(exec_models, swap_models, name):
+    from test_gpu_device import _gpu_or_skip
+
+    cupy = _gpu_or_skip()
+    from autotile.backend.gpu_runtime import CupyDevices, GpuRuntime
+
+    sym, shapes, classes, plan, budget, _ = swapped_plan(swap_models, name, 1)
+    vals = exec_models.values(sym, shapes, classes)
+    ref = exec_models.reference_step(sym, shapes, vals)
+    res = run_gpu(sym, 1, vals, plan=plan)
+    exec_models.assert_same_step(res, ref, f"{name} swapped on a GPU")
+    assert res.stats["swap_bytes"] > 0 and max(res.stats["arena_bytes"]) <= budget
+    rt = GpuRuntime(transform(sym, plan), devices=CupyDevices(1))
+    pool = rt.host_pools[0]
+    attrs = cupy.cuda.runtime.pointerGetAttributes(int(pool.ctypes.data))
+    assert attrs.type == cupy.cuda.runtime.memoryTypeHost, "the host pool is page-locked"
+    assert isinstance(pool, np.ndarray)
