@@ -66,6 +66,15 @@ cdef extern from "search/kcuts.h" namespace "autotile":
 cdef extern from "search/planner.h" namespace "autotile":
     CPlan c_plan_graph "autotile::plan_graph"(const CGraph&, int, const string&, CSearchOptions) except +
 
+cdef extern from "search/joint_problem.h" namespace "autotile":
+    cdef cppclass CJointProblem "autotile::JointProblem":
+        CCutProblemData data
+        vector[int] factors
+        vector[int] tensor_var
+        vector[vector[vector[string]]] tensor_values
+        vector[vector[vector[string]]] node_values
+    CJointProblem c_joint_problem "autotile::joint_problem"(const CGraph&, int, const CSearchOptions&, int) except +
+
 
 cdef dict _cut_problem_dict(const CCutProblemData& p):
     """A cut problem as plain data for a solver written in Python (planner/ilp.py): per
@@ -308,3 +317,30 @@ def factorize(devices):
     """Cut factors of a device count, largest first (12 -> [3, 2, 2])."""
     _check_devices(devices)
     return list(c_factorize(devices))
+
+
+def joint_problem(Graph graph, devices, replicate_fallback=False, strategy_provider=None, factors=None,
+                  max_values=4096):
+    """All cuts of a plan at once as plain data (csrc/search/joint_problem.h), for the joint
+    integer program of planner/ilp_joint.py: the cut problem dict (see _cut_problem_dict; one
+    variable per tensor, one option per strategy sequence of a node, edge costs the plan's
+    final bytes) plus "factors", "tensor_var" (tensor -> variable: tied tensors share one),
+    "tensor_values" [variable][value] -> tiling per cut and "node_values" [node][option] ->
+    strategy per cut."""
+    _check_devices(devices)
+    box = _ProviderBox(strategy_provider)
+    cdef CSearchOptions opts = _search_options(replicate_fallback, None, strategy_provider, box, None)
+    _set_layout(&opts, factors, None)
+    cdef CJointProblem jp
+    try:
+        jp = c_joint_problem(graph.g[0], devices, opts, int(max_values))
+    except RuntimeError as e:
+        if box.error is not None:
+            raise box.error
+        _raise_core(e)
+    out = _cut_problem_dict(jp.data)
+    out["factors"] = list(jp.factors)
+    out["tensor_var"] = list(jp.tensor_var)
+    out["tensor_values"] = [[[_u(x) for x in seq] for seq in row] for row in jp.tensor_values]
+    out["node_values"] = [[[_u(x) for x in seq] for seq in row] for row in jp.node_values]
+    return out
