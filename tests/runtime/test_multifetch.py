@@ -84,3 +84,44 @@ def test_bad_pieces_are_refused():
         _core.multifetch(dst, (2, 0), [(src, (0, 0), (0, 0), (2, 4))])  # not in the destination
     with pytest.raises(at.Error, match="wrong rank"):
         _core.multifetch(dst, (0, 0), [(src, (0, 0), (0,), (2,))])
+
+
+def _unaligned(shape, dtype, shift):
+    """A C-contiguous array whose data starts `shift` elements past a fresh allocation."""
+    n = int(np.prod(shape))
+    return np.empty(n + shift, dtype)[shift:].reshape(shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.uint8])
+@pytest.mark.parametrize("shift", [0, 1, 3])
+def test_large_pieces_equal_numpy(dtype, shift):
+    # Pieces of a megabyte and more take the streaming and two-thread paths: column tiles
+    # (short strided runs of every fixed and odd length), a width half of NCHW, whole rows;
+    # destinations not 64-byte aligned, pieces landing mid-destination.
+    rng = np.random.default_rng(shift)
+    x = (rng.standard_normal((1100, 1030)) * 100).astype(dtype)
+    for cols in [(0, 1030), (0, 515), (3, 4), (5, 7), (8, 12), (16, 24), (32, 48), (0, 64), (7, 207), (500, 1029)]:
+        for rows in [(0, 1100), (37, 1063)]:
+            dst = _unaligned((rows[1] - rows[0], cols[1] - cols[0]), dtype, shift)
+            _core.multifetch(dst, (rows[0], cols[0]), [(x, (0, 0), (rows[0], cols[0]), (rows[1], cols[1]))])
+            np.testing.assert_array_equal(dst, x[rows[0]:rows[1], cols[0]:cols[1]], err_msg=f"{cols} {rows}")
+    # a tall tensor: megabyte pieces of 1..6-element runs
+    n = (1 << 20) // (4 * np.dtype(dtype).itemsize) + 100
+    tall = (rng.standard_normal((n, 24)) * 100).astype(dtype)
+    for cols in [(1, 5), (3, 4), (0, 6), (2, 4)]:
+        dst = _unaligned((n - 5, cols[1] - cols[0]), dtype, shift)
+        _core.multifetch(dst, (5, cols[0]), [(tall, (0, 0), (5, cols[0]), (n, cols[1]))])
+        np.testing.assert_array_equal(dst, tall[5:, cols[0]:cols[1]], err_msg=f"{cols}")
+    # two pieces filling row bands of one destination (each packed, at an offset)
+    dst = _unaligned((1100, 300), dtype, shift)
+    _core.multifetch(dst, (0, 100), [(x[:600], (0, 0), (0, 100), (600, 400)),
+                                     (np.ascontiguousarray(x[500:]), (500, 0), (600, 100), (1100, 400))])
+    np.testing.assert_array_equal(dst, x[:, 100:400])
+    # NCHW width half and channel half, 4-d
+    t = (rng.standard_normal((8, 16, 60, 62)) * 100).astype(dtype)
+    dst = _unaligned((8, 16, 60, 31), dtype, shift)
+    _core.multifetch(dst, (0, 0, 0, 31), [(t, (0, 0, 0, 0), (0, 0, 0, 31), (8, 16, 60, 62))])
+    np.testing.assert_array_equal(dst, t[..., 31:])
+    dst = _unaligned((8, 8, 60, 62), dtype, shift)
+    _core.multifetch(dst, (0, 8, 0, 0), [(t, (0, 0, 0, 0), (0, 8, 0, 0), (8, 16, 60, 62))])
+    np.testing.assert_array_equal(dst, t[:, 8:])
