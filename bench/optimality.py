@@ -3,6 +3,7 @@ faster it is (issue #14, "Exact optimum").
 
     python3 bench/optimality.py            # zoo models at 8 and 64 devices (a few minutes)
     python3 bench/optimality.py --quick    # two models at 8 devices (< 1 minute)
+    python3 bench/optimality.py --joint-seconds 600   # more time for the joint program
 
 For every model and device count, every cut of tofu's recursive plan is also solved exactly
 by the integer program (planner/ilp.py: HiGHS through scipy.optimize.milp) on the same cut
@@ -10,10 +11,14 @@ problem, i.e. with the same earlier cuts. The table shows tofu's cost over the I
 (worst cut; 1.0000 = the DP found the exact optimum of every cut), the plan's total bytes,
 tofu's search time and the ILP's solve time (summed over cuts), and their ratio.
 
-The joint optimum over all cuts at once (one integer program over every tensor's whole
-sequence of tilings) is not computed: its domains grow as (rank + 2)^cuts per tensor, which
-an exact formulation of the zoo at 64 devices cannot hold; the per-cut optimum is the
-comparison this bench can make exactly.
+The joint column solves all cuts at once (planner/ilp_joint.py: every tensor's whole sequence
+of tilings and every op's sequence of strategies, the recursion's own cost model and ties):
+tofu's total over the joint optimum (1.0000 = the recursion found the true k-cut optimum; the
+goal is within 1%), with its solve time. Its domains grow as (rank + 2)^cuts per tensor, so it
+is built only up to 4096 sequences per tensor or op and solved within --joint-seconds; a
+time-limited answer is shown as tofu over HiGHS's lower bound with "<=" (the true ratio is at
+most that), a program too large to build as "too large". Rows at 4 devices are added for the
+models small enough to show the joint comparison on more than one cut.
 
 Writes bench/out/optimality.json."""
 from __future__ import annotations
@@ -30,9 +35,29 @@ use_tree_package()
 
 FULL = [("alexnet", 128), ("vgg16", 64), ("wresnet-50-4", 32), ("rnn-4-2k", 128), ("mlp", 256)]
 QUICK = [("alexnet", 128), ("mlp", 256)]
+#: (model, batch) also measured at 4 devices (two cuts), where the joint program is small
+JOINT_4 = [("alexnet", 128), ("vgg16", 64), ("mlp", 256)]
 
 
-def measure(model, batch, devices):
+def joint_column(core, devices, tofu_bytes, seconds):
+    """tofu / joint optimum (or / lower bound), the joint solve time, and whether it was proven."""
+    from autotile.errors import Error
+    from autotile.planner.ilp_joint import joint_optimum
+
+    try:
+        j = joint_optimum(core, devices, replicate_fallback=True, time_limit=seconds)
+    except Error as e:
+        if "sequences" in str(e):
+            return {"joint_ratio": None, "joint_seconds": None, "joint_optimal": False, "joint_note": "too large"}
+        raise
+    bound = j["total_bytes"] if j["optimal"] else j["lower_bound"]
+    ratio = tofu_bytes / bound if bound > 0 else (1.0 if tofu_bytes == 0 else float("inf"))
+    return {"joint_ratio": ratio, "joint_seconds": j["seconds"], "joint_optimal": j["optimal"],
+            "joint_bytes": j["total_bytes"], "joint_lower_bound": j["lower_bound"], "joint_columns": j["columns"],
+            "joint_note": "" if j["optimal"] else f"gap {j['gap']:.1%}"}
+
+
+def measure(model, batch, devices, joint_seconds=120.0):
     from autotile import _core
     from autotile.planner import ilp, lowered_training_graph
 
@@ -45,29 +70,42 @@ def measure(model, batch, devices):
     wall = time.perf_counter() - t0
     ilp_seconds = sum(s["seconds"] for s in log)
     worst = max((dp / exact if exact > 0 else (1.0 if dp == 0 else float("inf"))) for dp, exact in checks)
-    return {"model": model, "batch": batch, "devices": devices, "cuts": len(checks),
-            "worst_cut_ratio": worst, "total_bytes": plan["total_bytes"],
-            "tofu_seconds": plan["search_seconds"], "ilp_seconds": ilp_seconds, "check_wall_seconds": wall,
-            "ilp_columns_max": max(s["columns"] for s in log), "all_optimal": all(s["status"] == 0 for s in log)}
+    row = {"model": model, "batch": batch, "devices": devices, "cuts": len(checks),
+           "worst_cut_ratio": worst, "total_bytes": plan["total_bytes"],
+           "tofu_seconds": plan["search_seconds"], "ilp_seconds": ilp_seconds, "check_wall_seconds": wall,
+           "ilp_columns_max": max(s["columns"] for s in log), "all_optimal": all(s["status"] == 0 for s in log)}
+    row.update(joint_column(core, devices, plan["total_bytes"], joint_seconds))
+    return row
+
+
+def joint_text(r):
+    if r["joint_ratio"] is None:
+        return r["joint_note"]
+    return ("" if r["joint_optimal"] else "<= ") + f"{r['joint_ratio']:.4f}"
 
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="two models at 8 devices")
+    ap.add_argument("--joint-seconds", type=float, default=120.0, help="time limit of the joint program")
     args = ap.parse_args(argv)
     models = QUICK if args.quick else FULL
     device_counts = [8] if args.quick else [8, 64]
+    runs = [(m, b, d) for m, b in models for d in device_counts]
+    if not args.quick:
+        runs = [(m, b, 4) for m, b in JOINT_4] + runs
     rows = []
-    for model, batch in models:
-        for devices in device_counts:
-            r = measure(model, batch, devices)
-            rows.append(r)
-            print(f"  {model} b{batch} on {devices}: tofu/ILP {r['worst_cut_ratio']:.4f}", file=sys.stderr)
-    print(table(["model", "batch", "devices", "cuts", "tofu/ILP (worst cut)", "bytes/step", "tofu search",
-                 "ILP solve", "ILP / tofu time", "ILP columns"],
-                [[r["model"], r["batch"], r["devices"], r["cuts"], f"{r['worst_cut_ratio']:.4f}",
+    for model, batch, devices in runs:
+        r = measure(model, batch, devices, args.joint_seconds)
+        rows.append(r)
+        print(f"  {model} b{batch} on {devices}: tofu/ILP {r['worst_cut_ratio']:.4f}, "
+              f"tofu/joint {joint_text(r)}", file=sys.stderr)
+    print(table(["model", "batch", "devices", "cuts", "tofu/ILP (worst cut)", "tofu/joint", "bytes/step",
+                 "tofu search", "ILP solve", "ILP / tofu time", "joint solve", "ILP columns"],
+                [[r["model"], r["batch"], r["devices"], r["cuts"], f"{r['worst_cut_ratio']:.4f}", joint_text(r),
                   f"{r['total_bytes'] / 1e6:.1f} MB", f"{r['tofu_seconds'] * 1000:.0f} ms",
                   f"{r['ilp_seconds']:.2f} s", f"{r['ilp_seconds'] / max(r['tofu_seconds'], 1e-9):.0f}x",
+                  "-" if r["joint_seconds"] is None else f"{r['joint_seconds']:.1f} s",
                   r["ilp_columns_max"]] for r in rows]))
     write_json("optimality.json", {"rows": rows, "quick": args.quick})
     return 0
