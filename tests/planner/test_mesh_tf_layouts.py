@@ -16,13 +16,16 @@ import numpy as np
 import pytest
 
 import autotile as at
-from autotile.autodiff.graph import default_data_names
 from autotile.planner.layout_rules import declared_dims, mesh_cuts, tensor_axes
 
 _spec = importlib.util.spec_from_file_location(
     "execgraph_models", os.path.join(os.path.dirname(__file__), "..", "execgraph", "models.py"))
 models = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(models)  # assert_same_step: the single-device comparison
+_spec = importlib.util.spec_from_file_location(
+    "transformer_zoo_tests", os.path.join(os.path.dirname(__file__), "..", "models", "test_transformer_zoo.py"))
+zoo_tests = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(zoo_tests)  # _values: token ids and labels in range, random weights
 
 #: Small enough to run in seconds; every named size divides over 8 (heads 8, d_ff 32, vocab 24).
 TINY = dict(batch=8, layers=2, d_model=16, heads=8, d_ff=32, seq=4, vocab=24)
@@ -45,24 +48,10 @@ def _model():
     return at.models.get("transformer", **TINY)
 
 
-def _values(sym, seed=0):
-    """Token ids and labels in range, random weights (norm gains near 1)."""
-    rng = np.random.default_rng(seed)
-    data = set(default_data_names(sym))
-    arg_shapes, _, _ = sym.infer_shape()
-    inputs, params = {}, {}
-    for name, shape in zip(sym.list_arguments(), arg_shapes):
-        if name in data:
-            inputs[name] = rng.integers(0, TINY["vocab"], size=shape).astype(np.float32)
-        else:
-            params[name] = (rng.standard_normal(shape) * 0.3 + name.endswith("gamma")).astype(np.float32)
-    return inputs, params
-
-
 @pytest.fixture(scope="module")
 def reference():
     sym = _model()
-    inputs, params = _values(sym)
+    inputs, params = zoo_tests._values(sym, TINY["vocab"])
     return sym, inputs, params, at.backend.run(sym, inputs=inputs, params=params, train=True)
 
 
