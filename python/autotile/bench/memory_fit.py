@@ -1,22 +1,201 @@
-"""The largest model that fits per device count under a per-device memory budget: WResNet
-width and RNN hidden size, with the tofu plan (and data parallelism for comparison). The
-memory of a plan is its busiest device's arena under the ExecGraph's static memory plan
-(COMPUTED, no run); the budget defaults to the p2.8xlarge K80's 12 GB.
+"""Plans that fit (issue #15): per model, the largest batch that trains within a per-device
+memory budget with the plain search (tofu), with the memory-aware search (tofu + budget) and
+with swapping to host memory as well (+ swap, SwapAdvisor), and the simulated step time each
+costs relative to the unconstrained plan at the same batch; SwapAdvisor's own Ch. 5 result
+next to the models the thesis measured.
 
-    autotile bench memory [--quick] [--profile p2.8xlarge] [--budget-gb 12]
-"""
+    autotile bench memory            # WResNet-152-4, RNN-10-8K, GPT-2 large on 8 devices, 12 GB
+    autotile bench memory --quick    # WResNet-50-1, RNN-2-2K on 4 devices, 0.8 GB (CI, < 2 minutes)
+    autotile bench memory --widths   # the older sweep: largest width per device count, tofu vs data
+
+Memory is the busiest device's arena under the execution graph's static memory plan (the
+planner the runtime uses, COMPUTED, no run); "need" is that arena without swapping for the
+plan with the smallest peak the budget search found. Step times are SIMULATED on the
+p2.8xlarge (K80, PCIe 3 to host) and dgx-a100 (A100, PCIe 4 to host) profiles at the same
+budget. The batch doubles until a method no longer fits. Writes bench/out/memory_fit.json."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 from . import common
 
-ALGORITHMS = ("tofu", "data")
+FULL = {"models": [("wresnet-152-4", 8), ("rnn-10-8k", 64), ("gpt2-large", 4)], "devices": 8, "budget": 12e9,
+        "max_batch": 512}
+QUICK = {"models": [("wresnet-50-1", 32), ("rnn-2-2k", 128)], "devices": 4, "budget": 0.8e9, "max_batch": 256}
+PROFILES = ("p2.8xlarge", "dgx-a100")
+METHODS = ("tofu", "tofu+budget", "+swap")
+# SwapAdvisor thesis Ch. 5 (Fig. 5.1, Table 5.1): one 16 GB V100, throughput relative to an
+# ideal GPU with infinite memory; step time relative = 1 / throughput relative.
+THESIS = {"wresnet": "WResNet-152-10 b64 (180 GB, 11x): 95% of ideal = 1.05x step",
+          "rnn": "RNN-8-8K b256 (118 GB, 7.4x): 70-80% of ideal = 1.25-1.43x step"}
+TARGET_NEED, TARGET_STEP = 2.0, 1.5  # a model needing 2x the budget trains at <= 1.5x the step time
 
 
-def peak_memory(name: str, batch: int, devices: int, algorithm: str):
+class Case:
+    """Plans of one model on `devices` at one budget, cached per batch (the unconstrained
+    plan serves both as the tofu attempt and as every method's reference step)."""
+
+    def __init__(self, model: str, devices: int, budget: float):
+        self.model, self.devices, self.budget = model, devices, budget
+        self._free, self._fit = {}, {}
+
+    def free(self, batch):
+        """(plan, exec graph) of the unconstrained search, or None when it cannot plan."""
+        import autotile as at
+        from autotile.execgraph import transform
+
+        if batch not in self._free:
+            try:
+                plan = at.plan(self.model, devices=self.devices, batch=batch)
+                self._free[batch] = (plan, transform(self.model, plan))
+            except (at.Error, MemoryError):
+                self._free[batch] = None
+        return self._free[batch]
+
+    def fitted(self, batch):
+        """(plan, exec graph, need) of the memory-aware search at the budget (swapping when no
+        partition fits), or None when even swapping does not fit."""
+        import autotile as at
+        from autotile.execgraph import transform
+
+        if batch not in self._fit:
+            try:
+                plan = at.plan(self.model, devices=self.devices, batch=batch, device_memory=int(self.budget))
+                eg = transform(self.model, plan)
+                need = _peak(transform(self.model, plan, swap=False)) if plan.swap_budget is not None else _peak(eg)
+                self._fit[batch] = (plan, eg, need)
+            except (at.Error, MemoryError):
+                self._fit[batch] = None
+        return self._fit[batch]
+
+    def attempt(self, batch, method):
+        """(plan, exec graph, need) of `method` at `batch`, or None when it does not fit."""
+        if method == "tofu":
+            got = self.free(batch)
+            return None if got is None or _peak(got[1]) > self.budget else (*got, _peak(got[1]))
+        got = self.fitted(batch)
+        if got is None or (method == "tofu+budget" and got[0].swap_budget is not None):
+            return None  # tofu+budget: a plan that needed swapping is not this method's
+        return got
+
+    def step_ratio(self, batch, eg):
+        """Simulated step time of `eg` over the unconstrained plan's, per profile."""
+        from autotile.sim.simulator import simulate
+
+        free = self.free(batch)
+        if free is None:
+            return {p: None for p in PROFILES}
+        return {p: simulate(eg, p).step_seconds / simulate(free[1], p).step_seconds for p in PROFILES}
+
+
+def _peak(eg) -> int:
+    return max(eg.peak_memory(d) for d in range(eg.devices))
+
+
+def _ratio(r):
+    return "-" if r is None else f"{r:.3f}"
+
+
+def budget_table(cfg, log):
+    """Rows of the main table, the swap sweep (every batch +swap fitted), the target rows
+    (each model at half the memory its unconstrained plan needs) and the JSON rows."""
+    devices, budget = cfg["devices"], cfg["budget"]
+    rows, sweep, targets, out = [], [], [], []
+    for model, first in cfg["models"]:
+        case = Case(model, devices, budget)
+        targets.append(half_budget(case, first, log, out))
+        thesis = next((t for k, t in THESIS.items() if model.startswith(k)), "not measured")
+        for method in METHODS:
+            best, batch = None, first
+            while batch <= cfg["max_batch"]:
+                t0 = time.perf_counter()
+                got = case.attempt(batch, method)
+                log(f"  {model} {method} batch {batch}: {'fits' if got else 'does not fit'} "
+                    f"({time.perf_counter() - t0:.0f} s)")
+                if got is None:
+                    break
+                best = (batch, got)
+                if method == "+swap" and got[0].swap_budget is not None:
+                    ratio = case.step_ratio(batch, got[1])
+                    sweep.append([model, batch, f"{got[2] / budget:.2f}x", _ratio(ratio["p2.8xlarge"]),
+                                  _ratio(ratio["dgx-a100"])])
+                    out.append({"model": model, "method": "+swap sweep", "batch": batch, "need_bytes": got[2],
+                                "step_vs_unconstrained": ratio})
+                batch *= 2
+            if best is None:
+                rows.append([model, method, "-", "-", "-", "-", "-", "-"])
+                out.append({"model": model, "method": method, "batch": None})
+                continue
+            b, (plan, eg, need) = best
+            ratio = case.step_ratio(b, eg)
+            rows.append([model, method, b, f"{need / budget:.2f}x", f"{_peak(eg) / 1e9:.2f} GB",
+                         _ratio(ratio["p2.8xlarge"]), _ratio(ratio["dgx-a100"]), thesis if method == "+swap" else ""])
+            out.append({"model": model, "method": method, "batch": b, "peak_bytes": _peak(eg), "need_bytes": need,
+                        "comm_bytes": plan.comm_bytes, "swapped": plan.swap_budget is not None,
+                        "step_vs_unconstrained": ratio})
+    return rows, sweep, [t for t in targets if t], out
+
+
+def half_budget(case, batch, log, out):
+    """The issue's target case: `case.model` at `batch` with a budget of 1/TARGET_NEED of what
+    its unconstrained plan needs (memory-aware search, swapping when no partition fits)."""
+    free = case.free(batch)
+    if free is None:
+        return None
+    need = _peak(free[1])
+    half = Case(case.model, case.devices, need // TARGET_NEED)
+    half._free = case._free  # same unconstrained plans
+    t0 = time.perf_counter()
+    got = half.fitted(batch)
+    log(f"  {case.model} batch {batch} at 1/{TARGET_NEED:g} of its need: {'fits' if got else 'does not fit'} "
+        f"({time.perf_counter() - t0:.0f} s)")
+    if got is None:
+        return [case.model, batch, f"{half.budget / 1e9:.2f} GB", "does not fit", "-", "-", "-"]
+    ratio = half.step_ratio(batch, got[1])
+    worst = max(ratio.values())
+    out.append({"model": case.model, "method": "half budget", "batch": batch, "need_bytes": need,
+                "budget": half.budget, "swapped": got[0].swap_budget is not None, "step_vs_unconstrained": ratio})
+    return [case.model, batch, f"{half.budget / 1e9:.2f} GB", "swap" if got[0].swap_budget is not None else "search",
+            _ratio(ratio["p2.8xlarge"]), _ratio(ratio["dgx-a100"]), "yes" if worst <= TARGET_STEP else "NO"]
+
+
+def main(argv=None) -> int:
+    p = common.arg_parser(__doc__.split("\n")[0])
+    p.add_argument("--budget-gb", type=float, default=None, help="per-device memory (default 12, quick 0.8)")
+    p.add_argument("--widths", action="store_true", help="the largest-width sweep per device count instead")
+    args = p.parse_args(argv)
+    if args.widths:
+        return width_sweep(args)
+    cfg = dict(QUICK if args.quick else FULL)
+    if args.budget_gb:
+        cfg["budget"] = args.budget_gb * 1e9
+    t0 = time.perf_counter()
+    rows, sweep, targets, out = budget_table(cfg, lambda s: print(s, file=sys.stderr, flush=True))
+    budget = cfg["budget"]
+    text = (f"Largest batch that trains at {budget / 1e9:.1f} GB per device on {cfg['devices']} devices "
+            f"(memory COMPUTED by the memory plan, step SIMULATED, relative to the unconstrained plan at that batch)\n"
+            + common.table(["model", "method", "largest batch", "need/budget", "peak/device",
+                            "step vs free (p2.8xlarge)", "step vs free (dgx-a100)", "SwapAdvisor Ch. 5"], rows)
+            + "\n\nEvery batch +swap trained (need = arena without swapping)\n"
+            + common.table(["model", "batch", "need/budget", "step vs free (p2.8xlarge)", "step vs free (dgx-a100)"],
+                           sweep)
+            + f"\n\nTarget: each model at its first batch with a budget of half its unconstrained plan's need "
+            f"trains at <= {TARGET_STEP:g}x the step time\n"
+            + common.table(["model", "batch", "budget", "how", "step vs free (p2.8xlarge)", "step vs free (dgx-a100)",
+                            f"<= {TARGET_STEP:g}x"], targets))
+    print(text)
+    common.write_json("memory_fit.json", {"budget": budget, "devices": cfg["devices"], "rows": out,
+                                          "quick": args.quick, "table": text})
+    print(f"\n{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('memory_fit.json')}")
+    return 0
+
+
+# ---------------------------------------------------------------------- --widths: the older sweep
+WIDTH_ALGORITHMS = ("tofu", "data")
+
+
+def width_peak(name: str, batch: int, devices: int, algorithm: str):
     """Largest device arena (bytes) of `name`'s plan, or an error text."""
     import autotile as at
 
@@ -24,7 +203,7 @@ def peak_memory(name: str, batch: int, devices: int, algorithm: str):
         _, eg = common.plan_and_transform(at.models.get(name, batch=batch), devices, algorithm)
     except (at.Error, MemoryError) as e:
         return None, common.error_text(e)
-    return max(eg.stats()["peak_memory"]), None
+    return _peak(eg), None
 
 
 def largest_fitting(family, sizes, batch, devices, algorithm, budget, log):
@@ -35,7 +214,7 @@ def largest_fitting(family, sizes, batch, devices, algorithm, budget, log):
     def fits(i):
         size = sizes[i]
         if size not in seen:
-            mem, err = peak_memory(family(size), batch, devices, algorithm)
+            mem, err = width_peak(family(size), batch, devices, algorithm)
             seen[size] = mem if err is None else err
             log(f"  {family(size)} batch {batch} on {devices} ({algorithm}): "
                 f"{'%.2f GB' % (mem / 1e9) if err is None else err}")
@@ -54,10 +233,8 @@ def largest_fitting(family, sizes, batch, devices, algorithm, budget, log):
     return sizes[lo], seen
 
 
-def main(argv=None) -> int:
-    p = common.arg_parser(__doc__.split("\n")[0])
-    p.add_argument("--budget-gb", type=float, default=None, help="per-device memory (default: the profile's)")
-    args = p.parse_args(argv)
+def width_sweep(args) -> int:
+    """The largest WResNet width / RNN hidden size whose plan fits, per device count."""
     from autotile.sim import load_profile
 
     hw = load_profile((args.profile or ["p2.8xlarge"])[0])
@@ -71,13 +248,12 @@ def main(argv=None) -> int:
         families = [("WResNet-152 width", lambda w: f"wresnet-152-{w}", list(range(1, 11)), 8),
                     ("RNN-4 hidden", lambda h: f"rnn-4-{h}", [1024, 2048, 4096, 6144, 8192, 12288], 512)]
         device_counts = [1, 2, 4, 8]
-    t0 = time.perf_counter()
     log = lambda s: print(s, file=sys.stderr)  # noqa: E731
     rows, raw = [], []
     for label, family, sizes, batch in families:
         for k in device_counts:
             row = [label, batch, k]
-            for algo in ALGORITHMS:
+            for algo in WIDTH_ALGORITHMS:
                 best, seen = largest_fitting(family, sizes, batch, k, algo, budget, log)
                 errors = [v for v in seen.values() if isinstance(v, str)]
                 row.append(best if best is not None else ("n/a" if errors and len(errors) == len(seen) else "none"))
@@ -86,32 +262,10 @@ def main(argv=None) -> int:
             rows.append(row)
     text = (f"Largest model whose plan fits {budget / 1e9:.1f} GB per device (memory plan of the ExecGraph, "
             f"COMPUTED; sizes tried: {', '.join(f'{l} {s}' for l, _, s, _ in families)}; n/a = no plan)\n"
-            + common.table(["model", "batch", "devices", *ALGORITHMS], rows))
+            + common.table(["model", "batch", "devices", *WIDTH_ALGORITHMS], rows))
     print(text)
-    common.write_json("memory_fit.json", {"budget_bytes": budget, "results": raw, "table": text})
-    _plot(raw, families, device_counts)
-    print(f"\n{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('memory_fit.json')}, "
-          f"plot {common.out_path('memory_fit.png')}")
+    common.write_json("memory_widths.json", {"budget_bytes": budget, "results": raw, "table": text})
     return 0
-
-
-def _plot(raw, families, device_counts):
-    plt = common.pyplot()
-    fig, axes = plt.subplots(1, len(families), figsize=(4.5 * len(families), 3.4), squeeze=False)
-    for ax, (label, _, sizes, _) in zip(axes[0], families):
-        for algo in ALGORITHMS:
-            pts = [(r["devices"], r["largest"]) for r in raw
-                   if r["family"] == label and r["algorithm"] == algo and r["largest"] is not None]
-            if pts:
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=algo)
-        ax.set_xscale("log", base=2)
-        ax.set_xticks(device_counts)
-        ax.set_xticklabels([str(k) for k in device_counts])
-        ax.set_xlabel("devices")
-        ax.set_ylabel(f"largest {label.split()[-1]} that fits")
-        ax.set_title(label, fontsize=9)
-        ax.legend(fontsize=7)
-    common.save_figure(fig, "memory_fit.png")
 
 
 if __name__ == "__main__":

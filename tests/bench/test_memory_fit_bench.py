@@ -1,0 +1,31 @@
+"""bench/memory_fit.py --quick (issue #15's table) runs and its figures are consistent: per
+model the memory-aware search trains at least the batch the plain search does and swapping at
+least that; every plan stays within the budget, and a swapped one needed more than it."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.mark.slow
+def test_memory_fit_bench_quick(tmp_path):
+    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(tmp_path))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "memory_fit.py"), "--quick"], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "SwapAdvisor Ch. 5" in proc.stdout and "target" in proc.stdout
+    out = json.loads((tmp_path / "memory_fit.json").read_text())
+    budget = out["budget"]
+    rows = [r for r in out["rows"] if r["method"] in ("tofu", "tofu+budget", "+swap")]
+    for model in {r["model"] for r in rows}:
+        batch = {r["method"]: r["batch"] or 0 for r in rows if r["model"] == model}
+        assert batch["tofu"] <= batch["tofu+budget"] <= batch["+swap"], (model, batch)
+    for r in rows:
+        if r["batch"]:
+            assert r["peak_bytes"] <= budget
+            assert r["swapped"] == (r["need_bytes"] > budget), r
+            assert all(v > 0 for v in r["step_vs_unconstrained"].values()), r
