@@ -1,9 +1,17 @@
-"""Validate the simulator against the host runtime on this machine.
+"""Validate the simulator against the host runtime on this machine, in and out of sample.
 
 For MLP, AlexNet and VGG-16 at small batch (small images, to keep each step under a second
-or so) on k virtual devices: run the training step's ExecGraph with the host runtime
-(median step time of a few runs, MEASURED) and simulate the same ExecGraph on the `host`
-profile calibrated on this machine (SIMULATED); print both and the relative error.
+or so; --quick: a small MLP and the digits CNN) on 1, 2, 4 and 8 virtual devices: run the
+training step's ExecGraph with the host runtime (median step time of a few runs, MEASURED)
+and simulate it on the `host` profile three ways:
+
+- in-sample: calibrated on the very graph simulated (every op and fetch measured; this tests
+  the scheduler, cores and contention model over measured durations). Measured for the 1- and
+  2-device graphs; for 4 and 8 devices only without --quick (calibrating them is slow).
+- devices held out: the host profile *fitted* (autotile.sim.fit: per-kind roofline efficiency
+  as a function of tile FLOPs, fetch cost model, co-runner slowdowns) to the 1- and 2-device
+  graphs of every model, predicting every graph; the 4- and 8-device rows are out of sample.
+- model held out: the same fit to the 1- and 2-device graphs of the *other* models only.
 
     autotile bench validate [--quick]
 """
@@ -26,9 +34,11 @@ def cases(quick: bool):
     """(label, Symbol builder) of the validation models; small images keep steps short."""
     from autotile.models import alexnet, mlp, vgg
 
+    from autotile.models.digits import cnn_digits
+
     if quick:
-        return [("mlp-4-1024 b64", lambda: mlp(64, layers=4, hidden=1024)),
-                ("alexnet-i96 b8", lambda: alexnet(8, image=96, classes=100))]
+        return [("mlp-3-512 b64", lambda: mlp(64, layers=3, hidden=512)),
+                ("cnn-digits-f32 b64", lambda: cnn_digits(64, filters=32))]
     return [("mlp-4-2048 b128", lambda: mlp(128, layers=4, hidden=2048)),
             ("alexnet-i128 b16", lambda: alexnet(16, image=128, classes=200)),
             ("vgg16-i64 b8", lambda: vgg(16, 8, image=64, classes=200))]
@@ -86,77 +96,141 @@ def measure(eg, repeat: int, max_tries: int = 30):
     return statistics.median(times or disturbed), len(disturbed)
 
 
+CALIBRATE_ON = (1, 2)  #: device counts the out-of-sample fits are calibrated on
+
+
+def _graphs(quick: bool, log):
+    """[(label, k, algorithm, ExecGraph or error text)] for every case and device count."""
+    import autotile as at
+
+    out = []
+    for label, build in cases(quick):
+        sym = build()
+        for k in (1, 2, 4, 8):
+            for algo in ("tofu", "data") if k > 1 else ("data",):
+                try:
+                    out.append((label, k, algo, at.transform(sym, at.plan(sym, devices=k, algorithm=algo))))
+                except at.Error as e:
+                    out.append((label, k, algo, common.error_text(e, 40)))
+                    log(f"  {label} k={k} {algo}: {e}")
+    return out
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:+.1f}%"
+
+
+def _stats_rows(raw):
+    """Rows of (prediction, rows it covers, n, mean, median, max |error|)."""
+    from autotile.sim.fit import relative_errors
+
+    groups = [("in-sample (calibrated on the graph itself)", "in_sample", lambda r: True),
+              ("fitted host profile, devices 1-2 (training rows)", "devices_out", lambda r: r["devices"] in CALIBRATE_ON),
+              ("fitted host profile, devices 4-8 held out", "devices_out", lambda r: r["devices"] not in CALIBRATE_ON),
+              ("fitted host profile, model held out", "model_out", lambda r: True)]
+    rows = []
+    for name, key, pick in groups:
+        st = relative_errors([(r[key], r["measured_seconds"]) for r in raw if pick(r) and r.get(key) is not None])
+        if st:
+            rows.append((name, st["n"], f"{100 * st['mean']:.1f}%", f"{100 * st['median']:.1f}%",
+                         f"{100 * st['max']:.1f}%"))
+    return rows
+
+
 def main(argv=None) -> int:
     p = common.arg_parser(__doc__.split("\n")[0])
-    p.add_argument("--calibration", default=None, help="calibration JSON (read and extended)")
+    p.add_argument("--calibration", default=None, help="calibration JSON written (all graphs measured)")
     p.add_argument("--max-wait", type=float, default=None,
-                   help="seconds to wait, per run, for other jobs on the machine to pause (default 180, --quick 20)")
+                   help="seconds to wait, per run, for other jobs on the machine to pause (default 120, --quick 2)")
     args = p.parse_args(argv)
-    import autotile as at
     from autotile.sim import Calibration, Simulator, load_profile
-    from autotile.sim.calibrate import calibrate_graphs, default_path
+    from autotile.sim.calibrate import calibrate_graphs, default_path, measure_parallelism, measure_wake_latency
+    from autotile.sim.fit import fitted
+
+    def log(s):
+        print(s, file=sys.stderr, flush=True)
 
     path = args.calibration or default_path()
-    cal = Calibration()  # measured afresh, next to the runs it is compared with
     profile = load_profile("host")
-    devices = (1, 2) if args.quick else (1, 2, 4)
-    algorithms = ("tofu", "data")
     repeat = 3 if args.quick else 5
-    rows, raw = [], []
+    max_wait = args.max_wait if args.max_wait is not None else 2 if args.quick else 120
     t_start = time.perf_counter()
     load0 = os.getloadavg()[0]  # other jobs on this machine disturb the measurements
-    waited = 0.0
-    for label, build in cases(args.quick):
-        sym = build()
-        for k in devices:
-            for algo in algorithms if k > 1 else ("data",):
-                try:
-                    plan = at.plan(sym, devices=k, algorithm=algo)
-                    eg = at.transform(sym, plan)
-                except at.Error as e:
-                    rows.append((label, k, algo, "-", "-", "-", common.error_text(e, 40)))
-                    continue
-                waited += wait_for_quiet(args.max_wait if args.max_wait is not None else 20 if args.quick else 180)
-                cal = calibrate_graphs([eg], cal, repeat=repeat)
-                measured, thrown = measure(eg, repeat)
-                sim = Simulator(profile, cal).run(eg)
-                err = (sim.step_seconds - measured) / measured
-                note = f"{thrown} disturbed steps re-run" if thrown else ""
-                rows.append((label, k, algo, measured * 1e3, sim.step_seconds * 1e3, f"{100 * err:+.1f}%", note))
-                raw.append({"model": label, "devices": k, "algorithm": algo, "measured_seconds": measured,
-                            "simulated_seconds": sim.step_seconds, "error": err, "disturbed_steps": thrown, **{
-                                f"sim_{k2}": v for k2, v in sim.summary().items() if k2 != "profile"}})
-                print(f"  {label} k={k} {algo}: measured {measured * 1e3:.1f} ms, simulated "
-                      f"{sim.step_seconds * 1e3:.1f} ms", file=sys.stderr)
-    cal.save(path)
-    headers = ("model", "devices", "algorithm", "measured ms", "simulated ms", "error", "note")
+    waited = wait_for_quiet(max_wait)
+    machine = {"effective_cores": measure_parallelism(), "wake_latency_s": measure_wake_latency()}
+    runs = []  # (label, k, algo, eg, measured, own calibration or None)
+    for label, k, algo, eg in _graphs(args.quick, log):
+        if isinstance(eg, str):
+            runs.append((label, k, algo, eg, None, None))
+            continue
+        waited += wait_for_quiet(max_wait)
+        own = None
+        if k in CALIBRATE_ON or not args.quick:
+            own = calibrate_graphs([eg], repeat=repeat, parallelism=False)
+            own.machine.update(machine)
+        measured, thrown = measure(eg, repeat, max_tries=8 if args.quick else 30)
+        runs.append((label, k, algo, eg, (measured, thrown), own))
+        log(f"  {label} k={k} {algo}: measured {measured * 1e3:.1f} ms")
+    train = [r for r in runs if r[5] is not None and r[1] in CALIBRATE_ON]
+    devices_out = Simulator(*fitted(Calibration.merged([r[5] for r in train])))
+    model_out = {label: Simulator(*fitted(Calibration.merged([r[5] for r in train if r[0] != label])))
+                 for label in {r[0] for r in runs} if any(t[0] != label for t in train)}
+    rows, raw = [], []
+    for label, k, algo, eg, meas, own in runs:
+        if meas is None:
+            rows.append((label, k, algo, "-", "-", "-", "-", eg))
+            continue
+        measured, thrown = meas
+        r = {"model": label, "devices": k, "algorithm": algo, "measured_seconds": measured, "disturbed_steps": thrown,
+             "in_sample": Simulator(profile, own).run(eg).step_seconds if own is not None else None,
+             "devices_out": devices_out.run(eg).step_seconds,
+             "model_out": model_out[label].run(eg).step_seconds if label in model_out else None}
+        raw.append(r)
+        err = {key: None if r[key] is None else (r[key] - measured) / measured
+               for key in ("in_sample", "devices_out", "model_out")}
+        rows.append((label, k, algo, measured * 1e3, _pct(err["in_sample"]), _pct(err["devices_out"]),
+                     _pct(err["model_out"]), f"{thrown} disturbed steps re-run" if thrown else ""))
+    Calibration.merged([r[5] for r in runs if r[5] is not None]).save(path)
     print("Simulator vs host runtime on this machine (measured: host runtime, median of "
-          f"{repeat} steps; simulated: 'host' profile calibrated here); load average "
+          f"{repeat} steps; error of the simulated step: in-sample = calibrated on that graph, "
+          f"devices out = host profile fitted on {CALIBRATE_ON[0]}-{CALIBRATE_ON[-1]} devices of every model, "
+          f"model out = fitted on {CALIBRATE_ON[0]}-{CALIBRATE_ON[-1]} devices of the other models); load average "
           f"before/after: {load0:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; waited {waited:.0f}s "
           "in all for other jobs to pause")
-    print(common.table(headers, rows))
-    errs = [abs(r["error"]) for r in raw]
-    if errs:
-        print(f"\nmean |error| {100 * statistics.mean(errs):.1f}%, max |error| {100 * max(errs):.1f}% "
-              f"over {len(errs)} runs; calibration: {path}; {time.perf_counter() - t_start:.0f}s")
-    common.write_json("sim_validate.json", {"rows": raw, "calibration": path, "fetch": cal.fetch})
-    plt = common.pyplot()
-    if raw:
-        fig, ax = plt.subplots(figsize=(5, 5))
-        xs = [r["measured_seconds"] * 1e3 for r in raw]
-        ys = [r["simulated_seconds"] * 1e3 for r in raw]
-        ax.scatter(xs, ys)
-        for r, x, y in zip(raw, xs, ys):
-            ax.annotate(f"{r['model'].split()[0]} k{r['devices']} {r['algorithm']}", (x, y), fontsize=6)
-        lim = [0, max(xs + ys) * 1.1]
-        ax.plot(lim, lim, "k--", lw=0.8)
-        ax.plot(lim, [1.25 * v for v in lim], "r:", lw=0.6)
-        ax.plot(lim, [0.75 * v for v in lim], "r:", lw=0.6)
-        ax.set_xlabel("measured step (ms, host runtime)")
-        ax.set_ylabel("simulated step (ms, host profile)")
-        ax.set_title("simulator validation (dotted: +-25%)")
-        common.save_figure(fig, "sim_validate.png")
+    print(common.table(("model", "devices", "algorithm", "measured ms", "in-sample", "devices out",
+                        "model out", "note"), rows))
+    print()
+    print(common.table(("prediction", "runs", "mean |error|", "median |error|", "max |error|"), _stats_rows(raw)))
+    print(f"\ncalibration: {path}; {time.perf_counter() - t_start:.0f}s")
+    common.write_json("sim_validate.json", {"rows": raw, "calibration": path, "machine": machine,
+                                            "fitted_profile": devices_out.hw.to_dict()})
+    _plot(raw)
     return 0
+
+
+def _plot(raw):
+    plt = common.pyplot()
+    if not raw:
+        return
+    fig, ax = plt.subplots(figsize=(5, 5))
+    xs = [r["measured_seconds"] * 1e3 for r in raw]
+    top = max(xs)
+    for key, marker, name in (("in_sample", "o", "in-sample"), ("devices_out", "^", "fitted, devices 4-8 held out"),
+                              ("model_out", "s", "fitted, model held out")):
+        pts = [(r["measured_seconds"] * 1e3, r[key] * 1e3) for r in raw if r[key] is not None
+               and (key != "devices_out" or r["devices"] not in CALIBRATE_ON)]
+        if pts:
+            ax.scatter(*zip(*pts), marker=marker, label=name, s=18)
+            top = max(top, max(y for _, y in pts))
+    lim = [0, top * 1.1]
+    ax.plot(lim, lim, "k--", lw=0.8)
+    ax.plot(lim, [1.25 * v for v in lim], "r:", lw=0.6)
+    ax.plot(lim, [0.75 * v for v in lim], "r:", lw=0.6)
+    ax.set_xlabel("measured step (ms, host runtime)")
+    ax.set_ylabel("simulated step (ms, host profile)")
+    ax.set_title("simulator validation (dotted: +-25%)")
+    ax.legend(fontsize=7)
+    common.save_figure(fig, "sim_validate.png")
 
 
 if __name__ == "__main__":

@@ -1,8 +1,15 @@
 """Compute time of one sub-operator (one op of the ExecGraph on one device).
 
-Analytic (any profile): a roofline, ``launch + max(FLOPs / (peak * eff[kind]),
+Analytic (any profile): a roofline, ``launch + max(FLOPs / (peak * eff(kind, FLOPs)),
 bytes / (mem_bandwidth * eff["memory"]))``. FLOPs come from the op type and its tile shapes
-(formulas below); bytes are the tiles it reads and writes.
+(formulas below); bytes are the tiles it reads and writes. A kernel's efficiency depends on
+its tile: ``eff(kind, f) = eff[kind] * f / (f + half[kind])`` (:func:`efficiency`), with
+``half`` the profile's ``efficiency_half_flops`` (0: no size dependence). A kernel on a small
+tile leaves the device partly idle (too few thread blocks to fill the SMs, the last wave
+half empty, a GEMM too thin to block well): on a tile of ``half`` FLOPs it runs at half its
+large-tile efficiency, on an 8x smaller one at 1/9 of it (``f = half / 8``). Equivalently the
+compute term is affine in FLOPs, ``(f + half) / (peak * eff[kind])``: a fixed cost worth
+``half`` FLOPs per kernel, which is how :mod:`autotile.sim.fit` fits it to measurements.
 
 Measured (``autotile bench calibrate``): times of the kernels on this machine, stored in a
 JSON keyed by op and tile shape. A shape that was measured uses its time; another shape of a
@@ -196,6 +203,8 @@ class Calibration:
         self.fetches: Dict[str, dict] = dict(doc.get("fetches", {}))
         self.fetch: Dict[str, float] = dict(doc.get("fetch", {}))
         self.machine: Dict[str, object] = dict(doc.get("machine", {}))
+        #: co-runner slowdown per op kind kept without the entries it came from (:meth:`model_only`)
+        self.kind_slowdowns: Dict[str, float] = dict(doc.get("slowdowns", {}))
         self._by_kind: Optional[Dict[str, Tuple[List[float], List[float]]]] = None
         self._slowdowns: Optional[Dict[str, float]] = None
 
@@ -209,8 +218,29 @@ class Calibration:
     def save(self, path: str) -> None:
         os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         with open(path, "w") as f:
-            json.dump({"machine": self.machine, "fetch": self.fetch, "ops": self.ops, "fetches": self.fetches},
-                      f, indent=1, sort_keys=True)
+            json.dump({"machine": self.machine, "fetch": self.fetch, "ops": self.ops, "fetches": self.fetches,
+                       "slowdowns": self.slowdowns_by_kind()}, f, indent=1, sort_keys=True)
+
+    @staticmethod
+    def merged(calibrations: Sequence["Calibration"]) -> "Calibration":
+        """One calibration holding every entry of `calibrations` (later ones win on a shape
+        measured twice), the fetch model refitted over all their fetches, the last one's
+        machine figures."""
+        cal = Calibration()
+        for c in calibrations:
+            cal.ops.update(c.ops)
+            cal.fetches.update(c.fetches)
+            cal.machine.update(c.machine)
+            cal.fetch.update(c.fetch)
+        if cal.fetches:
+            cal.fetch.update(fit_fetch(list(cal.fetches.values()), cal.fetch))
+        return cal
+
+    def model_only(self) -> "Calibration":
+        """This calibration without its per-shape measurements: the fetch model, the machine
+        figures and the median co-runner slowdown per op kind only. A simulation with it
+        prices every op by the profile's roofline and every fetch by the fitted model."""
+        return Calibration({"fetch": self.fetch, "machine": self.machine, "slowdowns": self.slowdowns_by_kind()})
 
     def add(self, kind: str, ins, outs, seconds: float, contended: Optional[float] = None) -> None:
         e = {"kind": kind, "seconds": float(seconds), "flops": flops(kind, ins, outs), "bytes": bytes_touched(ins, outs)}
@@ -234,6 +264,11 @@ class Calibration:
         e = self.fetches.get(key) if kind == "fetch" else self.ops.get(key)
         if e is not None and "contended" in e and e["seconds"] > 0:
             return max(1.0, e["contended"] / e["seconds"])
+        return self.slowdowns_by_kind().get(kind, 1.0)
+
+    def slowdowns_by_kind(self) -> Dict[str, float]:
+        """{op kind or "fetch": median co-runner slowdown of its measured entries}, over the
+        kinds stored without entries (``slowdowns``)."""
         if self._slowdowns is None:
             import statistics
 
@@ -241,8 +276,8 @@ class Calibration:
             for x in list(self.ops.values()) + list(self.fetches.values()):
                 if "contended" in x and x["seconds"] > 0:
                     ratios.setdefault(x["kind"], []).append(max(1.0, x["contended"] / x["seconds"]))
-            self._slowdowns = {k: statistics.median(v) for k, v in ratios.items()}
-        return self._slowdowns.get(kind, 1.0)
+            self._slowdowns = {**self.kind_slowdowns, **{k: statistics.median(v) for k, v in ratios.items()}}
+        return self._slowdowns
 
     def _index(self):
         if self._by_kind is None:
@@ -274,6 +309,24 @@ class Calibration:
         return y0 + (y1 - y0) * (f - x0) / (x1 - x0) if x1 > x0 else y1
 
 
+def efficiency(hw: Hardware, kind: str, f: float) -> float:
+    """Fraction of `hw`'s peak FLOP/s op `kind` reaches on a tile of `f` FLOPs:
+    ``eff[kind] * f / (f + half[kind])`` (``eff``: the profile's ``efficiency``, falling back
+    to its ``default``, else 0.5; ``half``: ``efficiency_half_flops``, same fallback, else 0)."""
+    eff = float(hw.efficiency.get(kind, hw.efficiency.get("default", 0.5)))
+    half = float(hw.half_flops.get(kind, hw.half_flops.get("default", 0.0)))
+    return eff * f / (f + half) if half > 0 else eff
+
+
+def roofline(hw: Hardware, kind: str, ins, outs) -> float:
+    """Seconds op `kind` takes on these tiles by the roofline of profile `hw`:
+    ``launch + max(FLOPs / (peak * efficiency(kind, FLOPs)), bytes / (mem_bw * eff["memory"]))``."""
+    f = flops(kind, ins, outs)
+    t_flops = f / (hw.peak_flops * efficiency(hw, kind, f)) if f > 0 else 0.0
+    t_mem = bytes_touched(ins, outs) / (hw.mem_bandwidth * float(hw.efficiency.get("memory", 0.7)))
+    return hw.launch_overhead + max(t_flops, t_mem)
+
+
 class CostTable:
     """Seconds per compute op on a hardware profile (roofline, or measured where calibrated)."""
 
@@ -283,12 +336,8 @@ class CostTable:
         self._cache: Dict[str, float] = {}
 
     def roofline(self, kind: str, ins, outs) -> float:
-        eff = self.hw.efficiency
-        f = flops(kind, ins, outs)
-        b = bytes_touched(ins, outs)
-        t_flops = f / (self.hw.peak_flops * float(eff.get(kind, eff.get("default", 0.5))))
-        t_mem = b / (self.hw.mem_bandwidth * float(eff.get("memory", 0.7)))
-        return self.hw.launch_overhead + max(t_flops, t_mem)
+        """:func:`roofline` on this table's profile."""
+        return roofline(self.hw, kind, ins, outs)
 
     def time(self, kind: str, ins, outs) -> float:
         """Seconds op `kind` takes on these tiles on one device running alone."""

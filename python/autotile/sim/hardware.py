@@ -45,6 +45,9 @@ class Hardware:
     device: Dict[str, float]
     efficiency: Dict[str, float]
     levels: List[Level]
+    #: per op kind (or "default"): the FLOPs of a tile at which a kernel reaches half its
+    #: large-tile efficiency (``efficiency_half_flops``; see :func:`cost_table.efficiency`)
+    half_flops: Dict[str, float] = field(default_factory=dict)
     cores: Optional[int] = None  # set when all devices share this many CPU cores (host)
     sources: List[str] = field(default_factory=list)
     path: Optional[str] = None
@@ -163,7 +166,7 @@ class Hardware:
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "devices": self.devices,
                 "cores": self.cores, "device": dict(self.device), "efficiency": dict(self.efficiency),
-                "levels": [vars(lv).copy() for lv in self.levels], "sources": list(self.sources)}
+                "efficiency_half_flops": dict(self.half_flops), "levels": [vars(lv).copy() for lv in self.levels], "sources": list(self.sources)}
 
 
 def _parse(doc: dict, path: Optional[str]) -> Hardware:
@@ -185,10 +188,13 @@ def _parse(doc: dict, path: Optional[str]) -> Hardware:
         if level.bandwidth <= 0 or (level.group is not None and int(level.group) < 1):
             raise Error(f"{where}: level '{level.name}' needs bandwidth > 0 and group >= 1")
         levels.append(level)
+    half = doc.get("efficiency_half_flops", {})
+    if not isinstance(half, dict) or any(not isinstance(v, (int, float)) or v < 0 for v in half.values()):
+        raise Error(f"{where}: efficiency_half_flops must map op kinds to FLOPs >= 0")
     devices = doc.get("devices")
     hw = Hardware(name=doc["name"], description=doc.get("description", ""), devices=devices,
                   device=dict(doc["device"]), efficiency=dict(doc.get("efficiency", {})), levels=levels,
-                  cores=doc.get("cores"), sources=list(doc.get("sources", [])), path=path)
+                  half_flops={str(k): float(v) for k, v in half.items()}, cores=doc.get("cores"), sources=list(doc.get("sources", [])), path=path)
     if devices is not None:
         sizes = hw._group_sizes(devices)
         if sizes and sizes[-1] < devices:

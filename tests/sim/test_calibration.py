@@ -1,0 +1,114 @@
+"""The calibration lookup (exact shape, interpolation by FLOPs, beyond the measured range),
+merging calibrations, and the host profile fitted to measurements (autotile.sim.fit): each
+against times computed by hand from the formulas the samples were generated with."""
+import pytest
+
+from autotile.sim import Calibration, CostTable, load_profile
+from autotile.sim.cost_table import flops, roofline
+from autotile.sim.fit import fit_curve, fitted, fitted_profile, relative_errors
+
+
+def fc(n, h, d):
+    """FullyConnected tiles without bias: data (n, d), weight (h, d) -> out (n, h); 2nhd FLOPs."""
+    return "FullyConnected", [(n, d), (h, d)], [(n, h)]
+
+
+def relu(n):
+    return "Activation", [(n,)], [(n,)]
+
+
+def test_lookup_exact_interpolated_and_extrapolated():
+    cal = Calibration()
+    cal.add(*fc(8, 16, 32), 1e-3)    # 2*8*16*32 = 8192 FLOPs
+    cal.add(*fc(8, 16, 96), 4e-3)    # 24,576 FLOPs
+    assert cal.lookup(*fc(8, 16, 32)) == 1e-3                      # measured shape
+    # 16,384 FLOPs: halfway between 8192 and 24,576 -> 1 ms + (4 - 1) ms * 8192 / 16384
+    assert cal.lookup(*fc(8, 16, 64)) == pytest.approx(1e-3 + 3e-3 * 8192 / 16384)
+    # same FLOPs as a measured shape, another shape: the measured time of those FLOPs
+    assert cal.lookup(*fc(16, 8, 32)) == pytest.approx(1e-3)
+    # beyond the largest: proportional to FLOPs (2*8*16*192 = 49,152 = 2 x 24,576)
+    assert cal.lookup(*fc(8, 16, 192)) == pytest.approx(8e-3)
+    # below the smallest: the smallest time (fixed overhead dominates small kernels)
+    assert cal.lookup(*fc(2, 2, 2)) == pytest.approx(1e-3)
+    assert cal.lookup(*relu(100)) is None                          # kind never measured
+
+
+def test_cost_table_uses_the_lookup_then_the_roofline():
+    hw = load_profile("host")
+    cal = Calibration()
+    cal.add(*fc(8, 16, 32), 1e-3)
+    table = CostTable(hw, cal)
+    assert table.time(*fc(8, 16, 32)) == 1e-3
+    assert table.time(*relu(1000)) == pytest.approx(roofline(hw, *relu(1000)))
+
+
+def test_merged_calibration_has_every_entry_and_refits_fetches():
+    a, b = Calibration(), Calibration()
+    a.add(*fc(8, 16, 32), 1e-3)
+    b.add(*fc(8, 16, 64), 2e-3)
+    b.add(*fc(8, 16, 32), 3e-3)  # measured again later: the later one wins
+    m = Calibration.merged([a, b])
+    assert len(m.ops) == 2 and m.lookup(*fc(8, 16, 32)) == 3e-3
+
+
+def test_fit_curve_recovers_an_affine_time():
+    a, b = 2e-5, 1e-10
+    samples = [(f, a + b * f) for f in (1e4, 1e5, 1e6, 1e7)]
+    fa, fb = fit_curve(samples)
+    assert fa == pytest.approx(a, rel=1e-6) and fb == pytest.approx(b, rel=1e-6)
+    # one size only: proportional through it
+    assert fit_curve([(1e6, 3e-4), (1e6, 3e-4)]) == (0.0, pytest.approx(3e-10))
+
+
+def _synthetic():
+    """FullyConnected at 1e10 FLOP/s + 40 us, ReLU at 2e9 elements/s + 10 us."""
+    cal = Calibration()
+    for d in (32, 128, 512, 2048):
+        kind, ins, outs = fc(16, 64, d)
+        cal.add(kind, ins, outs, 4e-5 + flops(kind, ins, outs) / 1e10, contended=2 * (4e-5 + flops(kind, ins, outs) / 1e10))
+    for n in (1000, 10000, 100000):
+        cal.add(*relu(n), 1e-5 + n / 2e9)
+    return cal
+
+
+def test_fitted_profile_efficiency_and_half_flops_by_hand():
+    hw = fitted_profile(_synthetic(), "host")
+    peak = load_profile("host").peak_flops
+    assert hw.launch_overhead == pytest.approx(1e-5, rel=1e-6)  # the smallest fixed cost (ReLU's)
+    # FullyConnected: t = 40 us + f / 1e10 = launch + (f + half) / (peak eff)
+    # -> eff = 1e10 / peak, half = (40 - 10) us x 1e10 FLOP/s = 3e5 FLOPs
+    assert hw.efficiency["FullyConnected"] == pytest.approx(1e10 / peak, rel=1e-6)
+    assert hw.half_flops["FullyConnected"] == pytest.approx(3e5, rel=1e-5)
+    # ReLU is the only other kind: it is the default; no fixed cost beyond the launch
+    assert hw.efficiency["default"] == pytest.approx(2e9 / peak, rel=1e-6)
+    assert hw.half_flops["default"] == pytest.approx(0.0, abs=1e-3)
+    # BLAS kinds never measured take the pooled BLAS fit (here: FullyConnected's)
+    assert hw.efficiency["Convolution"] == pytest.approx(hw.efficiency["FullyConnected"])
+
+
+def test_fitted_roofline_predicts_unmeasured_shapes():
+    hw = fitted_profile(_synthetic(), "host")
+    for d in (8, 1000, 8192):  # shapes never measured, below, inside and beyond the range
+        kind, ins, outs = fc(16, 64, d)
+        assert roofline(hw, kind, ins, outs) == pytest.approx(4e-5 + flops(kind, ins, outs) / 1e10, rel=1e-5)
+    assert roofline(hw, *relu(5_000_000)) == pytest.approx(1e-5 + 5e6 / 2e9, rel=1e-5)
+    # the memory roof is the fastest streaming any measured op did after its launch: the
+    # roofline never exceeds a measurement
+    for e in _synthetic().ops.values():
+        assert hw.launch_overhead + e["bytes"] / (hw.mem_bandwidth * hw.efficiency["memory"]) <= e["seconds"] * (1 + 1e-9)
+
+
+def test_model_only_calibration_prices_by_the_fitted_roofline():
+    cal = _synthetic()
+    hw, model = fitted(cal)
+    assert not model.ops and not model.fetches
+    table = CostTable(hw, model)
+    kind, ins, outs = fc(16, 64, 512)  # measured in `cal`, but the model-only table does not look it up
+    assert table.time(kind, ins, outs) == pytest.approx(roofline(hw, kind, ins, outs))
+    assert model.slowdowns_by_kind()["FullyConnected"] == pytest.approx(2.0)
+
+
+def test_relative_errors():
+    st = relative_errors([(1.1, 1.0), (0.8, 1.0), (3.0, 2.0)])
+    assert st["mean"] == pytest.approx((0.1 + 0.2 + 0.5) / 3)
+    assert st["median"] == pytest.approx(0.2) and st["max"] == pytest.approx(0.5) and st["n"] == 3
