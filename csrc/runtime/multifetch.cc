@@ -1,7 +1,12 @@
 #include "runtime/multifetch.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <memory>
 #include <thread>
 #include <type_traits>
 
@@ -18,6 +23,52 @@ namespace {
 
 // Pieces of at least this many bytes, copied in runs shorter than 1/64 of it, use two threads.
 constexpr int64_t kParallelBytes = int64_t{4} << 20;
+
+// Bytes of one chunk of a piece shared between two threads.
+constexpr int64_t kChunkBytes = int64_t{512} << 10;
+
+// Work on [0, n) in chunks taken from a counter by this thread and one helper. On a machine
+// whose other core is busy the helper may start late or never: this thread then takes the
+// chunks itself and waits only for a chunk the helper has begun. The helper is detached and
+// owns the counter with this thread, so it can outlive the call; once the counter is spent
+// it never touches `work` (whose captures die with the call).
+struct SharedWork {
+  std::function<void(int64_t, int64_t)> work;
+  int64_t n = 0, chunk = 1;
+  std::atomic<int64_t> next{0}, done{0};
+
+  void take_chunks() {
+    for (int64_t lo; (lo = next.fetch_add(chunk)) < n;) {
+      const int64_t hi = lo + chunk < n ? lo + chunk : n;
+      work(lo, hi);
+      done.fetch_add(hi - lo, std::memory_order_release);
+    }
+  }
+};
+
+// Whether a core looks idle: the load average over the last minute leaves one free. A helper
+// on a machine whose cores are all busy (other device threads, other jobs) waits for a time
+// slice and holds up the chunk it took; measured on the shared 2-core dev machine at load 8-12,
+// splitting made strided copies 2-5x slower than one thread.
+// AUTOTILE_MULTIFETCH_HELPER=0 or 1 turns the helper off or on regardless (tests, benchmarks).
+bool spare_core() {
+  if (const char* force = std::getenv("AUTOTILE_MULTIFETCH_HELPER"); force && (force[0] == '0' || force[0] == '1'))
+    return force[0] == '1';
+  double load = 0;
+  const unsigned cores = std::thread::hardware_concurrency();
+  return cores > 1 && getloadavg(&load, 1) == 1 && load + 1 <= cores;
+}
+
+void share_with_helper(int64_t n, int64_t bytes, std::function<void(int64_t, int64_t)> work) {
+  if (!spare_core()) return work(0, n);
+  auto shared = std::make_shared<SharedWork>();
+  shared->work = std::move(work);
+  shared->n = n;
+  shared->chunk = std::max<int64_t>(1, kChunkBytes * n / bytes);
+  std::thread([shared] { shared->take_chunks(); }).detach();
+  shared->take_chunks();
+  while (shared->done.load(std::memory_order_acquire) < n) std::this_thread::yield();
+}
 
 // Number of trailing dims one contiguous run spans: the innermost dim, plus each next-outer
 // dim as long as the dims inside it are whole in both buffers (a channel slice of NCHW tiles
@@ -72,7 +123,7 @@ void for_each_run(const RegionView& dv, const RegionView& sv, int outer, F&& f) 
 // after a few lines), so the source runs about this many bytes ahead are prefetched into L2.
 constexpr int64_t kPrefetchAheadBytes = 8192;
 // Runs at least this long are left to the hardware prefetcher.
-constexpr int64_t kPrefetchMaxRun = 4096;
+constexpr int64_t kPrefetchMaxRun = 16384;
 
 // Like for_each_run, prefetching the source of the run kPrefetchAheadBytes ahead.
 template <typename F>
@@ -112,16 +163,17 @@ class StreamWriter {
       std::memcpy(out_, in, take);
       out_ += take, in += take, n -= take, head_ -= take;
     }
-    if (fill_ == 0 && n >= kBlock) {  // long runs stream straight from the source
-      const size_t whole = n / 64 * 64;
-      stream(out_, in, whole, false);
-      out_ += whole, in += whole, n -= whole;
-    }
     while (n > 0) {
-      const size_t take = n < kBlock - fill_ ? n : kBlock - fill_;
+      if (fill_ == 0 && n >= kBlock) {  // long runs stream straight from the source
+        const size_t whole = n / 64 * 64;
+        stream(out_, in, whole, false);
+        out_ += whole, in += whole, n -= whole;
+        continue;
+      }
+      const size_t take = n < 2 * kBlock - fill_ ? n : 2 * kBlock - fill_;
       std::memcpy(block_ + fill_, in, take);
       fill_ += take, in += take, n -= take;
-      if (fill_ == kBlock) flush_block();
+      if (fill_ >= kBlock) flush_block();
     }
   }
 
@@ -136,10 +188,13 @@ class StreamWriter {
  private:
   static constexpr size_t kBlock = 4096;
 
+  // Streams the whole lines gathered, keeps the partial last one.
   void flush_block() {
-    stream(out_, block_, kBlock, true);
-    out_ += kBlock;
-    fill_ = 0;
+    const size_t whole = fill_ / 64 * 64;
+    stream(out_, block_, whole, true);
+    out_ += whole;
+    fill_ -= whole;
+    std::memcpy(block_, block_ + whole, fill_);
   }
 
   static void stream(char* out, const char* in, size_t n, bool aligned_in) {
@@ -165,7 +220,7 @@ class StreamWriter {
 
   char* out_;
   size_t head_, fill_ = 0;
-  alignas(64) char block_[kBlock];
+  alignas(64) char block_[2 * kBlock];
 };
 #endif
 
@@ -276,19 +331,17 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
         or_runs(out, src, d, s, outer, row_len);
       }
     };
-    // A large strided piece is copied by two threads, each taking half of the outermost dim:
-    // one core alone does not saturate memory on short runs.
+    // A large strided piece is shared with a helper thread (one core alone does not saturate
+    // memory on short runs), in chunks of the outermost dim taken from a counter.
     const int64_t bytes = region_volume(sv) * elem_size;
     if (outer > 0 && dv.region_shape[0] > 1 && bytes >= kParallelBytes && row_len * elem_size < kParallelBytes / 64) {
-      RegionView d1 = dv, s1 = sv, d2 = dv, s2 = sv;
-      const int64_t half = dv.region_shape[0] / 2;
-      d1.region_shape[0] = s1.region_shape[0] = half;
-      d2.region_shape[0] = s2.region_shape[0] = dv.region_shape[0] - half;
-      d2.base += half * dv.strides[0];
-      s2.base += half * sv.strides[0];
-      std::thread helper([&] { run(d2, s2); });
-      run(d1, s1);
-      helper.join();
+      share_with_helper(dv.region_shape[0], bytes, [&](int64_t lo, int64_t hi) {
+        RegionView d = dv, s = sv;
+        d.region_shape[0] = s.region_shape[0] = hi - lo;
+        d.base += lo * dv.strides[0];
+        s.base += lo * sv.strides[0];
+        run(d, s);
+      });
     } else {
       run(dv, sv);
     }

@@ -92,12 +92,16 @@ def _unaligned(shape, dtype, shift):
     return np.empty(n + shift, dtype)[shift:].reshape(shape)
 
 
+@pytest.mark.parametrize("helper", ["0", "1"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int16, np.uint8])
 @pytest.mark.parametrize("shift", [0, 1, 3])
-def test_large_pieces_equal_numpy(dtype, shift):
-    # Pieces of a megabyte and more take the streaming and two-thread paths: column tiles
+def test_large_pieces_equal_numpy(dtype, shift, helper, monkeypatch):
+    # Pieces of a megabyte and more take the streaming path, pieces of 4 MB with short runs are
+    # shared with a helper thread (forced on and off here: by default it depends on the load
+    # average), in chunks of the outermost dim: column tiles
     # (short strided runs of every fixed and odd length), a width half of NCHW, whole rows;
     # destinations not 64-byte aligned, pieces landing mid-destination.
+    monkeypatch.setenv("AUTOTILE_MULTIFETCH_HELPER", helper)
     rng = np.random.default_rng(shift)
     x = (rng.standard_normal((1100, 1030)) * 100).astype(dtype)
     for cols in [(0, 1030), (0, 515), (3, 4), (5, 7), (8, 12), (16, 24), (32, 48), (0, 64), (7, 207), (500, 1029)]:
@@ -112,6 +116,16 @@ def test_large_pieces_equal_numpy(dtype, shift):
         dst = _unaligned((n - 5, cols[1] - cols[0]), dtype, shift)
         _core.multifetch(dst, (5, cols[0]), [(tall, (0, 0), (5, cols[0]), (n, cols[1]))])
         np.testing.assert_array_equal(dst, tall[5:, cols[0]:cols[1]], err_msg=f"{cols}")
+    # 4 MB column tiles (the helper's size), at two destination offsets, copied and accumulated
+    rows = (4 << 20) // (64 * np.dtype(dtype).itemsize) + 300
+    wide = (rng.standard_normal((rows, 96)) * 100).astype(dtype)
+    dst = _unaligned((rows, 70), dtype, shift)
+    pieces = [(wide, (0, 0), (0, 16), (rows, 80)), (wide, (0, 0), (0, 10), (rows, 16))]
+    _core.multifetch(dst, (0, 10), pieces)
+    np.testing.assert_array_equal(dst, wide[:, 10:80])
+    if dtype in (np.float32, np.float64):
+        _core.multifetch(dst, (0, 10), pieces + [(wide, (0, 0), (0, 10), (rows, 80))], True)
+        np.testing.assert_array_equal(dst, wide[:, 10:80] * 2)
     # two pieces filling row bands of one destination (each packed, at an offset)
     dst = _unaligned((1100, 300), dtype, shift)
     _core.multifetch(dst, (0, 100), [(x[:600], (0, 0), (0, 100), (600, 400)),
