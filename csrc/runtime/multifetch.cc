@@ -134,8 +134,10 @@ void for_each_run_prefetched(const RegionView& dv, const RegionView& sv, int out
   for (int64_t k = (kPrefetchAheadBytes + run_bytes - 1) / run_bytes; k > 0 && !ahead.done; --k) ahead.next();
   for (RunCursor c(dv, sv, outer); !c.done; c.next()) {
     if (!ahead.done) {
-      const char* p = src + ahead.s_off * elem_size;
-      for (int64_t b = 0; b < run_bytes; b += 64) __builtin_prefetch(p + b, 0, 2);
+      // every line the run touches, from the one holding its first byte
+      const uintptr_t first = reinterpret_cast<uintptr_t>(src + ahead.s_off * elem_size);
+      for (uintptr_t a = first & ~uintptr_t{63}; a < first + run_bytes; a += 64)
+        __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
       ahead.next();
     }
     f(c.d_off, c.s_off);

@@ -5,11 +5,16 @@
 
 Each row copies one region of a C-contiguous float32 source into a C-contiguous destination
 with `_core.multifetch` (csrc/runtime/multifetch.cc), the copy every MultiFetch op of the host
-runtime makes, and compares it with a flat copy (`numpy.copyto`) of the same number of bytes
-from a buffer as large as the source, taken from a different place each repeat so neither side
-copies from a warm cache. Regions: whole rows (a batch half), the last dim split 2, 8 and 32
-ways (column tiles), NCHW tiles split along channels and along width. Medians of the repeats;
-the ratio column is multifetch over memcpy (target >= 0.8 for split inner dims).
+runtime makes, and compares it with a flat copy (`numpy.copyto`, glibc memcpy) of the same
+number of bytes. Before every timed call a 64 MB scratch buffer (twice the L3 of the 2-core
+dev machine) is read so neither side copies from a warm cache, and the two are timed in
+turn, repeat by repeat, so load from other jobs falls on both alike. Regions: whole rows (a
+batch half), the last dim split 2, 8, 32 and 128 ways (column tiles: runs of 1/k of a row),
+NCHW tiles split along channels and along width. Medians of the repeats; the ratio column is
+multifetch over memcpy (target >= 0.8 for split inner dims). The CPU-time ratio is the same
+from the calling thread's CPU time, which leaves out time the thread waited for a core on a
+loaded machine; it overstates a piece shared with MultiFetch's helper thread (only used while
+the load average leaves a core free: printed below the table).
 Writes bench/out/multifetch.json."""
 from __future__ import annotations
 
@@ -24,13 +29,33 @@ from .common import table, write_json
 
 
 
-def median_time(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
+def _median(times):
     return sorted(times)[len(times) // 2]
+
+
+_SCRATCH = []
+
+
+def _evict():
+    """Reads a buffer twice the size of a 32 MB L3, pushing earlier data (and the dirty lines of
+    the last copy, written back now rather than inside the next timed call) out of the caches."""
+    if not _SCRATCH:
+        _SCRATCH.append(np.ones(64 << 20, np.uint8))
+    _SCRATCH[0].max()
+
+
+def timed_in_turn(fns, repeat):
+    """Median (wall, calling thread's CPU) seconds of each of `fns`, timed one after another
+    each repeat from cold caches."""
+    times = [([], []) for _ in fns]
+    for _ in range(repeat):
+        for fn, (wall, cpu) in zip(fns, times):
+            _evict()
+            t0, c0 = time.perf_counter(), time.thread_time()
+            fn()
+            cpu.append(time.thread_time() - c0)
+            wall.append(time.perf_counter() - t0)
+    return [(_median(wall), _median(cpu)) for wall, cpu in times]
 
 
 def cases(mbytes):
@@ -45,9 +70,20 @@ def cases(mbytes):
         ("last dim / 2", m, (0, 0), (m[0], m[1] // 2)),
         ("last dim / 8", m, (0, 0), (m[0], m[1] // 8)),
         ("last dim / 32", m, (0, 0), (m[0], m[1] // 32)),
+        ("last dim / 128", m, (0, 0), (m[0], m[1] // 128)),
         ("NCHW channel half", nchw, (0, c // 2, 0, 0), nchw),
         ("NCHW width half", nchw, (0, 0, 0, hw // 2), nchw),
     ]
+
+
+def _run_bytes(shape, lo, hi):
+    """Bytes of one contiguous run of the region in the source (trailing whole dims merge)."""
+    run = 1
+    for d in range(len(shape) - 1, -1, -1):
+        run *= hi[d] - lo[d]
+        if hi[d] - lo[d] != shape[d]:
+            break
+    return 4 * run
 
 
 def measure(name, shape, lo, hi, repeat):
@@ -56,22 +92,13 @@ def measure(name, shape, lo, hi, repeat):
     src = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     region = tuple(h - l for l, h in zip(lo, hi))
     dst = np.empty(region, np.float32)
-    t_fetch = median_time(lambda: _core.multifetch(dst, lo, [(src, (0,) * len(shape), lo, hi)]), repeat)
-    assert np.array_equal(dst, src[tuple(slice(l, h) for l, h in zip(lo, hi))])
-    # memcpy of the same bytes, from a fresh place of a source-sized pool each time
-    pool = np.random.default_rng(1).standard_normal(max(src.size, 4 * dst.size)).astype(np.float32)
+    pool = np.random.default_rng(1).standard_normal(dst.size).astype(np.float32)
     flat = np.empty(dst.size, np.float32)
-    spots = max(1, pool.size // dst.size)
-    turn = [0]
-
-    def cold_copy():
-        off = (turn[0] % spots) * dst.size
-        turn[0] += 1
-        np.copyto(flat, pool[off:off + dst.size])
-
-    t_copy = median_time(cold_copy, repeat)
-    return {"case": name, "bytes": dst.nbytes, "multifetch_GBps": dst.nbytes / t_fetch / 1e9,
-            "memcpy_GBps": dst.nbytes / t_copy / 1e9}
+    (t_fetch, c_fetch), (t_copy, c_copy) = timed_in_turn([lambda: _core.multifetch(dst, lo, [(src, (0,) * len(shape), lo, hi)]),
+                                     lambda: np.copyto(flat, pool)], repeat)
+    assert np.array_equal(dst, src[tuple(slice(l, h) for l, h in zip(lo, hi))])
+    return {"case": name, "bytes": dst.nbytes, "run_bytes": _run_bytes(shape, lo, hi), "multifetch_GBps": dst.nbytes / t_fetch / 1e9,
+            "memcpy_GBps": dst.nbytes / t_copy / 1e9, "cpu_ratio": c_copy / c_fetch}
 
 
 def main(argv=None):
@@ -79,11 +106,14 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true")
     args = ap.parse_args(argv)
     mbytes, repeat = (16, 5) if args.quick else (64, 9)
+    load = os.getloadavg()[0]
     rows = [measure(*c, repeat) for c in cases(mbytes)]
-    print(table(["region", "MB", "multifetch GB/s", "memcpy GB/s", "ratio"],
-                [[r["case"], f"{r['bytes'] / 1e6:.1f}", f"{r['multifetch_GBps']:.2f}", f"{r['memcpy_GBps']:.2f}",
-                  f"{r['multifetch_GBps'] / r['memcpy_GBps']:.2f}"] for r in rows]))
-    write_json("multifetch.json", {"rows": rows, "quick": args.quick})
+    print(table(["region", "MB", "run bytes", "multifetch GB/s", "memcpy GB/s", "ratio", "CPU-time ratio"],
+                [[r["case"], f"{r['bytes'] / 1e6:.1f}", str(r["run_bytes"]), f"{r['multifetch_GBps']:.2f}", f"{r['memcpy_GBps']:.2f}",
+                  f"{r['multifetch_GBps'] / r['memcpy_GBps']:.2f}", f"{r['cpu_ratio']:.2f}"] for r in rows]))
+    # wall-clock medians: on a shared machine they depend on what else runs
+    print(f"load average {load:.1f} -> {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    write_json("multifetch.json", {"rows": rows, "quick": args.quick, "load_average": load})
     return 0
 
 
