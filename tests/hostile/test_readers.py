@@ -11,15 +11,10 @@ import pytest
 
 import autotile as at
 from autotile.errors import Error
+from hostile_util import raises_naming
 
 
-def _raises(fn, *names):
-    with pytest.raises(Error) as e:
-        fn()
-    assert type(e.value) is Error
-    for n in names:
-        assert n in str(e.value), str(e.value)
-    return str(e.value)
+_raises = raises_naming
 
 
 def _fc_doc():

@@ -43,6 +43,14 @@ _PARAMS = {
 }
 
 
+
+def update_moving_stats(ctx, momentum, moving_mean, moving_var, mean, var):
+    """MXNet's moving averages of the batch statistics, written into the aux states."""
+    if len(ctx.aux) == 2:
+        ctx.aux[0] = (moving_mean * momentum + mean * (1 - momentum)).astype(moving_mean.dtype, copy=False)
+        ctx.aux[1] = (moving_var * momentum + var * (1 - momentum)).astype(moving_var.dtype, copy=False)
+
+
 def _axis(attrs, ndim):
     axis = attrs["axis"]
     if not -ndim <= axis < ndim:
@@ -75,10 +83,7 @@ def _forward(attrs, inputs, ctx):
     if ctx.is_train and not attrs["use_global_stats"]:
         mean = x.mean(axis=red)
         var = x.var(axis=red)  # biased, as MXNet uses for both normalising and the moving average
-        m = attrs["momentum"]
-        if len(ctx.aux) == 2:
-            ctx.aux[0] = (moving_mean * m + mean * (1 - m)).astype(moving_mean.dtype, copy=False)
-            ctx.aux[1] = (moving_var * m + var * (1 - m)).astype(moving_var.dtype, copy=False)
+        update_moving_stats(ctx, attrs["momentum"], moving_mean, moving_var, mean, var)
     else:
         mean, var = moving_mean, moving_var
     invstd = 1.0 / np.sqrt(var + attrs["eps"])

@@ -29,7 +29,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from ..errors import Error
-from .batchnorm import _axis, _layout
+from .batchnorm import _axis, _layout, update_moving_stats
 from .registry import OpDef, Param, register
 
 
@@ -114,10 +114,7 @@ def _stats_forward(attrs, inputs, ctx):
     if ctx.is_train:
         mean = m1
         var = np.maximum(m2.astype(np.float64) - m1.astype(np.float64) ** 2, 0.0)
-        m = attrs["momentum"]
-        if len(ctx.aux) == 2:
-            ctx.aux[0] = (moving_mean * m + mean * (1 - m)).astype(moving_mean.dtype, copy=False)
-            ctx.aux[1] = (moving_var * m + var * (1 - m)).astype(moving_var.dtype, copy=False)
+        update_moving_stats(ctx, attrs["momentum"], moving_mean, moving_var, mean, var)
     else:
         mean, var = moving_mean, moving_var
     invstd = 1.0 / np.sqrt(var + attrs["eps"])
