@@ -113,3 +113,31 @@ def test_momentum_training_step_uses_hidden_state():
     r2 = at.backend.training_step(net, {"x": x, "w": r1.params["w"], **states}, ["w"], optimizer="momentum",
                                    optimizer_args=args)
     np.testing.assert_allclose(r2.params["w"], r1.params["w"] + 0.5 * (-0.1 * grad) - 0.1 * grad)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+@pytest.mark.parametrize("clip", [-1.0, 0.25])
+def test_in_place_kernels_equal_the_plain_expressions_bit_for_bit(dtype, clip):
+    # the kernels update in arrays they allocate (one temporary): same bits as the plain NumPy
+    # expressions of MXNet's formulas, evaluated in the same order, and the inputs untouched
+    rng = np.random.default_rng(1)
+    w, g, m = (rng.standard_normal((9, 5)).astype(dtype) for _ in range(3))
+    v = np.abs(rng.standard_normal((9, 5))).astype(dtype)
+    lr, wd, rs, mo, b1, b2, eps = 0.05, 0.01, 0.5, 0.9, 0.8, float(np.float32(0.999)), 1e-3
+    common = dict(lr=lr, wd=wd, rescale_grad=rs, clip_gradient=clip)
+    cl = (lambda x: np.clip(x, -clip, clip)) if clip >= 0 else (lambda x: x)
+    before = [x.copy() for x in (w, g, m, v)]
+    got, _ = _step("sgd_update", common, w, g, [])
+    np.testing.assert_array_equal(got, (1.0 - lr * wd) * w - lr * cl(rs * g), strict=True)
+    got, (got_m,) = _step("sgd_mom_update", dict(common, momentum=mo), w, g, [m])
+    want_m = mo * m - lr * wd * w - lr * cl(rs * g)
+    np.testing.assert_array_equal(got_m, want_m, strict=True)
+    np.testing.assert_array_equal(got, w + want_m, strict=True)
+    got, (got_mean, got_var) = _step("adam_update", dict(common, beta1=b1, beta2=b2, epsilon=eps), w, g, [m, v])
+    gr = cl(rs * g + wd * w)
+    mean, var = b1 * m + (1.0 - b1) * gr, b2 * v + (1.0 - b2) * gr * gr
+    np.testing.assert_array_equal(got_mean, mean, strict=True)
+    np.testing.assert_array_equal(got_var, var, strict=True)
+    np.testing.assert_array_equal(got, w - lr * mean / (np.sqrt(var) + eps), strict=True)
+    for x, b in zip((w, g, m, v), before):
+        np.testing.assert_array_equal(x, b)

@@ -27,28 +27,79 @@ def _clip(g, c):
     return np.clip(g, -c, c) if c >= 0 else g
 
 
+# The kernels below work in place on arrays they allocate themselves (never on their inputs),
+# so an update holds its outputs plus one temporary the size of the weight tile, where the
+# plain expressions held up to three: on k devices at once these were the peak of a step
+# (docs/memory.md, "Memory of a run"). Each in-place operation is the one the plain
+# expression evaluates, in the same order and dtype, so the results are bit for bit the same.
+# When the inputs do not share one float dtype the plain expressions run (NumPy's promotion
+# would give a wider intermediate than an in-place output can hold).
+
+
+def _one_float_dtype(ins):
+    return ins[0].dtype.kind == "f" and all(x.dtype == ins[0].dtype for x in ins)
+
+
+def _rescaled_grad(attrs, g, out=None):
+    """clip(rescale_grad * g), in `out` or a fresh array."""
+    t = np.multiply(g, attrs["rescale_grad"], out=out)
+    if attrs["clip_gradient"] >= 0:
+        np.clip(t, -attrs["clip_gradient"], attrs["clip_gradient"], out=t)
+    return t
+
+
 def _sgd(attrs, ins, ctx):
     w, g = ins
     lr, wd = attrs["lr"], attrs["wd"]
-    new_w = (1.0 - lr * wd) * w - lr * _clip(attrs["rescale_grad"] * g, attrs["clip_gradient"])
-    return [cast(new_w, w)]
+    if not _one_float_dtype(ins):
+        new_w = (1.0 - lr * wd) * w - lr * _clip(attrs["rescale_grad"] * g, attrs["clip_gradient"])
+        return [cast(new_w, w)]
+    t = _rescaled_grad(attrs, g)
+    np.multiply(t, lr, out=t)
+    new_w = np.multiply(w, 1.0 - lr * wd)
+    return [np.subtract(new_w, t, out=new_w)]
 
 
 def _sgd_mom(attrs, ins, ctx):
     w, g, mom = ins
     lr, wd = attrs["lr"], attrs["wd"]
-    new_mom = attrs["momentum"] * mom - lr * wd * w - lr * _clip(attrs["rescale_grad"] * g, attrs["clip_gradient"])
-    return [cast(w + new_mom, w), cast(new_mom, mom)]
+    if not _one_float_dtype(ins):
+        new_mom = attrs["momentum"] * mom - lr * wd * w - lr * _clip(attrs["rescale_grad"] * g, attrs["clip_gradient"])
+        return [cast(w + new_mom, w), cast(new_mom, mom)]
+    new_mom = np.multiply(mom, attrs["momentum"])
+    t = np.multiply(w, lr * wd)
+    np.subtract(new_mom, t, out=new_mom)
+    _rescaled_grad(attrs, g, out=t)
+    np.multiply(t, lr, out=t)
+    np.subtract(new_mom, t, out=new_mom)
+    return [np.add(w, new_mom, out=t), new_mom]
 
 
 def _adam(attrs, ins, ctx):
     w, g, mean, var = ins
     b1, b2 = attrs["beta1"], attrs["beta2"]
-    grad = _clip(attrs["rescale_grad"] * g + attrs["wd"] * w, attrs["clip_gradient"])
-    new_mean = b1 * mean + (1.0 - b1) * grad
-    new_var = b2 * var + (1.0 - b2) * grad * grad
-    new_w = w - attrs["lr"] * new_mean / (np.sqrt(new_var) + attrs["epsilon"])
-    return [cast(new_w, w), cast(new_mean, mean), cast(new_var, var)]
+    if not _one_float_dtype(ins):
+        grad = _clip(attrs["rescale_grad"] * g + attrs["wd"] * w, attrs["clip_gradient"])
+        new_mean = b1 * mean + (1.0 - b1) * grad
+        new_var = b2 * var + (1.0 - b2) * grad * grad
+        new_w = w - attrs["lr"] * new_mean / (np.sqrt(new_var) + attrs["epsilon"])
+        return [cast(new_w, w), cast(new_mean, mean), cast(new_var, var)]
+    # `out` becomes the new weight; until then it holds the second operand of each step
+    out = np.multiply(w, attrs["wd"])
+    grad = np.multiply(g, attrs["rescale_grad"])
+    np.add(grad, out, out=grad)
+    if attrs["clip_gradient"] >= 0:
+        np.clip(grad, -attrs["clip_gradient"], attrs["clip_gradient"], out=grad)
+    new_mean = np.multiply(mean, b1)
+    np.add(new_mean, np.multiply(grad, 1.0 - b1, out=out), out=new_mean)
+    new_var = np.multiply(var, b2)
+    np.multiply(grad, 1.0 - b2, out=out)
+    np.add(new_var, np.multiply(out, grad, out=out), out=new_var)
+    denom = np.sqrt(new_var, out=grad)
+    np.add(denom, attrs["epsilon"], out=denom)
+    np.multiply(new_mean, attrs["lr"], out=out)
+    np.divide(out, denom, out=out)
+    return [np.subtract(w, out, out=out), new_mean, new_var]
 
 
 _UPDATES = {
