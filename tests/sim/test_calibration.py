@@ -5,7 +5,7 @@ import pytest
 
 from autotile.sim import Calibration, CostTable, load_profile
 from autotile.sim.cost_table import flops, roofline
-from autotile.sim.fit import fit_curve, fitted, fitted_profile, relative_errors
+from autotile.sim.fit import entry_errors, fit_curve, fitted, fitted_profile, relative_errors
 
 
 def fc(n, h, d):
@@ -112,3 +112,17 @@ def test_relative_errors():
     st = relative_errors([(1.1, 1.0), (0.8, 1.0), (3.0, 2.0)])
     assert st["mean"] == pytest.approx((0.1 + 0.2 + 0.5) / 3)
     assert st["median"] == pytest.approx(0.2) and st["max"] == pytest.approx(0.5) and st["n"] == 3
+
+
+def test_entry_errors_of_the_fitted_model():
+    from autotile.sim import Simulator
+
+    sim = Simulator(*fitted(_synthetic()))
+    # the samples follow the fitted curves exactly: no error on any shape nor on the sum
+    e = entry_errors(sim, _synthetic())
+    assert e["ops"] == pytest.approx(0.0, abs=1e-6) and e["total"] == pytest.approx(0.0, abs=1e-6)
+    slow = Calibration()
+    kind, ins, outs = fc(16, 64, 512)
+    t = 4e-5 + flops(kind, ins, outs) / 1e10
+    slow.add(kind, ins, outs, 2 * t)  # measured twice as slow as the fit prices it
+    assert entry_errors(sim, slow)["total"] == pytest.approx(-0.5, rel=1e-5)

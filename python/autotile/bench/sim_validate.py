@@ -6,8 +6,8 @@ training step's ExecGraph with the host runtime (median step time of a few runs,
 and simulate it on the `host` profile three ways:
 
 - in-sample: calibrated on the very graph simulated (every op and fetch measured; this tests
-  the scheduler, cores and contention model over measured durations). Measured for the 1- and
-  2-device graphs; for 4 and 8 devices only without --quick (calibrating them is slow).
+  the scheduler, cores and contention model over measured durations). The 1- and 2-device
+  graphs; the 4- and 8-device ones too with --in-sample-all (calibrating them is slow).
 - devices held out: the host profile *fitted* (autotile.sim.fit: per-kind roofline efficiency
   as a function of tile FLOPs, fetch cost model, co-runner slowdowns) to the 1- and 2-device
   graphs of every model, predicting every graph; the 4- and 8-device rows are out of sample.
@@ -140,12 +140,14 @@ def _stats_rows(raw):
 def main(argv=None) -> int:
     p = common.arg_parser(__doc__.split("\n")[0])
     p.add_argument("--calibration", default=None, help="calibration JSON written (all graphs measured)")
+    p.add_argument("--in-sample-all", action="store_true",
+                   help="also calibrate the 4- and 8-device graphs for in-sample errors there (slow)")
     p.add_argument("--max-wait", type=float, default=None,
                    help="seconds to wait, per run, for other jobs on the machine to pause (default 120, --quick 2)")
     args = p.parse_args(argv)
     from autotile.sim import Calibration, Simulator, load_profile
     from autotile.sim.calibrate import calibrate_graphs, default_path, measure_parallelism, measure_wake_latency
-    from autotile.sim.fit import fitted
+    from autotile.sim.fit import entry_errors, fitted
 
     def log(s):
         print(s, file=sys.stderr, flush=True)
@@ -165,7 +167,7 @@ def main(argv=None) -> int:
             continue
         waited += wait_for_quiet(max_wait)
         own = None
-        if k in CALIBRATE_ON or not args.quick:
+        if k in CALIBRATE_ON or args.in_sample_all:
             own = calibrate_graphs([eg], repeat=repeat, parallelism=False)
             own.machine.update(machine)
         measured, thrown = measure(eg, repeat, max_tries=8 if args.quick else 30)
@@ -175,7 +177,7 @@ def main(argv=None) -> int:
     devices_out = Simulator(*fitted(Calibration.merged([r[5] for r in train])))
     model_out = {label: Simulator(*fitted(Calibration.merged([r[5] for r in train if r[0] != label])))
                  for label in {r[0] for r in runs} if any(t[0] != label for t in train)}
-    rows, raw = [], []
+    rows, raw, op_rows = [], [], []
     for label, k, algo, eg, meas, own in runs:
         if meas is None:
             rows.append((label, k, algo, "-", "-", "-", "-", eg))
@@ -190,6 +192,15 @@ def main(argv=None) -> int:
                for key in ("in_sample", "devices_out", "model_out")}
         rows.append((label, k, algo, measured * 1e3, _pct(err["in_sample"]), _pct(err["devices_out"]),
                      _pct(err["model_out"]), f"{thrown} disturbed steps re-run" if thrown else ""))
+        if own is not None:  # per-op CPU times of this graph against the fitted models' prices
+            sim_for = {"devices_out": devices_out} if k not in CALIBRATE_ON else {}
+            if label in model_out:
+                sim_for["model_out"] = model_out[label]
+            for key, simulator in sim_for.items():
+                e = entry_errors(simulator, own)
+                r[key + "_entries"] = e
+                op_rows.append((label, k, algo, key.replace("_", " "), _pct(e.get("ops")), _pct(e.get("fetches")),
+                                _pct(e.get("total"))))
     Calibration.merged([r[5] for r in runs if r[5] is not None]).save(path)
     print("Simulator vs host runtime on this machine (measured: host runtime, median of "
           f"{repeat} steps; error of the simulated step: in-sample = calibrated on that graph, "
@@ -201,6 +212,11 @@ def main(argv=None) -> int:
                         "model out", "note"), rows))
     print()
     print(common.table(("prediction", "runs", "mean |error|", "median |error|", "max |error|"), _stats_rows(raw)))
+    if op_rows:
+        print("\nOut-of-sample op prices: the fitted models against each op and fetch shape of the graph timed "
+              "alone (thread CPU time on 2+ devices: other jobs do not inflate it); median |error| per shape, and "
+              "the error of the sum over the graph's shapes")
+        print(common.table(("model", "devices", "algorithm", "fit", "ops median", "fetches median", "sum"), op_rows))
     print(f"\ncalibration: {path}; {time.perf_counter() - t_start:.0f}s")
     common.write_json("sim_validate.json", {"rows": raw, "calibration": path, "machine": machine,
                                             "fitted_profile": devices_out.hw.to_dict()})

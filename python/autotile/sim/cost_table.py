@@ -321,9 +321,13 @@ def efficiency(hw: Hardware, kind: str, f: float) -> float:
 def roofline(hw: Hardware, kind: str, ins, outs) -> float:
     """Seconds op `kind` takes on these tiles by the roofline of profile `hw`:
     ``launch + max(FLOPs / (peak * efficiency(kind, FLOPs)), bytes / (mem_bw * eff["memory"]))``."""
-    f = flops(kind, ins, outs)
+    return roofline_seconds(hw, kind, flops(kind, ins, outs), bytes_touched(ins, outs))
+
+
+def roofline_seconds(hw: Hardware, kind: str, f: float, nbytes: float) -> float:
+    """:func:`roofline` of an op of `kind` doing `f` FLOPs over `nbytes` bytes."""
     t_flops = f / (hw.peak_flops * efficiency(hw, kind, f)) if f > 0 else 0.0
-    t_mem = bytes_touched(ins, outs) / (hw.mem_bandwidth * float(hw.efficiency.get("memory", 0.7)))
+    t_mem = nbytes / (hw.mem_bandwidth * float(hw.efficiency.get("memory", 0.7)))
     return hw.launch_overhead + max(t_flops, t_mem)
 
 
@@ -362,10 +366,13 @@ class CostTable:
         if hit is not None:
             return float(hit["seconds"])
         pieces = fetch_pieces(eg, op)
-        nbytes, rows = sum(p[1] for p in pieces), sum(p[2] for p in pieces)
+        return self.fetch_model_time(sum(p[1] for p in pieces), sum(p[2] for p in pieces), op["accumulate"])
+
+    def fetch_model_time(self, nbytes: float, rows: float, accumulate: bool) -> float:
+        """The fitted fetch model's seconds (see :meth:`fetch_time`) for a fetch of `nbytes`
+        bytes in `rows` contiguous runs."""
         f = self.calibration.fetch if self.calibration is not None else {}
-        bw = self.hw.local_copy_bandwidth
-        bw = float(f.get("accumulate_bandwidth" if op["accumulate"] else "bandwidth", bw))
+        bw = float(f.get("accumulate_bandwidth" if accumulate else "bandwidth", self.hw.local_copy_bandwidth))
         return (float(f.get("overhead", self.hw.device.get("fetch_overhead_s", 0.0)))
                 + rows * float(f.get("row_seconds", 0.0)) + nbytes / bw)
 

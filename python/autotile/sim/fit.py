@@ -21,7 +21,7 @@ import copy
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .cost_table import MATMUL_KINDS, Calibration, _nnls
+from .cost_table import MATMUL_KINDS, Calibration, CostTable, _nnls, roofline_seconds
 from .hardware import Hardware, load_profile
 
 
@@ -93,3 +93,24 @@ def relative_errors(pairs: Sequence[Tuple[float, float]]) -> Optional[Dict[str, 
     if not errs:
         return None
     return {"mean": statistics.mean(errs), "median": statistics.median(errs), "max": max(errs), "n": len(errs)}
+
+
+def entry_errors(simulator, measured: Calibration) -> Dict[str, float]:
+    """How well `simulator`'s cost model (a fitted profile and model-only calibration,
+    :func:`fitted`) prices the ops and fetches `measured` timed (alone, on one thread):
+    {"ops": median |error| over the op shapes, "fetches": the same over the fetch shapes,
+    "total": (sum of predicted - sum of measured) / sum of measured over every entry once}."""
+    table: CostTable = simulator.cost
+    pairs_ops = [(roofline_seconds(table.hw, e["kind"], float(e["flops"]), float(e["bytes"])), float(e["seconds"]))
+                 for e in measured.ops.values()]
+    pairs_fetch = [(table.fetch_model_time(float(e["bytes"]), float(e["rows"]), bool(e["accumulate"])),
+                    float(e["seconds"])) for e in measured.fetches.values()]
+    out = {}
+    for name, pairs in (("ops", pairs_ops), ("fetches", pairs_fetch)):
+        st = relative_errors(pairs)
+        if st:
+            out[name] = st["median"]
+    both = pairs_ops + pairs_fetch
+    if both and sum(m for _, m in both) > 0:
+        out["total"] = sum(p for p, _ in both) / sum(m for _, m in both) - 1.0
+    return out
