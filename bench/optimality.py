@@ -15,10 +15,11 @@ The joint column solves all cuts at once (planner/ilp_joint.py: every tensor's w
 of tilings and every op's sequence of strategies, the recursion's own cost model and ties):
 tofu's total over the joint optimum (1.0000 = the recursion found the true k-cut optimum; the
 goal is within 1%), with its solve time. Its domains grow as (rank + 2)^cuts per tensor, so it
-is built only up to 4096 sequences per tensor or op and solved within --joint-seconds; a
-time-limited answer is shown as tofu over HiGHS's lower bound with "<=" (the true ratio is at
-most that), a program too large to build as "too large". Rows at 4 devices are added for the
-models small enough to show the joint comparison on more than one cut.
+is built only up to 4096 sequences per tensor or op and 2^24 edge-cost entries, and solved
+within --joint-seconds; a time-limited answer is shown as tofu over HiGHS's lower bound with
+"<=" (the true ratio is at most that), a program too large to build as "too large". Rows at
+4 devices are added for the models small enough to show the joint comparison on more than one
+cut.
 
 Writes bench/out/optimality.json."""
 from __future__ import annotations
@@ -47,7 +48,7 @@ def joint_column(core, devices, tofu_bytes, seconds):
     try:
         j = joint_optimum(core, devices, replicate_fallback=True, time_limit=seconds)
     except Error as e:
-        if "sequences" in str(e):
+        if "too large a graph for the joint program" in str(e):
             return {"joint_ratio": None, "joint_seconds": None, "joint_optimal": False, "joint_note": "too large"}
         raise
     bound = j["total_bytes"] if j["optimal"] else j["lower_bound"]

@@ -51,6 +51,9 @@ NodePrefix extend(const Node& node, const NodePrefix& p, const NodeOption& o, in
   return q;
 }
 
+// Most edge-cost entries the joint problem builds (16M doubles: 128 MB here, more in the ILP).
+constexpr double kMaxJointCells = 1 << 24;
+
 void check_size(size_t n, int max_values, const std::string& what) {
   if (n > static_cast<size_t>(max_values))
     fail("the joint problem would give ", what, " ", n, " sequences of choices (limit ", max_values,
@@ -108,6 +111,10 @@ JointProblem joint_problem(const Graph& g, int devices, const SearchOptions& opt
       auto opts = node_options(g, s, k, static_cast<int>(cut), provider, PlanConstraint{}, options.replicate_fallback,
                                &elementwise);
       if (cut == 0 && j == 0) elementwise0 = elementwise;
+      // Refuse before enumerating: each later prefix calls the strategy provider for every node.
+      if (j == 0)
+        for (NodeId n = 0; n < N; ++n)
+          check_size(np[n].size() * opts[n].size(), max_values, "node '" + g.node(n).name + "' about");
       for (NodeId n = 0; n < N; ++n) {
         if (j >= np[n].size()) continue;
         for (const NodeOption& o : opts[n]) next[n].push_back(extend(g.node(n), np[n][j], o, k, pool));
@@ -177,6 +184,16 @@ JointProblem joint_problem(const Graph& g, int devices, const SearchOptions& opt
     }
   }
   jp.tensor_var = tensor_var;
+  // The edge tables: refuse before allocating what no solver run here could take anyway.
+  double cells = 0;
+  for (NodeId n = 0; n < N; ++n) {
+    const Node& node = g.node(n);
+    for (TensorId t : node.inputs) cells += static_cast<double>(np[n].size()) * held_of[t].size();
+    for (TensorId t : node.outputs) cells += static_cast<double>(np[n].size()) * held_of[t].size();
+  }
+  if (cells > kMaxJointCells)
+    fail("the joint problem would hold ", cells, " edge cost entries (limit ", kMaxJointCells,
+         "): too many cuts or too large a graph for the joint program");
   d.edge_var.resize(N);
   d.edge_cost.resize(N);
   jp.node_values.resize(N);
