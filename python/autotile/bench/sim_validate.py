@@ -11,6 +11,8 @@ and simulate it on the `host` profile three ways:
 - devices held out: the host profile *fitted* (autotile.sim.fit: per-kind roofline efficiency
   as a function of tile FLOPs, fetch cost model, co-runner slowdowns) to the 1- and 2-device
   graphs of every model, predicting every graph; the 4- and 8-device rows are out of sample.
+  (The runtime gives a 1-device step every core's BLAS threads and k devices one each: the
+  1-device rows use the fit to the 1-device graphs, the others the fit to the 2-device ones.)
 - model held out: the same fit to the 1- and 2-device graphs of the *other* models only.
 
     autotile bench validate [--quick]
@@ -120,6 +122,10 @@ def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
 
+def _abs_pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
 def _stats_rows(raw):
     """Rows of (prediction, rows it covers, n, mean, median, max |error|)."""
     from autotile.sim.fit import relative_errors
@@ -174,9 +180,16 @@ def main(argv=None) -> int:
         runs.append((label, k, algo, eg, (measured, thrown), own))
         log(f"  {label} k={k} {algo}: measured {measured * 1e3:.1f} ms")
     train = [r for r in runs if r[5] is not None and r[1] in CALIBRATE_ON]
-    devices_out = Simulator(*fitted(Calibration.merged([r[5] for r in train])))
-    model_out = {label: Simulator(*fitted(Calibration.merged([r[5] for r in train if r[0] != label])))
-                 for label in {r[0] for r in runs} if any(t[0] != label for t in train)}
+
+    def fit(k, leave_out=None):
+        """The fitted simulator for k-device graphs: kernels on 1 device run with every core's
+        BLAS threads, on more devices with one each (as the runtime gives them), so each
+        regime is fitted on its own graphs; None when nothing is left to fit on."""
+        cals = [r[5] for r in train if (r[1] == 1) == (k == 1) and r[0] != leave_out]
+        return Simulator(*fitted(Calibration.merged(cals))) if cals else None
+
+    devices_out = {1: fit(1), 2: fit(2)}
+    model_out = {(label, one): fit(1 if one else 2, label) for label in {r[0] for r in runs} for one in (True, False)}
     rows, raw, op_rows = [], [], []
     for label, k, algo, eg, meas, own in runs:
         if meas is None:
@@ -185,22 +198,22 @@ def main(argv=None) -> int:
         measured, thrown = meas
         r = {"model": label, "devices": k, "algorithm": algo, "measured_seconds": measured, "disturbed_steps": thrown,
              "in_sample": Simulator(profile, own).run(eg).step_seconds if own is not None else None,
-             "devices_out": devices_out.run(eg).step_seconds,
-             "model_out": model_out[label].run(eg).step_seconds if label in model_out else None}
+             "devices_out": devices_out[min(k, 2)].run(eg).step_seconds,
+             "model_out": model_out[label, k == 1].run(eg).step_seconds if model_out[label, k == 1] else None}
         raw.append(r)
         err = {key: None if r[key] is None else (r[key] - measured) / measured
                for key in ("in_sample", "devices_out", "model_out")}
         rows.append((label, k, algo, measured * 1e3, _pct(err["in_sample"]), _pct(err["devices_out"]),
                      _pct(err["model_out"]), f"{thrown} disturbed steps re-run" if thrown else ""))
         if own is not None:  # per-op CPU times of this graph against the fitted models' prices
-            sim_for = {"devices_out": devices_out} if k not in CALIBRATE_ON else {}
-            if label in model_out:
-                sim_for["model_out"] = model_out[label]
+            sim_for = {"devices_out": devices_out[2]} if k not in CALIBRATE_ON else {}
+            if model_out[label, k == 1]:
+                sim_for["model_out"] = model_out[label, k == 1]
             for key, simulator in sim_for.items():
                 e = entry_errors(simulator, own)
                 r[key + "_entries"] = e
-                op_rows.append((label, k, algo, key.replace("_", " "), _pct(e.get("ops")), _pct(e.get("fetches")),
-                                _pct(e.get("total"))))
+                op_rows.append((label, k, algo, key.replace("_", " "), _abs_pct(e.get("ops")),
+                                _abs_pct(e.get("fetches")), _pct(e.get("total"))))
     Calibration.merged([r[5] for r in runs if r[5] is not None]).save(path)
     print("Simulator vs host runtime on this machine (measured: host runtime, median of "
           f"{repeat} steps; error of the simulated step: in-sample = calibrated on that graph, "
@@ -219,7 +232,7 @@ def main(argv=None) -> int:
         print(common.table(("model", "devices", "algorithm", "fit", "ops median", "fetches median", "sum"), op_rows))
     print(f"\ncalibration: {path}; {time.perf_counter() - t_start:.0f}s")
     common.write_json("sim_validate.json", {"rows": raw, "calibration": path, "machine": machine,
-                                            "fitted_profile": devices_out.hw.to_dict()})
+                                            "fitted_profile": devices_out[2].hw.to_dict() if devices_out[2] else None})
     _plot(raw)
     return 0
 
