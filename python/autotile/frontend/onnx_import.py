@@ -181,16 +181,38 @@ class NodeContext:
             return default
         from onnx import helper, numpy_helper
 
-        value = helper.get_attribute_value(a)
-        if isinstance(value, bytes):
-            return value.decode("utf-8")
-        if a.type == a.TENSOR:
-            return numpy_helper.to_array(value)
-        if a.type in (a.INTS, a.FLOATS):
-            return list(value)
-        if a.type == a.STRINGS:
-            return [v.decode("utf-8") for v in value]
+        self._check_attr_type(a)
+        try:
+            value = helper.get_attribute_value(a)
+            if isinstance(value, bytes):
+                return value.decode("utf-8")
+            if a.type == a.TENSOR:
+                return numpy_helper.to_array(value)
+            if a.type in (a.INTS, a.FLOATS):
+                return list(value)
+            if a.type == a.STRINGS:
+                return [v.decode("utf-8") for v in value]
+        except (ValueError, TypeError, KeyError) as e:  # undecodable text, a tensor of no known type
+            raise self.error(f"attribute '{name}' cannot be read: {type(e).__name__}: {e}") from None
         return value
+
+    def _check_attr_type(self, a):
+        """Error unless the attribute has the type the operator's schema declares (a file
+        that stores kernel_shape as a float would otherwise reach the converter)."""
+        from onnx import AttributeProto, defs
+
+        try:
+            declared = defs.get_schema(self.op_type, self.opset, "" if self.node.domain == "ai.onnx"
+                                       else self.node.domain).attributes.get(a.name)
+        except Exception:  # unknown op or domain: no schema to check against
+            declared = None
+        want = None if declared is None else int(declared.type.value)
+        if a.type not in AttributeProto.AttributeType.values() or a.type == AttributeProto.UNDEFINED or (
+                want is not None and a.type != want):
+            got = AttributeProto.AttributeType.Name(a.type) if a.type in AttributeProto.AttributeType.values() \
+                else str(a.type)
+            need = f"; {self.op_type} takes {AttributeProto.AttributeType.Name(want)}" if want is not None else ""
+            raise self.error(f"attribute '{a.name}' has type {got}{need}")
 
     def has_attr(self, name: str) -> bool:
         return name in self._attrs
@@ -419,7 +441,11 @@ class Importer:
         m.ir_version = max(self.model.ir_version, 4)
         m.opset_import.extend(self.model.opset_import)
         g = m.graph
-        g.node.extend(self.graph.node)
+        try:
+            g.node.extend(self.graph.node)
+        except Exception as e:  # protobuf's DecodeError: subgraph attributes nested too deep to copy
+            raise Error(f"ONNX graph cannot be read: {e} (subgraphs nested deeper than protobuf's "
+                        f"limit of 100 messages?)") from None
         for vi in self.graph.input:
             if vi.name in self.initializers:
                 continue
@@ -469,7 +495,13 @@ class Importer:
         if isinstance(value, np.ndarray):
             return value.dtype
         elem = self.elem_types.get(name)
-        return None if elem is None else np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem))
+        return None if elem is None else self._np_dtype(elem, f"ONNX tensor '{name}'")
+
+    def _np_dtype(self, elem: int, what: str) -> np.dtype:
+        try:
+            return np.dtype(self.onnx.helper.tensor_dtype_to_np_dtype(elem))
+        except (KeyError, TypeError, ValueError):
+            raise Error(f"{what} has element type {elem}, which is not an ONNX tensor type") from None
 
     def dims_of(self, name: str) -> Optional[tuple]:
         value = self.values.get(name)
@@ -583,7 +615,7 @@ class Importer:
             if elem == self.onnx.TensorProto.STRING:
                 raise Error(f"ONNX input '{vi.name}' holds strings; autotile computes numeric tensors only")
             if elem and elem != self.onnx.TensorProto.FLOAT:
-                kwargs["dtype"] = self.onnx.helper.tensor_dtype_to_np_dtype(elem)
+                kwargs["dtype"] = self._np_dtype(elem, f"ONNX input '{vi.name}'")
             self.values[vi.name] = Variable(self.var_names[vi.name], **kwargs)
             self.onnx_names[vi.name] = self.var_names[vi.name]
         self.values.update(self.initializers)

@@ -60,11 +60,17 @@ def _check_arity(graph, opset: int):
         if n_in < schema.min_input and present < schema.min_input:
             raise Error(f"ONNX node {_node_label(node, index)} has {n_in} inputs; {node.op_type}-"
                         f"{schema.since_version} needs at least {schema.min_input}")
+        single = defs.OpSchema.FormalParameterOption.Single
+        for i, (name, formal) in enumerate(zip(node.input, schema.inputs)):
+            if not name and formal.option == single:  # "" marks an omitted input: only optional ones
+                raise Error(f"ONNX node {_node_label(node, index)} leaves out its input {i} "
+                            f"('{formal.name}'), which {node.op_type}-{schema.since_version} requires")
 
 
 def validate(model, opset: int):
     """Raise Error if `model`'s main graph breaks SSA, declares an input twice with different
-    types, or has a node with more (or fewer) inputs/outputs than its operator takes."""
+    types, or has a node with more (or fewer) inputs/outputs than its operator takes, or one
+    that leaves out (names as "") an input its operator requires."""
     graph = model.graph
     inputs = _check_inputs(graph)
     _check_ssa(graph, inputs)
