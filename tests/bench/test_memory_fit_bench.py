@@ -17,7 +17,7 @@ def test_memory_fit_bench_quick(tmp_path):
     proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "memory_fit.py"), "--quick"], env=env,
                           capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert "SwapAdvisor Ch. 5" in proc.stdout and "target" in proc.stdout
+    assert "SwapAdvisor Ch. 5" in proc.stdout and "Target:" in proc.stdout
     out = json.loads((tmp_path / "memory_fit.json").read_text())
     budget = out["budget"]
     rows = [r for r in out["rows"] if r["method"] in ("tofu", "tofu+budget", "+swap")]

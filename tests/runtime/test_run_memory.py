@@ -10,7 +10,10 @@ Stated slack: kernel temporaries, which the memory plan does not count. A kernel
 fresh arrays that the runtime copies into the arenas, and an SGD update (ops/optimizer.py)
 works in place in its output plus one temporary: two arrays the size of its weight tile on
 every device at once, i.e. twice the largest parameter under a plan that splits it (tofu);
-plus 48 MiB for allocator and thread noise. (Before the update kernels worked in place they
+plus, on a loaded machine, the output of one more kernel finishing on the runtime's worker
+pool while another runs (measured: mlp-4-4096 on 4 devices 140-172 MB over when quiet, 207 MB
+under load 8, its largest weight being 67 MB): three times the largest parameter in all, plus
+48 MiB for allocator and thread noise. (Before the update kernels worked in place they
 held up to three temporaries besides the output, and the slack was three times the largest
 parameter; before the tiles were freed the results came on top of the arenas, 2 x params.)
 """
@@ -41,7 +44,7 @@ def check_peak(model: str, batch: int, devices: int):
     # the prediction from its parts: interpreter and libraries, the caller's values, the arenas
     predicted = r["base_rss"] + r["param_bytes"] + r["data_bytes"] + r["arena_bytes"]
     assert r["rss_before_step"] <= r["base_rss"] + r["param_bytes"] + r["data_bytes"] + NOISE
-    slack = 2 * largest_param_bytes(model, batch) + NOISE
+    slack = 3 * largest_param_bytes(model, batch) + NOISE
     excess = r["peak_rss"] - predicted
     assert excess <= slack, (f"{model} on {devices} devices peaked {r['peak_rss'] / 1e9:.3f} GB, "
                              f"{excess / 1e6:.0f} MB over the plan's {predicted / 1e9:.3f} GB "
