@@ -55,7 +55,8 @@ def test_random_plans_match_single_device(factors, bias):
         assert_same_step(res, ref)
 
 
-@pytest.mark.parametrize("model,factors", [("cnn", [2]), ("cnn", [2, 2]), ("residual", [2, 2]), ("concat", [2, 3]),
+@pytest.mark.parametrize("model,factors", [("cnn", [2]), ("cnn", [2, 2]), ("cnn", [3, 2]), ("residual", [2, 2]),
+                                           ("concat", [2, 3]),
                                            ("lstm", [2]), ("bn", [2, 2])])
 def test_random_plans_on_models(model, factors):
     """Random plans split convolutions spatially (halos, asymmetric tile padding), channels and

@@ -344,6 +344,15 @@ def _with_tile_pad(attrs, data_box, out_box, data_shape, out_shape):
     return {**attrs, "tile_pad": tuple(lo + hi)}
 
 
+def _unsplittable(attrs, data_shape, out_channels):
+    """Variables no tile of a convolution (or its gradients) may be split along: the kernel
+    window's (ky, kx...: a tile over part of the window would need its own kernel size and a
+    shifted padding, which the tile hooks do not compute; a 3-way split of a 3x3 window made
+    the data gradient index past its one-row weight tile), and the channels of a grouped one."""
+    nd = len(data_shape) - 2
+    return ["k" + v for v in _SPATIAL_VARS.get(nd, [])] + _grouped_channels(attrs, data_shape, out_channels)
+
+
 def _grouped_channels(attrs, data_shape, out_channels):
     """Channel variables a grouped (not depthwise) convolution's kernel cannot run split along:
     a channel slab of it is a convolution with fewer groups over a subset of the data channels,
@@ -390,7 +399,7 @@ register(OpDef(
     forward=_forward,
     gradient=_gradient,
     tdl=_tdl,
-    extra={"tile_attrs": _tile, "no_split": lambda a, i, o: _grouped_channels(a, i[0], o[0][1])},
+    extra={"tile_attrs": _tile, "no_split": lambda a, i, o: _unsplittable(a, i[0], o[0][1])},
     doc="N-D convolution (NCW/NCHW/NCDHW) with stride, dilation, zero padding and groups.",
 ))
 
@@ -458,7 +467,7 @@ register(OpDef(
     infer_shape=_bwd_data_shape,
     forward=_bwd_data_forward,
     tdl=_bwd_data_tdl,
-    extra={"tile_attrs": _bwd_data_tile, "no_split": lambda a, i, o: _grouped_channels(a, o[0], i[0][1])},
+    extra={"tile_attrs": _bwd_data_tile, "no_split": lambda a, i, o: _unsplittable(a, o[0], i[0][1])},
     doc="Gradient of Convolution with respect to data (col2im of weight^T . dy).",
 ))
 
@@ -495,7 +504,7 @@ register(OpDef(
     infer_shape=_bwd_weight_shape,
     forward=_bwd_weight_forward,
     tdl=_bwd_weight_tdl,
-    extra={"tile_attrs": _bwd_weight_tile, "no_split": lambda a, i, o: _grouped_channels(a, i[1], i[0][1])},
+    extra={"tile_attrs": _bwd_weight_tile, "no_split": lambda a, i, o: _unsplittable(a, i[1], i[0][1])},
     doc="Gradient of Convolution with respect to weight (dy contracted with im2col(data)).",
 ))
 
