@@ -585,11 +585,10 @@ def _strided_slice(ctx, x, dims, starts, ends, axes, steps):
     if dims is None or not all(isinstance(d, int) for d in dims):
         raise ctx.error(f"Slice with steps {steps} needs the input's static shape; " + ctx.imp.unbound_hint())
     rank = len(dims)
-    norm = [_norm_axis(ctx, a, rank) for a in axes]
-    last = max(norm) + 1
+    axes = [_norm_axis(ctx, a, rank) for a in axes]
+    last = max(axes) + 1
     begin, end, step = [None] * last, [None] * last, [1] * last
     for s, e, a, st in zip(starts, ends, axes, steps):
-        a = _norm_axis(ctx, a, rank)
         if st == 0:
             raise ctx.error(f"slice step of axis {a} is 0")
         b, e2, st = slice(s, e, st).indices(dims[a])
@@ -648,27 +647,6 @@ def unsqueeze(ctx):
     for k, a in enumerate(norm):  # ascending positions stay valid as dims are inserted
         x = ctx.op("expand_dims", x, axis=a, suffix="" if len(norm) == 1 else f"ax{a}")
     return [x]
-
-
-def _reduce(op_name: str, axes_since: int):
-    def convert(ctx):
-        axes = _axes_arg(ctx, since=axes_since)
-        keep = bool(ctx.attr("keepdims", 1))
-        rank = ctx.rank(0)
-        if not axes:  # absent or empty: all axes, or nothing with noop_with_empty_axes
-            if ctx.attr("noop_with_empty_axes", 0):
-                return [ctx.input(0)]
-            if rank is None:
-                return [ctx.op(op_name, ctx.input(0), keepdims=keep)]
-            axes = list(range(rank))
-        axes = tuple(sorted(_norm_axis(ctx, a, rank) for a in axes))
-        return [ctx.op(op_name, ctx.input(0), axis=axes, keepdims=keep)]
-
-    return convert
-
-
-converter("ReduceMean")(_reduce("mean", 18))
-converter("ReduceSum")(_reduce("sum", 13))
 
 
 @converter("Gather")

@@ -100,11 +100,6 @@ def _index_input(ctx, i: int, size=None):
     return ctx.input(i)
 
 
-def gather_runtime(ctx, axis: int):
-    """Gather with indices computed at run time: MXNet's take (negative indices wrap)."""
-    return ctx.op("take", ctx.input(0), ctx.input(1), axis=axis, mode="wrap")
-
-
 @converter("GatherElements")
 def gather_elements(ctx):
     rank = ctx.rank(0)
@@ -120,7 +115,6 @@ def gather_nd(ctx):
         raise ctx.error(f"batch_dims={batch_dims} is not supported (only 0)")
     rank = ctx.need_rank(1, "to move the index tuples first")
     # ONNX puts each index tuple on the last axis of indices; MXNet's gather_nd on the first.
-    idx = _index_input(ctx, 1, None) if not ctx.is_const(1) else None
     if ctx.is_const(1):
         value = np.asarray(ctx.const(1)).astype(np.int64)
         if (value < 0).any():
@@ -129,5 +123,5 @@ def gather_nd(ctx):
             value = np.where(value < 0, value + sizes, value)
         idx = ctx.param(np.ascontiguousarray(np.moveaxis(value, -1, 0)), ctx.input_name(1), "idx")
     else:
-        idx = ctx.op("transpose", idx, axes=(rank - 1,) + tuple(range(rank - 1)), suffix="idx_first")
+        idx = ctx.op("transpose", ctx.input(1), axes=(rank - 1,) + tuple(range(rank - 1)), suffix="idx_first")
     return [ctx.op("gather_nd", ctx.input(0), idx)]

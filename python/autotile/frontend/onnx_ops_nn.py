@@ -148,11 +148,12 @@ def _reduce_axes(ctx, since: int):
     return tuple(sorted(_norm_axis(ctx, a, rank) for a in axes)), keep
 
 
-def _reduce(op_name: str, pre=None, post=None):
-    """Reduce* as ``op_name`` over the axes, with an element-wise op before and/or after."""
+def _reduce(op_name: str, pre=None, post=None, axes_since: int = 18):
+    """Reduce* as ``op_name`` over the axes, with an element-wise op before and/or after; the
+    axes are an attribute before opset `axes_since` and an input from it on."""
 
     def convert(ctx):
-        axes, keep = _reduce_axes(ctx, 18)
+        axes, keep = _reduce_axes(ctx, axes_since)
         x = ctx.input(0)
         if pre is not None:
             x = ctx.op(pre, x, suffix=pre)
@@ -165,6 +166,8 @@ def _reduce(op_name: str, pre=None, post=None):
     return convert
 
 
+converter("ReduceMean")(_reduce("mean"))
+converter("ReduceSum")(_reduce("sum", axes_since=13))
 converter("ReduceMax")(_reduce("max"))
 converter("ReduceMin")(_reduce("min"))
 converter("ReduceProd")(_reduce("prod"))
