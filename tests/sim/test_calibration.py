@@ -5,7 +5,7 @@ import pytest
 
 from autotile.sim import Calibration, CostTable, load_profile
 from autotile.sim.cost_table import flops, roofline
-from autotile.sim.fit import entry_errors, fit_curve, fitted, fitted_profile, relative_errors
+from autotile.sim.fit import entry_errors, fit_curve, fit_dispatch, fitted, fitted_profile, relative_errors
 
 
 def fc(n, h, d):
@@ -126,3 +126,16 @@ def test_entry_errors_of_the_fitted_model():
     t = 4e-5 + flops(kind, ins, outs) / 1e10
     slow.add(kind, ins, outs, 2 * t)  # measured twice as slow as the fit prices it
     assert entry_errors(sim, slow)["total"] == pytest.approx(-0.5, rel=1e-5)
+
+
+def test_fit_dispatch_recovers_step_and_op_overheads():
+    # steps generated as 1.4 ms + their ops' own time + 7 us per op: the fit returns both
+    samples = [{"count": n, "ops": ops, "step": 1.4e-3 + ops + n * 7e-6}
+               for n, ops in ((15, 2.8e-4), (54, 7.6e-4), (222, 3.1e-3), (670, 9.6e-3))]
+    step, per_op = fit_dispatch(samples)
+    assert step == pytest.approx(1.4e-3) and per_op == pytest.approx(7e-6)
+    # two graphs by hand: 2 ms = c0 + 100 x o, 4 ms = c0 + 300 x o -> o = 10 us, c0 = 1 ms
+    step, per_op = fit_dispatch([{"count": 100, "ops": 1e-3, "step": 3e-3}, {"count": 300, "ops": 2e-3, "step": 6e-3}])
+    assert step == pytest.approx(1e-3) and per_op == pytest.approx(1e-5)
+    # a step shorter than its ops says nothing of the overheads
+    assert fit_dispatch([{"count": 10, "ops": 2e-3, "step": 1e-3}]) == (0.0, 0.0)

@@ -381,3 +381,69 @@ def test_host_fetch_time_measured_or_modelled():
     cost = CostTable(hw, cal)
     assert cost.fetch_time(eg, eg.ops[f]) == 0.5
     assert cost.slowdown(eg, eg.ops[f]) == pytest.approx(1.5)
+
+
+def dispatching_host(devices, cores, step=0.0, op=0.0, compute=0.0, fetch=0.0, gil=True):
+    hw = host(devices, cores)
+    hw.device.update({"step_overhead_s": step, "op_overhead_s": op, "dispatch_compute_s": compute,
+                      "dispatch_fetch_s": fetch, "gil": gil})
+    return hw
+
+
+def test_step_and_op_overheads_on_one_device():
+    # 1 ms before the first op, then each of three 10 ms ops costs 0.1 ms more:
+    # 1 + 3 x (10 + 0.1) = 31.3 ms; the 2 ms of dispatch are within the ops' own times
+    eg = FakeExecGraph(1)
+    a, _ = eg.compute(0, 0.01)
+    b, _ = eg.compute(0, 0.01, deps=[a])
+    eg.compute(0, 0.01, deps=[b])
+    r = host_sim(eg, dispatching_host(1, cores=2, step=1e-3, op=1e-4, compute=2e-3))
+    assert r.op_start[a] == pytest.approx(1e-3)
+    assert r.step_seconds == pytest.approx(1e-3 + 3 * 0.0101)
+
+
+def test_dispatches_hold_the_interpreter_lock_one_at_a_time():
+    # two devices, one 10 ms op each, 1 ms of it Python, 0.5 ms runtime overhead per op, two
+    # cores: device 0 dispatches over [0, 1.5] ms then runs its 9 ms kernel -> 10.5 ms;
+    # device 1 waits for the lock until 1.5 ms, dispatches until 3 ms, kernel to 12 ms
+    eg = FakeExecGraph(2)
+    a, _ = eg.compute(0, 0.01)
+    b, _ = eg.compute(1, 0.01)
+    r = host_sim(eg, dispatching_host(2, cores=2, op=5e-4, compute=1e-3))
+    assert r.op_end[a] == pytest.approx(0.0105)
+    assert r.op_end[b] == pytest.approx(0.012)
+    # without the lock both dispatch at once: 10.5 ms each
+    r = host_sim(eg, dispatching_host(2, cores=2, op=5e-4, compute=1e-3, gil=False))
+    assert r.op_end[a] == pytest.approx(0.0105) and r.op_end[b] == pytest.approx(0.0105)
+
+
+def test_tiny_ops_on_two_devices_are_serial_under_the_lock():
+    # ops that are all Python (their time within the dispatch figure) take the serial sum
+    # whatever the device count: after a 1.4 ms step overhead, 2 devices x 3 ops x (20 us +
+    # 7 us overhead) and a 5 us fetch (+ 7 us), one at a time, as on the host runtime
+    class TinyFetch(HostCost):
+        fetch_seconds = 5e-6
+
+    eg = FakeExecGraph(2)
+    for d in range(2):
+        prev = []
+        for _ in range(3):
+            i, _ = eg.compute(d, 2e-5, deps=prev)
+            prev = [i]
+    eg.fetch(1, [eg.buffer(0, 4)])
+    hw = dispatching_host(2, cores=2, step=1.4e-3, op=7e-6, compute=5e-5, fetch=1e-5)
+    r = Simulator(hw, cost=TinyFetch(hw)).run(eg)
+    assert r.step_seconds == pytest.approx(1.4e-3 + 6 * 2.7e-5 + 1.2e-5)
+    # without the lock the two chains run side by side: the longer one (3 ops + the fetch)
+    hw.device["gil"] = False
+    assert Simulator(hw, cost=TinyFetch(hw)).run(eg).step_seconds == pytest.approx(1.4e-3 + 3 * 2.7e-5 + 1.2e-5)
+
+
+def test_calibrated_dispatch_figures_replace_the_profile_s():
+    from autotile.sim import Calibration
+
+    cal = Calibration({"machine": {"step_overhead_s": 2e-3, "op_overhead_s": 1e-5, "dispatch_compute_s": 3e-5,
+                                   "dispatch_fetch_s": 4e-5}})
+    hw = Simulator("host", cal).hw
+    assert (hw.step_overhead, hw.op_overhead, hw.dispatch_compute, hw.dispatch_fetch) == (2e-3, 1e-5, 3e-5, 4e-5)
+    assert hw.gil and not load_profile("p2.8xlarge").gil

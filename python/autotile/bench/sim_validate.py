@@ -152,7 +152,8 @@ def main(argv=None) -> int:
                    help="seconds to wait, per run, for other jobs on the machine to pause (default 120, --quick 2)")
     args = p.parse_args(argv)
     from autotile.sim import Calibration, Simulator, load_profile
-    from autotile.sim.calibrate import calibrate_graphs, default_path, measure_parallelism, measure_wake_latency
+    from autotile.sim.calibrate import (calibrate_graphs, default_path, machine_dispatch, measure_parallelism,
+                                        measure_wake_latency)
     from autotile.sim.fit import entry_errors, fitted
 
     def log(s):
@@ -165,7 +166,9 @@ def main(argv=None) -> int:
     t_start = time.perf_counter()
     load0 = os.getloadavg()[0]  # other jobs on this machine disturb the measurements
     waited = wait_for_quiet(max_wait)
-    machine = {"effective_cores": measure_parallelism(), "wake_latency_s": measure_wake_latency()}
+    machine = {"effective_cores": measure_parallelism(), "wake_latency_s": measure_wake_latency(),
+               **machine_dispatch()}
+    log("runtime dispatch: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in machine.items() if k.endswith("_s")))
     runs = []  # (label, k, algo, eg, measured, own calibration or None)
     for label, k, algo, eg in _graphs(args.quick, log):
         if isinstance(eg, str):

@@ -2,8 +2,9 @@
 fetch of some ExecGraphs (by op kind and tile shapes), timed in place while the graph is
 replayed through the host runtime's own kernel dispatch -- alone, and again with every core
 replaying it at once (the co-runner slowdown) -- a fit of the fetch cost for fetch shapes
-never measured, how long a device thread takes to resume after waiting on another one, and
-how many cores the runtime's threads get."""
+never measured, how long a device thread takes to resume after waiting on another one, how
+many cores the runtime's threads get, and what the runtime spends around the ops (per step,
+per op, and the Python part of an op, on graphs of tiny ops)."""
 from __future__ import annotations
 
 import os
@@ -144,8 +145,9 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
     times with the other cores busy with the same work, as in a step of an SPMD plan (memory bandwidth and cache shared, and with more threads than
     cores, the caches a time-sliced thread finds cold), stored as ``contended``. Shapes
     measured before are measured again and replaced. With `parallelism`, the cores the
-    runtime's threads get now (:func:`measure_parallelism`) and their wake-up latency
-    (:func:`measure_wake_latency`) are recorded too."""
+    runtime's threads get now (:func:`measure_parallelism`), their wake-up latency
+    (:func:`measure_wake_latency`) and the runtime's dispatch costs (:func:`measure_dispatch`)
+    are recorded too."""
     cal = calibration or Calibration()
     cores = os.cpu_count() or 1
     samples: List[dict] = []
@@ -185,6 +187,7 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
     if parallelism:
         cal.machine["effective_cores"] = measure_parallelism()
         cal.machine["wake_latency_s"] = measure_wake_latency()
+        cal.machine.update(machine_dispatch())
     cal.machine.update({"host": platform.node(), "processor": platform.processor() or platform.machine(),
                         "cpus": os.cpu_count(), "numpy": np.__version__,
                         "date": time.strftime("%Y-%m-%d %H:%M:%S")})
@@ -265,6 +268,63 @@ def measure_parallelism(rounds: int = 10, n: int = 200) -> float:
             if best >= 0.95 * min(cpus, 2.0):
                 break
     return float(min(max(best, 1.0), cpus))
+
+
+def dispatch_graphs():
+    """Graphs of tiny ops for :func:`measure_dispatch`: MLPs of 8-wide layers at batch 8 (each
+    kernel a few hundred FLOPs: the op is all dispatch) of 2, 8 and 24 layers, on 1 device and
+    on 2 (data parallel: fetches too)."""
+    from .. import planner
+    from ..execgraph import transform
+    from ..models import mlp
+
+    for layers in (2, 8, 24):
+        sym = mlp(8, layers=layers, hidden=8, classes=10)
+        for k in (1, 2):
+            yield transform(sym, planner.plan(sym, devices=k, algorithm="data"))
+
+
+def machine_dispatch() -> dict:
+    """:func:`measure_dispatch`'s four figures, without its samples (a calibration's machine figures)."""
+    return {k: v for k, v in measure_dispatch().items() if k != "samples"}
+
+
+def measure_dispatch(graphs=None, steps: int = 30, repeat: int = 7) -> dict:
+    """The host runtime's cost around the ops, measured on graphs of tiny ops
+    (:func:`dispatch_graphs`), where compute is ~0 and what a step costs is dispatch.
+
+    Per graph: its step time (the fastest of `steps` steps after 3 warm-ups: the undisturbed
+    one), and each op's time in place (:func:`_replay_times`, the fastest of `repeat`
+    replays), which already holds the op's own Python dispatch (tile attributes, crop, kernel
+    context, views, the fetch's setup). :func:`autotile.sim.fit.fit_dispatch` fits what the
+    step spends beyond its ops -- ``step_overhead_s`` and ``op_overhead_s`` -- and the median
+    in-place time of a tiny compute op and of a tiny fetch is the Python part of any op
+    (``dispatch_compute_s``, ``dispatch_fetch_s``): the part that holds the interpreter lock,
+    so that on k devices it runs one op at a time (a tiny-op step on 2 devices is *longer*
+    than the serial sum of its ops). Returns those four figures and the samples."""
+    from ..backend.host_runtime import HostRuntime
+    from .fit import fit_dispatch
+
+    samples, compute, fetch = [], [], []
+    for eg in graphs if graphs is not None else dispatch_graphs():
+        rt = HostRuntime(eg)
+        values = step_inputs(eg)
+        times = []
+        for i in range(steps + 3):
+            rt.load(values)
+            t0 = time.perf_counter()
+            rt.run()
+            if i >= 3:
+                times.append(time.perf_counter() - t0)
+        replay = _threaded_replays(eg, serial_order(eg), repeat, 1, time.perf_counter, 1)
+        ops = {i: min(ts) for i, ts in replay.items()}
+        for i, t in ops.items():
+            (fetch if eg.ops[i]["kind"] == "fetch" else compute).append(t)
+        samples.append({"devices": eg.devices, "count": len(ops), "step": min(times), "ops": sum(ops.values())})
+    step_overhead, op_overhead = fit_dispatch(samples)
+    return {"step_overhead_s": step_overhead, "op_overhead_s": op_overhead,
+            "dispatch_compute_s": statistics.median(compute) if compute else 0.0,
+            "dispatch_fetch_s": statistics.median(fetch) if fetch else 0.0, "samples": samples}
 
 
 def measure_wake_latency(steps: int = 12) -> float:

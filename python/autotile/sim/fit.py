@@ -87,6 +87,24 @@ def fitted(calibration: Calibration, base="host") -> Tuple[Hardware, Calibration
     return fitted_profile(calibration, base), calibration.model_only()
 
 
+def fit_dispatch(samples: Sequence[dict]) -> Tuple[float, float]:
+    """(step_overhead, op_overhead) of the host runtime from steps of graphs of tiny ops.
+
+    Each sample is {"step": measured step seconds, "ops": the summed in-place seconds of its
+    ops (each timed alone, Python dispatch included), "count": its number of ops}. On such
+    graphs every op is Python holding the interpreter lock, so the step is serial whatever the
+    device count: ``step = step_overhead + ops + count * op_overhead`` (what the runtime does
+    around the ops: a fixed cost per step -- BLAS thread limits, worker threads, dependency
+    counts -- and a cost per op -- the ready queue, the lock, the hand-off between workers).
+    Fitted by non-negative least squares on relative errors, as the other terms."""
+    rows = [(float(s["count"]), float(s["step"]) - float(s["ops"])) for s in samples]
+    rows = [(n, y) for n, y in rows if y > 0]
+    if not rows:
+        return 0.0, 0.0
+    c0, per_op = _nnls([[1.0 / y, n / y] for n, y in rows], [1.0] * len(rows))
+    return float(c0), float(per_op)
+
+
 def relative_errors(pairs: Sequence[Tuple[float, float]]) -> Optional[Dict[str, float]]:
     """{mean, median, max} of |predicted - measured| / measured over (predicted, measured)."""
     errs = [abs(p - m) / m for p, m in pairs if m > 0]

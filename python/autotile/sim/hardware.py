@@ -86,6 +86,35 @@ class Hardware:
         return float(self.device.get("wake_latency_s", 0.0))
 
     @property
+    def step_overhead(self) -> float:
+        """Seconds the runtime spends per step before its first op can start (host runtime:
+        BLAS thread limits, starting the worker threads, counting dependencies)."""
+        return float(self.device.get("step_overhead_s", 0.0))
+
+    @property
+    def op_overhead(self) -> float:
+        """Seconds the runtime spends per op outside the op itself (host runtime: the ready
+        queue, its lock, handing the op to a worker thread); Python, so under :attr:`gil`."""
+        return float(self.device.get("op_overhead_s", 0.0))
+
+    @property
+    def dispatch_compute(self) -> float:
+        """Seconds of a compute op's own time that are Python dispatch (tile attributes,
+        kernel context, views: a tiny op's whole time), run before its kernel, under :attr:`gil`."""
+        return float(self.device.get("dispatch_compute_s", 0.0))
+
+    @property
+    def dispatch_fetch(self) -> float:
+        """As :attr:`dispatch_compute`, for a fetch (a tiny MultiFetch's whole time)."""
+        return float(self.device.get("dispatch_fetch_s", 0.0))
+
+    @property
+    def gil(self) -> bool:
+        """Whether the devices' threads share one interpreter lock (the host runtime): an op's
+        dispatch and per-op overhead then run one at a time across all devices."""
+        return bool(self.device.get("gil", False))
+
+    @property
     def in_order(self) -> bool:
         """Whether each device runs its schedule strictly in order (host runtime threads)."""
         return bool(self.device.get("in_order", False))

@@ -21,6 +21,13 @@ Model (what is simulated, and what is not):
   An op also runs slower while the other cores are busy (memory bandwidth, last-level cache
   and clock shared): its measured co-runner slowdown s (``CostTable.slowdown``) stretches it
   by ``1 + x (s - 1)``, x the fraction of the other cores the other running ops occupy.
+- Host dispatch. The host runtime is Python: before its kernel (or copy) each op runs
+  ``dispatch_compute_s`` (``dispatch_fetch_s``) of Python -- part of its measured time -- plus
+  the runtime's ``op_overhead_s`` (ready queue, lock, hand-off to a worker), on one core; on a
+  ``gil`` profile that part holds the one interpreter lock, so the devices' dispatches run one
+  at a time (first come, first served) while their kernels run in parallel. A step starts
+  ``step_overhead_s`` late (BLAS thread limits, worker threads). All four figures are measured
+  on graphs of tiny ops (:func:`autotile.sim.calibrate.measure_dispatch`).
 - Host fetches. On a ``fetch_on_cores`` profile (the host runtime: a MultiFetch is a copy
   the device thread runs in C++) a fetch is CPU work like a kernel: its cost-table time
   (``CostTable.fetch_time``, measured per piece shapes) on one core, sharing the cores
@@ -49,6 +56,8 @@ from .cost_table import Calibration, CostTable, fetch_pieces
 from .hardware import Hardware, load_profile
 
 _EPS = 1e-15
+#: a host calibration's machine figures that replace the profile's device figures of that name
+MACHINE_FIGURES = ("wake_latency_s", "step_overhead_s", "op_overhead_s", "dispatch_compute_s", "dispatch_fetch_s")
 _START = object()  # a timer whose end starts its op (a device thread waking up)
 
 
@@ -90,10 +99,12 @@ class SimResult:
 class _Activity:
     """A part of an op in flight: fluid work (compute seconds or bytes) or a timer."""
 
-    __slots__ = ("demand", "kind", "links", "op", "rate", "remaining", "slowdown", "then", "timer_end")
+    __slots__ = ("demand", "gil", "kind", "links", "op", "rate", "remaining", "slowdown", "then", "timer_end")
 
-    def __init__(self, op, kind, remaining=0.0, links=(), demand=1.0, timer_end=None, then=None, slowdown=1.0):
+    def __init__(self, op, kind, remaining=0.0, links=(), demand=1.0, timer_end=None, then=None, slowdown=1.0,
+                 gil=False):
         self.op = op
+        self.gil = gil  # holds the interpreter lock while it runs (an op's Python dispatch)
         self.kind = kind  # "compute" (kernels, and fetches on host cores) | "transfer" | "timer"
         self.remaining = remaining
         self.links = links
@@ -101,7 +112,7 @@ class _Activity:
         self.slowdown = slowdown
         self.timer_end = timer_end
         self.rate = 0.0
-        self.then = then  # for a timer: the activity that starts when it ends (latency -> bytes)
+        self.then = then  # the activity that starts when this one ends (latency -> bytes, dispatch -> kernel)
 
 
 def _union_length(intervals) -> float:
@@ -137,14 +148,15 @@ class Simulator:
         if calibration is not None and calibration.fetch:
             self.hw = _with_fetch_calibration(self.hw, calibration.fetch)
         machine = calibration.machine if calibration is not None else {}
-        if self.hw.cores and (machine.get("effective_cores") or machine.get("wake_latency_s") is not None):
+        measured = [key for key in MACHINE_FIGURES if machine.get(key) is not None]
+        if self.hw.cores and (machine.get("effective_cores") or measured):
             import copy
 
             self.hw = copy.deepcopy(self.hw)
             if machine.get("effective_cores"):  # the parallelism the runtime's threads got when calibrated
                 self.hw.cores = float(machine["effective_cores"])
-            if machine.get("wake_latency_s") is not None:
-                self.hw.device["wake_latency_s"] = float(machine["wake_latency_s"])
+            for key in measured:  # wake-up latency, dispatch costs (calibrate.measure_dispatch)
+                self.hw.device[key] = float(machine[key])
         self.cost = cost or CostTable(self.hw, calibration)
 
     # ------------------------------------------------------------------ op setup
@@ -212,8 +224,18 @@ class Simulator:
         start = [0.0] * n
         end = [-1.0] * n
         active: List[_Activity] = []
-        now = 0.0
+        # the runtime's fixed cost before the first op can start (BLAS thread limits, workers)
+        now = hw.step_overhead
         done_count = 0
+        gil_queue: List[_Activity] = []  # dispatches waiting for the interpreter lock, FIFO
+        gil_held = [False]
+
+        def take_gil(a: _Activity):
+            if gil_held[0]:
+                gil_queue.append(a)
+            else:
+                gil_held[0] = True
+                active.append(a)
 
         def start_op(i: int):
             o = ops[i]
@@ -227,9 +249,20 @@ class Simulator:
                 is_fetch = o["kind"] == "fetch"
                 kind = "fetch" if is_fetch else eg.lowered.node_ops[o["node"]]
                 seconds = self.cost.fetch_time(eg, o) if is_fetch else self.cost.op_time(eg, o)
-                active.append(_Activity(i, "compute", remaining=seconds, slowdown=self.cost.slowdown(eg, o),
-                                        demand=1.0 if is_fetch else self.cost.threads(kind)))
+                # the op's Python part (its own dispatch, within its measured time, and the
+                # runtime's per-op cost) runs first, on one core, holding the interpreter lock
+                # on a `gil` profile; the rest is the kernel or copy proper
+                python = min(hw.dispatch_fetch if is_fetch else hw.dispatch_compute, seconds)
+                kernel = _Activity(i, "compute", remaining=seconds - python, slowdown=self.cost.slowdown(eg, o),
+                                   demand=1.0 if is_fetch else self.cost.threads(kind))
                 parts_left[i] = 1
+                lead = python + hw.op_overhead
+                if lead <= 0:
+                    active.append(kernel)
+                elif hw.gil:
+                    take_gil(_Activity(i, "compute", remaining=lead, then=kernel, gil=True))
+                else:
+                    active.append(_Activity(i, "compute", remaining=lead, then=kernel))
                 return
             by_src, local_seconds = self._fetch_parts(eg, o, k)
             if not by_src:
@@ -324,6 +357,11 @@ class Simulator:
                     still.append(a)
             active = still
             for a in finished:
+                if a.gil:  # the lock passes to the next dispatch waiting for it
+                    if gil_queue:
+                        active.append(gil_queue.pop(0))
+                    else:
+                        gil_held[0] = False
                 if a.then is _START:  # the woken thread runs its op
                     start_op(a.op)
                     continue
