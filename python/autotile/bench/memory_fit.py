@@ -7,6 +7,7 @@ next to the models the thesis measured.
     autotile bench memory            # WResNet-152-4, RNN-10-8K, GPT-2 large on 8 devices, 12 GB
     autotile bench memory --quick    # WResNet-50-1, RNN-2-2K on 4 devices, 0.8 GB (CI, < 2 minutes)
     autotile bench memory --widths   # the older sweep: largest width per device count, tofu vs data
+    autotile bench memory --host     # swapping measured on the host runtime vs simulated (swap_host.py)
 
 Memory is the busiest device's arena under the execution graph's static memory plan (the
 planner the runtime uses, COMPUTED, no run); "need" is that arena without swapping for the
@@ -164,9 +165,16 @@ def main(argv=None) -> int:
     p = common.arg_parser(__doc__.split("\n")[0])
     p.add_argument("--budget-gb", type=float, default=None, help="per-device memory (default 12, quick 0.8)")
     p.add_argument("--widths", action="store_true", help="the largest-width sweep per device count instead")
+    p.add_argument("--host", action="store_true",
+                   help="measure swapping on the host runtime against the simulator instead (swap_host.py)")
     args = p.parse_args(argv)
     if args.widths:
         return width_sweep(args)
+    if args.host:
+        from .swap_host import host_table
+
+        print(host_table(args.quick, lambda s: print(s, file=sys.stderr, flush=True)))
+        return 0
     cfg = dict(QUICK if args.quick else FULL)
     if args.budget_gb:
         cfg["budget"] = args.budget_gb * 1e9
