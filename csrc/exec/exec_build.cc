@@ -818,19 +818,7 @@ ExecGraph Builder::build() {
   eg_.copy_schedule.assign(devices, {});
   if (opts_.swap_budget > 0) {
     if (!opts_.control_deps) fail("swap planning needs control dependencies (a fixed schedule)");
-    // The swap planner counts live bytes; the arena also has fragmentation. Aim lower by the
-    // overshoot until the placed arena fits (or nothing more can move).
-    const ExecGraph base = eg_;
-    int64_t target = opts_.swap_budget;
-    for (int attempt = 0; attempt < 8; ++attempt) {
-      eg_ = base;
-      plan_swaps(eg_, g_, target);
-      plan_memory(eg_, g_, false);
-      int64_t worst = 0;
-      for (int64_t a : eg_.arena_bytes) worst = std::max(worst, a);
-      if (worst <= opts_.swap_budget || target <= 0) break;
-      target -= worst - opts_.swap_budget;
-    }
+    swap_to_fit(eg_, g_, opts_.swap_budget);
     return std::move(eg_);
   }
   plan_memory(eg_, g_, !opts_.control_deps);

@@ -1,5 +1,7 @@
 #include "exec/swap_plan.h"
 
+#include "exec/memory_plan.h"
+
 #include <algorithm>
 #include <limits>
 #include <map>
@@ -10,9 +12,6 @@ namespace autotile {
 namespace {
 
 constexpr int64_t kForever = std::numeric_limits<int64_t>::max() / 4;
-// How far ahead of its next use (on the memory clock: 6 units per node) a swap-in is placed,
-// so the copy stream can bring it back while the device computes the node before.
-constexpr int64_t kPrefetch = 6;
 
 struct Live {
   int64_t begin, end, bytes;  // live on [begin, end]
@@ -132,6 +131,45 @@ int swap(ExecGraph& eg, int id, int64_t out_time, int64_t in_time) {
   return copy;
 }
 
+// Moves every swap-in of `ids` (one device's buffers) as early as memory allows, so that the
+// copy hides behind compute (the thesis's swap planner prefetches as early as possible): in
+// order of next use, each to the earliest time after its swap-out from which its copy, added
+// to the live bytes, keeps every point up to its next use within `budget`. Points already
+// over the budget (nothing could be swapped there) keep their swap-ins just in time.
+void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>& ids, int64_t budget) {
+  int64_t horizon = 0;
+  std::vector<std::pair<int64_t, int>> ins;  // (next use, swap-in op)
+  for (int id : ids) {
+    const Buffer& b = eg.buffers[id];
+    for (int r : b.readers) horizon = std::max(horizon, eg.ops[r].time);
+    if (b.producer < 0) continue;
+    horizon = std::max(horizon, eg.ops[b.producer].time);
+    if (eg.ops[b.producer].kind != ExecKind::kSwapIn || b.readers.empty()) continue;
+    int64_t first = kForever;
+    for (int r : b.readers) first = std::min(first, eg.ops[r].time);
+    ins.push_back({first, b.producer});
+  }
+  if (ins.empty()) return;
+  // live[t + 1]: bytes live at time t, for t in [-1, horizon]
+  std::vector<int64_t> live(static_cast<size_t>(horizon) + 3, 0);
+  for (int id : ids) {
+    Live iv = liveness(eg, graph, id);
+    if (iv.bytes == 0) continue;
+    live[iv.begin + 1] += iv.bytes;
+    if (iv.end < kForever) live[iv.end + 2] -= iv.bytes;
+  }
+  for (size_t t = 1; t < live.size(); ++t) live[t] += live[t - 1];
+  std::sort(ins.begin(), ins.end());
+  for (auto [next, in_id] : ins) {
+    ExecOp& in = eg.ops[in_id];
+    const int64_t bytes = eg.buffers[in.outputs[0]].bytes, after = eg.ops[in.deps.front()].time;
+    int64_t t = in.time;
+    while (t - 1 > after && live[t] + bytes <= budget) --t;  // live[t] is time t - 1
+    for (int64_t s = t; s < in.time; ++s) live[s + 1] += bytes;
+    in.time = t;
+  }
+}
+
 }  // namespace
 
 int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget) {
@@ -156,29 +194,13 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget) {
         if (swapped[id] || live[k].end >= kForever || eg.buffers[id].bytes == 0) continue;
         auto [last, next] = gap_around(eg, id, at);
         if (last < -1 || next < 0) continue;
-        int64_t out_time = last + 1, in_time = std::max(out_time + 1, next - 1 - kPrefetch);
-        if (in_time <= at) in_time = next - 1;  // too close to prefetch early: just in time
+        // swap-ins start just in time; prefetch_swap_ins moves them earlier afterwards
+        int64_t out_time = last + 1, in_time = next - 1;
         if (!(out_time < at && at < in_time)) continue;
         int64_t gap = in_time - out_time;
         if (eg.buffers[id].bytes > best_bytes || (eg.buffers[id].bytes == best_bytes && gap > best_gap)) {
           best = id, best_bytes = eg.buffers[id].bytes, best_gap = gap, best_out = out_time, best_in = in_time;
         }
-      }
-      // A swap-in prefetched ahead of the peak: bring it back just in time instead.
-      int late = -1;
-      int64_t late_bytes = 0, late_time = 0;
-      for (size_t k = 0; k < ids.size(); ++k) {
-        int id = ids[k];
-        const Buffer& b = eg.buffers[id];
-        if (b.producer < 0 || eg.ops[b.producer].kind != ExecKind::kSwapIn || b.readers.empty()) continue;
-        int64_t first = kForever;
-        for (int r : b.readers) first = std::min(first, eg.ops[r].time);
-        if (eg.ops[b.producer].time < at && at < first - 1 && b.bytes > late_bytes)
-          late = id, late_bytes = b.bytes, late_time = first - 1;
-      }
-      if (late >= 0 && late_bytes >= best_bytes) {
-        eg.ops[eg.buffers[late].producer].time = late_time;
-        continue;
       }
       if (best < 0) break;  // nothing idle across the peak: swapping cannot lower it
       int copy = swap(eg, best, best_out, best_in);
@@ -187,10 +209,47 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget) {
       ids.push_back(copy);
       ++swaps;
     }
+    prefetch_swap_ins(eg, graph, ids, budget);
     std::stable_sort(eg.copy_schedule[dev].begin(), eg.copy_schedule[dev].end(),
                      [&](int a, int b) { return eg.ops[a].time < eg.ops[b].time; });
   }
   return swaps;
+}
+
+void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget) {
+  const ExecGraph base = eg;
+  ExecGraph best;
+  // Fragmentation does not shrink in proportion to the target (the prefetched swap-ins fill
+  // memory up to it), so the step below the budget grows geometrically until the arena fits,
+  // then bisects between the highest target that missed and the lowest that fit.
+  auto fits_at = [&](int64_t target) {
+    eg = base;
+    plan_swaps(eg, graph, target);
+    plan_memory(eg, graph, false);
+    int64_t worst = 0;
+    for (int64_t a : eg.arena_bytes) worst = std::max(worst, a);
+    if (worst <= budget) best = eg;
+    return worst;
+  };
+  int64_t missed = budget, fit = -1, step = 0, target = budget;
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    int64_t worst = fits_at(target);
+    if (worst <= budget) {
+      fit = target;
+      break;
+    }
+    missed = target;
+    if (target <= 0) return;  // nothing fits: the caller reports the arena
+    step = std::max(2 * step, worst - budget);
+    target = std::max<int64_t>(0, target - step);
+  }
+  if (fit < 0) return;
+  for (int attempt = 0; attempt < 3 && missed - fit > budget / 256; ++attempt) {
+    int64_t mid = fit + (missed - fit) / 2;
+    if (fits_at(mid) <= budget) fit = mid;
+    else missed = mid;
+  }
+  eg = std::move(best);
 }
 
 }  // namespace autotile

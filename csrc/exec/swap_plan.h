@@ -24,4 +24,10 @@ namespace autotile {
 /// caller checks the final arena against the budget.
 int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget);
 
+/// \brief plan_swaps, then the memory plan of the augmented graph, aiming the live bytes lower
+/// than `budget` by the arena's fragmentation until every device's arena fits `budget` (or
+/// nothing more can move; the caller checks). Among the targets tried that fit, the highest
+/// (fewest swaps) wins.
+void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget);
+
 }  // namespace autotile
