@@ -61,3 +61,44 @@ def test_step_peak_within_plan_plus_params(devices):
 @pytest.mark.slow
 def test_step_peak_mlp_4096_on_4():
     check_peak("mlp-4-4096", 64, 4)
+
+
+def _residual_net():
+    import autotile as at
+
+    x = at.sym.Variable("data")
+    a = at.sym.FullyConnected(x, num_hidden=32, name="fc1")
+    b = at.sym.Activation(a, act_type="tanh", name="act1")
+    b = at.sym.FullyConnected(b, num_hidden=32, name="fc2")
+    h = at.sym.Activation(at.sym.elemwise_add(a, b, name="add"), act_type="sigmoid", name="act2")
+    h = at.sym.FullyConnected(h, num_hidden=10, name="fc3")
+    return at.sym.SoftmaxOutput(h, name="softmax")
+
+
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam"])
+@pytest.mark.parametrize("devices", [2, 4])
+def test_kernels_writing_into_arenas_change_no_bits(monkeypatch, optimizer, devices):
+    """A k-device step whose kernels write into the arena buffers (ctx.out) returns the same
+    bits as the step whose kernels allocate their outputs (AUTOTILE_KERNEL_OUT=0)."""
+    import numpy as np
+
+    from autotile.backend.multi_device import run_multi_device
+
+    sym = _residual_net()
+    rng = np.random.default_rng(3)
+    arg_shapes, _, _ = sym.infer_shape(data=(16, 24), softmax_label=(16,))
+    values = {n: (rng.standard_normal(s) * 0.3).astype(np.float32) for n, s in zip(sym.list_arguments(), arg_shapes)}
+    values["softmax_label"] = rng.integers(0, 10, 16).astype(np.float32)
+    args = {"momentum": 0.9} if optimizer == "momentum" else None
+    results = {}
+    for flag in ("1", "0"):
+        monkeypatch.setenv("AUTOTILE_KERNEL_OUT", flag)
+        results[flag] = run_multi_device(sym, devices, values, optimizer=optimizer, optimizer_args=args)
+    new, old = results["1"], results["0"]
+    assert len(new.outputs) == len(old.outputs) == 1
+    assert new.outputs[0].tobytes() == old.outputs[0].tobytes()
+    for kind in ("grads", "params", "states"):
+        a, b = getattr(new, kind), getattr(old, kind)
+        assert sorted(a) == sorted(b) and (a or kind == "states" and optimizer == "sgd"), kind
+        for name in b:
+            assert a[name].tobytes() == b[name].tobytes(), f"{kind} {name}"

@@ -22,6 +22,10 @@ from .sub_op import SubOpRunner
 from .tiles import box_index, buffer_span, freeable_tiles, input_tiles, value_tiles
 
 
+#: bytes of a tile :meth:`HostRuntime.gather` adds before it frees them
+GATHER_BLOCK = 4 << 20
+
+
 def _zeroed_pages(nbytes: int):
     """(mapping, uint8 array over it): `nbytes` zero bytes in an anonymous mapping of their
     own, backed only once written; :meth:`HostRuntime.free` hands written pages back."""
@@ -70,48 +74,112 @@ class HostRuntime:
         for b, value in input_tiles(self.eg, values):
             self.views[b][...] = value
 
-    def gather(self, name: str) -> np.ndarray:
-        """The full value of tensor `name` assembled from the devices' tiles (partials summed)."""
+    def gather(self, name: str, free=()) -> np.ndarray:
+        """The full value of tensor `name` assembled from the devices' tiles (partials summed).
+        The tiles among buffer ids `free` are handed back to the system as they are added, a
+        few MB of rows at a time, so assembling a tensor holds little of it twice."""
         tid = self.eg.tensor_id[name]
         full = np.zeros(self.eg.lowered.tensor_shapes[tid], dtype=self.dtypes[tid])
         for b in value_tiles(self.eg, name):
-            full[box_index(self.eg.buffers[b]["lo"], self.eg.buffers[b]["hi"])] += self.views[b]
+            region = full[box_index(self.eg.buffers[b]["lo"], self.eg.buffers[b]["hi"])]
+            tile = self.views[b]
+            if b not in free or tile.ndim == 0:
+                region += tile
+                if b in free:
+                    self.free([b])
+                continue
+            host, device, start, end = buffer_span(self.eg, b)
+            row_bytes = max(1, (end - start) // max(1, len(tile)))
+            step = max(1, GATHER_BLOCK // row_bytes)
+            for r in range(0, len(tile), step):
+                region[r:r + step] += tile[r:r + step]
+                last = min(r + step, len(tile))
+                self._free_span(host, device, start + r * row_bytes, end if last == len(tile) else start + last * row_bytes)
         return full
 
     def gather_results(self, names) -> Dict[str, np.ndarray]:
-        """:meth:`gather` of every name, freeing each one's tiles once it is assembled: the
-        step's results then take the memory of their scattered copies rather than adding to
-        it (the runtime's arenas are spent afterwards)."""
+        """:meth:`gather` of every name, freeing its tiles (replicas included) as they are
+        added: the step's results then take the memory of their scattered copies rather than
+        adding to it (the runtime's arenas are spent afterwards)."""
         freeable = freeable_tiles(self.eg, names)
         out = {}
         for name in names:
-            out[name] = self.gather(name)
-            self.free(freeable[name])
+            out[name] = self.gather(name, free=set(freeable[name]))
+            self.free(freeable[name])  # the extra replicas (the tiles gathered are free already)
         return out
 
     def free(self, buffers):
         """Hands the whole pages of `buffers` back to the system (they read as zeros after)."""
+        for b in buffers:
+            self._free_span(*buffer_span(self.eg, b))
+
+    def _free_span(self, host: bool, device: int, start: int, end: int):
+        """Hands the whole pages inside bytes [start, end) of an arena (or host pool) back."""
         madvise = getattr(mmap.mmap, "madvise", None)
         dontneed = getattr(mmap, "MADV_DONTNEED", None)
         if madvise is None or dontneed is None:
             return
         page = mmap.PAGESIZE
-        for b in buffers:
-            host, device, start, end = buffer_span(self.eg, b)
-            first, last = -(-start // page) * page, end // page * page
-            if last > first:
-                self._pages[host, device].madvise(dontneed, first, last - first)
+        first, last = -(-start // page) * page, end // page * page
+        if last > first:
+            self._pages[host, device].madvise(dontneed, first, last - first)
 
     # ------------------------------------------------------------------ execution
     def _compute(self, op: dict, is_train: bool, rng):
         outs = self.runner.run(op, lambda b: self.views[b], is_train, rng, self.seed)
         for b, value in zip(op["outputs"], outs):
-            np.copyto(self.views[b], value, casting="unsafe")
+            if not self.runner.in_place(value, self.views[b]):
+                np.copyto(self.views[b], value, casting="unsafe")
 
     def _fetch(self, op: dict):
         dst_b = self.eg.buffers[op["outputs"][0]]
         pieces = [(self.views[src], self.eg.buffers[src]["lo"], lo, hi) for src, lo, hi in op["pieces"]]
         _core.multifetch(self.views[op["outputs"][0]], dst_b["lo"], pieces, op["accumulate"])
+
+    def _dependencies(self):
+        """(streams, waiting, after): each device's compute and copy streams (op ids in
+        order), how many ops each op waits for (its dependencies and the op before it on its
+        stream), and for each op the ops that wait for it."""
+        ops, devices = self.eg.ops, self.eg.devices
+        streams = [self.eg.schedule(d) for d in range(devices)]
+        streams += [s for s in (self.eg.core.copy_schedule(d) for d in range(devices)) if s]
+        waiting = [0] * len(ops)
+        after: list = [[] for _ in ops]  # op -> ops that wait for it
+        for stream in streams:
+            prev = -1
+            for i in stream:
+                for dep in ops[i]["deps"]:
+                    after[dep].append(i)
+                    waiting[i] += 1
+                if prev >= 0:
+                    after[prev].append(i)
+                    waiting[i] += 1
+                prev = i
+        return streams, waiting, after
+
+    def sequential_order(self) -> list:
+        """Every scheduled op id in one order that :meth:`run`'s dependencies allow (for
+        running ops one at a time, e.g. to measure each alone)."""
+        streams, waiting, after = self._dependencies()
+        ready = [i for s in streams for i in s if waiting[i] == 0]
+        order = []
+        while ready:
+            i = ready.pop()
+            order.append(i)
+            for j in after[i]:
+                waiting[j] -= 1
+                if waiting[j] == 0:
+                    ready.append(j)
+        return order
+
+    def execute(self, op_id: int, is_train: bool = True):
+        """Runs op `op_id` alone (its inputs must be in place): a compute op's kernel, or the
+        copy of a fetch or swap."""
+        op = self.eg.ops[op_id]
+        if op["kind"] == "compute":
+            self._compute(op, is_train, np.random.default_rng(self.seed + op["device"]))
+        else:
+            self._fetch(op)
 
     def run(self, is_train: bool = True, seed: int = 0) -> dict:
         """Executes every device's schedule; returns timing stats. Raises Error naming the
@@ -126,22 +194,8 @@ class HostRuntime:
         self.runner.aux_updates.clear()
         ops = self.eg.ops
         devices = self.eg.devices
-        streams = [self.eg.schedule(d) for d in range(devices)]
-        streams += [s for s in (self.eg.core.copy_schedule(d) for d in range(devices)) if s]
-        waiting = [0] * len(ops)
-        after: list = [[] for _ in ops]  # op -> ops that wait for it
-        total = 0
-        for stream in streams:
-            total += len(stream)
-            prev = -1
-            for i in stream:
-                for dep in ops[i]["deps"]:
-                    after[dep].append(i)
-                    waiting[i] += 1
-                if prev >= 0:
-                    after[prev].append(i)
-                    waiting[i] += 1
-                prev = i
+        streams, waiting, after = self._dependencies()
+        total = sum(len(s) for s in streams)
         rngs = [np.random.default_rng(seed + d) for d in range(devices)]
         finished_at = [0.0] * devices
         fetch_seconds = [0.0] * devices

@@ -3,13 +3,14 @@ tile (partition-n-reduce). Shared by every runtime (host threads, MPI ranks, GPU
 differ in where buffers live and how regions move, not in how a sub-operator runs."""
 from __future__ import annotations
 
-from typing import Callable, Dict, List, Tuple
+import os
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..errors import Error
 from ..execgraph.tile_attrs import tile_attrs
-from ..ops.registry import KernelContext, node_key
+from ..ops.registry import KernelContext, node_key, same_buffer
 
 
 def crop(value, buf: dict, full_shape):
@@ -34,11 +35,19 @@ class SubOpRunner:
     Kernels that update auxiliary states (BatchNorm's moving statistics) replace entries of
     ``ctx.aux``; the runner keeps each new value by (state name, box) in :attr:`aux_updates`
     (runtimes clear it at the start of a step) rather than writing the input tile, which other
-    devices may still read."""
+    devices may still read.
 
-    def __init__(self, eg, xp=np):
+    With `out_views` (the default for NumPy buffers) kernels get the output buffers as
+    ``ctx.out`` and may write into them; an output returned as that very array needs no copy
+    (:meth:`in_place`). ``AUTOTILE_KERNEL_OUT=0`` in the environment turns this off (every
+    kernel allocates its outputs and the runtime copies them), to compare memory and bits."""
+
+    def __init__(self, eg, xp=np, out_views: Optional[bool] = None):
         self.eg = eg
         self.xp = xp
+        if out_views is None:
+            out_views = xp is np and os.environ.get("AUTOTILE_KERNEL_OUT", "1") != "0"
+        self.out_views = out_views
         self.nodes = {n.name: n for n in eg.training.symbol.topo_nodes() if not n.is_variable}
         self.dtypes = [np.dtype(d) for d in eg.lowered.tensor_dtypes]
         #: (aux state name, lo, hi) -> its new value in that box, from this step's kernels
@@ -70,6 +79,12 @@ class SubOpRunner:
         implementation per op (the GPU runtime) override this."""
         return opdef.forward(attrs, inputs, ctx)
 
+    @staticmethod
+    def in_place(value, view) -> bool:
+        """Whether a kernel wrote output `value` straight into its buffer `view` (no copy needed)."""
+        return value is view or (isinstance(value, np.ndarray) and isinstance(view, np.ndarray)
+                                 and same_buffer(value, view))
+
     def run(self, op: dict, view: Callable[[int], object], is_train: bool, rng, seed: int = 0) -> List[object]:
         """Outputs of compute op `op` (one per output buffer, shaped like the buffers).
         `view(buffer_id)` returns the array of a buffer on this device."""
@@ -86,7 +101,8 @@ class SubOpRunner:
         attrs = tile_attrs(node.op, node.parsed_attrs(), op["input_boxes"], out_boxes, in_shapes, out_shapes)
         n_args = len(opdef.arguments(attrs))
         ctx = KernelContext(is_train=is_train, aux=list(inputs[n_args:]), rng=rng, xp=self.xp,
-                            key=node_key(name, seed))
+                            key=node_key(name, seed),
+                            out=[view(b) for b in op["outputs"]] if self.out_views else None)
         aux_in = list(ctx.aux)
         outs = self.kernel(node, opdef, attrs, inputs, ctx)
         for i, (before, after) in enumerate(zip(aux_in, ctx.aux)):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import Error
-from .registry import OpDef, Param, register
+from .registry import OpDef, Param, out_array, register
 
 
 def _args(attrs):
@@ -37,9 +37,28 @@ def _as2d(attrs, x):
     return x.reshape(-1, k)
 
 
+def _matmul_out(ctx, a, b, shape, rest=()):
+    """The runtime's buffer for output 0 of `shape`, viewed as a @ b's 2-D result, when every
+    operand has its dtype (a product in one float dtype, as the plain expression computes
+    it); `rest` are further operands read after the product is written (the bias)."""
+    dtype = a.dtype
+    if dtype.kind != "f" or any(x.dtype != dtype for x in (b,) + tuple(rest)):
+        return None
+    out = out_array(ctx, 0, shape, dtype, reads_after=rest)
+    return None if out is None else out.reshape(a.shape[0], b.shape[1])
+
+
 def _forward(attrs, inputs, ctx):
     x, w = inputs[0], inputs[1]
-    y = _as2d(attrs, x) @ w.T
+    bias = () if attrs["no_bias"] else (inputs[2],)
+    x2 = _as2d(attrs, x)
+    out = _matmul_out(ctx, x2, w.T, _out_shape(attrs, x.shape), bias)
+    if out is not None:  # straight into the runtime's buffer: the same BLAS call, no copy
+        np.matmul(x2, w.T, out=out)
+        if bias:
+            np.add(out, bias[0], out=out)
+        return [ctx.out[0]]
+    y = x2 @ w.T
     if not attrs["no_bias"]:
         y = y + inputs[2]
     return [y.reshape(_out_shape(attrs, x.shape)).astype(x.dtype, copy=False)]
@@ -119,6 +138,10 @@ def _bwd_data_shape(attrs, in_shapes):
 def _bwd_data_forward(attrs, inputs, ctx):
     dy, w, x = inputs
     dy2 = dy.reshape(-1, attrs["num_hidden"])
+    out = _matmul_out(ctx, dy2, w, x.shape)
+    if out is not None:
+        np.matmul(dy2, w, out=out)
+        return [ctx.out[0]]
     return [(dy2 @ w).reshape(x.shape).astype(dy.dtype, copy=False)]
 
 
@@ -146,7 +169,12 @@ def _bwd_weight_shape(attrs, in_shapes):
 
 def _bwd_weight_forward(attrs, inputs, ctx):
     dy, x = inputs
-    return [(dy.reshape(-1, attrs["num_hidden"]).T @ _as2d(attrs, x)).astype(dy.dtype, copy=False)]
+    dy2t, x2 = dy.reshape(-1, attrs["num_hidden"]).T, _as2d(attrs, x)
+    out = _matmul_out(ctx, dy2t, x2, (dy2t.shape[0], x2.shape[1]))
+    if out is not None:
+        np.matmul(dy2t, x2, out=out)
+        return [ctx.out[0]]
+    return [(dy2t @ x2).astype(dy.dtype, copy=False)]
 
 
 def _bwd_weight_tdl(attrs, in_shapes, out_shapes):
@@ -182,7 +210,11 @@ register(OpDef(
 
 def _bwd_bias_forward(attrs, inputs, ctx):
     dy = inputs[0]
-    return [dy.reshape(-1, attrs["num_hidden"]).sum(axis=0).astype(dy.dtype, copy=False)]
+    dy2 = dy.reshape(-1, attrs["num_hidden"])
+    out = out_array(ctx, 0, (dy2.shape[1],), dy.dtype, reads_after=(dy,))
+    if out is not None:
+        return [np.sum(dy2, axis=0, out=out)]
+    return [dy2.sum(axis=0).astype(dy.dtype, copy=False)]
 
 
 def _bwd_bias_tdl(attrs, in_shapes, out_shapes):

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..errors import Error
 from ._ew_util import cast, same_shape
-from .registry import OpDef, Param, alias, register
+from .registry import OpDef, Param, alias, out_array, register
 from .tdl_helpers import elementwise
 
 _BINARY = {
@@ -33,9 +33,21 @@ def _check_same(name, arrays):
             raise ValueError(f"{name}: inputs of shapes {arrays[0].shape} and {x.shape} differ")
 
 
+def _same_float_out(ctx, ins, reads_after=()):
+    """ctx's output buffer when all inputs share one float dtype (the plain expression's
+    result dtype, so writing there changes no bits), else None."""
+    x = ins[0]
+    if x.dtype.kind != "f" or any(i.dtype != x.dtype for i in ins):
+        return None
+    return out_array(ctx, 0, x.shape, x.dtype, reads_after=reads_after)
+
+
 def _binary_forward(name, fn):
     def forward(attrs, ins, ctx):
         _check_same(name, ins)
+        out = _same_float_out(ctx, ins)
+        if out is not None:
+            return [fn(ins[0], ins[1], out=out)]
         return [cast(fn(ins[0], ins[1]), ins[0])]
 
     return forward
@@ -80,6 +92,17 @@ def _add_n_shape(attrs, in_shapes):
 
 def _add_n_forward(attrs, ins, ctx):
     _check_same("add_n", ins)
+    # ins[0] + ins[1] first, then += the rest, as the sum below: an output buffer that is one
+    # of the first two is safe; one of the rest would be overwritten before it is added
+    out = _same_float_out(ctx, ins, reads_after=ins[2:])
+    if out is not None:
+        if len(ins) == 1:
+            np.copyto(out, ins[0])
+            return [out]
+        np.add(ins[0], ins[1], out=out)
+        for x in ins[2:]:
+            out += x
+        return [out]
     total = ins[0].copy()
     for x in ins[1:]:
         total += x

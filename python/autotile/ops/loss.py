@@ -11,7 +11,7 @@ import numpy as np
 from ..errors import Error
 from ._ew_util import cast, fmt, multi_elementwise
 from .registry import OpDef, Param, alias, register
-from .softmax import softmax_np
+from .softmax import softmax_forward
 from .tdl_helpers import access, header, index_vars
 
 # ============================================================================= SoftmaxOutput
@@ -59,10 +59,10 @@ def _so_shape(attrs, in_shapes):
 def _so_forward(attrs, ins, ctx):
     x = ins[0]
     if attrs["multi_output"]:
-        return [cast(softmax_np(x, 1), x)]
+        return [softmax_forward(ctx, x, 1)]
     if attrs["preserve_shape"]:
-        return [cast(softmax_np(x, -1), x)]
-    return [cast(softmax_np(x.reshape(x.shape[0], -1), 1).reshape(x.shape), x)]
+        return [softmax_forward(ctx, x, -1)]
+    return [softmax_forward(ctx, x, 1, rows=True)]
 
 
 def _so_norm_scale(attrs, data_shape, label_shape):

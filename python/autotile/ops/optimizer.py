@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._ew_util import cast, multi_elementwise, same_shape
-from .registry import OpDef, Param, register
+from .registry import OpDef, Param, out_array, register, same_buffer
 
 _COMMON = {
     "lr": Param("float", required=True),
@@ -102,6 +102,39 @@ def _adam(attrs, ins, ctx):
     return [np.subtract(w, out, out=out), new_mean, new_var]
 
 
+# Straight into the runtime's buffers, a block at a time: each block of the outputs is the
+# kernel above on that block of the inputs (element-wise, so the same bits), and its
+# temporaries are a block's size instead of a weight tile's. The memory plan gives an update
+# the buffers of the weight and state it replaces (in place), so an output may be exactly an
+# input; a block is read whole before it is written, which makes that safe.
+BLOCK = 1 << 16  # elements: a block's inputs, outputs and temporaries stay in the L2 cache
+
+
+def _blocked(kernel):
+    def forward(attrs, ins, ctx):
+        w = ins[0]
+        like = [w] + list(ins[2:])  # the outputs: the new weight, then the states in input order
+        outs = [out_array(ctx, i, x.shape, x.dtype) for i, x in enumerate(like)]
+        if any(o is None for o in outs) or not _in_place_safe(outs, ins):
+            return kernel(attrs, ins, ctx)
+        flat_in = [x.reshape(-1) for x in ins]
+        flat_out = [o.reshape(-1) for o in outs]
+        for lo in range(0, w.size, BLOCK):
+            hi = min(lo + BLOCK, w.size)
+            for o, value in zip(flat_out, kernel(attrs, [x[lo:hi] for x in flat_in], ctx)):
+                o[lo:hi] = value
+        return outs
+
+    return forward
+
+
+def _in_place_safe(outs, ins) -> bool:
+    """Whether every output buffer is either an input exactly or disjoint from all inputs (a
+    partial overlap would let one block's writes reach another block's inputs)."""
+    return all(same_buffer(o, x) or not np.may_share_memory(o, x) for o in outs for x in ins) and \
+        all(not np.may_share_memory(a, b) for i, a in enumerate(outs) for b in outs[i + 1:])
+
+
 _UPDATES = {
     "sgd_update": (["weight", "grad"], ["output"], {}, _sgd),
     "sgd_mom_update": (["weight", "grad", "mom"], ["output", "mom"], {"momentum": Param("float", 0.0)}, _sgd_mom),
@@ -118,7 +151,7 @@ for _name, (_args, _outs, _extra, _kernel) in _UPDATES.items():
         outputs=(lambda o: lambda attrs: list(o))(_outs),
         visible_outputs=lambda attrs: 1,
         infer_shape=(lambda name, a, o: lambda attrs, s: same_shape(name, a, s, len(o)))(_name, _args, _outs),
-        forward=_kernel,
+        forward=_blocked(_kernel),
         gradient=(lambda n: lambda ctx: [None] * n)(len(_args)),
         tdl=(lambda name, a, o: lambda attrs, i, out: multi_elementwise(
             i, out[0], [f"{name}_{x}" for x in o], a, [f"new_{x}" if x != "output" else "output" for x in o]))(

@@ -15,6 +15,8 @@ import ast
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
 from ..errors import Error
 
 Shape = Tuple[int, ...]
@@ -44,6 +46,37 @@ class KernelContext:
     #: Per-node, per-step seed (see node_key). A kernel that draws random numbers derives them
     #: from it and global element indices, so a partitioned run draws what one device would.
     key: Any = None
+    #: The runtime's buffers for the outputs (one per output, the tile's shape and dtype), or
+    #: None where the runtime has none to offer (GPU, reference executor). A kernel may write
+    #: output i into ``out[i]`` and return that very array: the runtime then skips its copy,
+    #: and the output is never held twice (docs/memory.md, "Memory of a run"). The memory
+    #: plan may give an output the buffer of an input it reads (in-place reuse), so an
+    #: ``out`` array can be that input: take it through :func:`out_array`.
+    out: Optional[List[Any]] = None
+
+
+def out_array(ctx: "KernelContext", i: int, shape, dtype, reads_after=()):
+    """``ctx.out[i]`` if the runtime gave a C-contiguous NumPy array of `shape` and `dtype`
+    for output i that shares no memory with `reads_after` (inputs the kernel still reads
+    once it has begun writing that output), else None (the kernel allocates its output).
+    Element-wise ufuncs and matmul handle an output that is one of their own operands, so
+    those operands need not be listed."""
+    out = ctx.out[i] if ctx is not None and ctx.out is not None and i < len(ctx.out) else None
+    if out is None or not isinstance(out, np.ndarray) or not out.flags.c_contiguous:
+        return None
+    if tuple(out.shape) != tuple(shape) or out.dtype != np.dtype(dtype):
+        return None
+    if any(x is not None and np.may_share_memory(out, x) for x in reads_after):
+        return None
+    return out
+
+
+def same_buffer(a, b) -> bool:
+    """Whether arrays a and b are the same memory seen the same way (data, shape, strides,
+    dtype): the in-place reuse the memory plan makes, which element-wise code handles."""
+    ia, ib = a.__array_interface__, b.__array_interface__
+    return (ia["data"][0] == ib["data"][0] and a.shape == b.shape and a.strides == b.strides
+            and a.dtype == b.dtype)
 
 
 def node_key(node_name: str, seed: int = 0) -> int:

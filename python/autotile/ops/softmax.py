@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import Error
 from ._ew_util import cast, normalize_axis, same_shape
-from .registry import OpDef, Param, register
+from .registry import OpDef, Param, out_array, register
 from .tdl_helpers import access, header, index_vars
 
 _PARAMS = {
@@ -20,12 +20,31 @@ _PARAMS = {
 _DTYPES = (None, "float16", "float32", "float64")
 
 
-def softmax_np(x, axis: int, temperature: float = 1.0):
-    """Numerically stable softmax of x / temperature along `axis`."""
+def softmax_np(x, axis: int, temperature: float = 1.0, out=None):
+    """Numerically stable softmax of x / temperature along `axis`; with `out` (x's shape and
+    dtype, possibly x itself) computed there by the same operations."""
+    if out is not None:
+        z = np.divide(x, temperature, out=out) if temperature != 1.0 else x
+        np.subtract(z, z.max(axis=axis, keepdims=True), out=out)
+        np.exp(out, out=out)
+        return np.divide(out, out.sum(axis=axis, keepdims=True), out=out)
     z = x / temperature if temperature != 1.0 else x
     z = z - z.max(axis=axis, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=axis, keepdims=True)
+
+
+def softmax_forward(ctx, x, axis: int, temperature: float = 1.0, rows: bool = False, dtype=None):
+    """A softmax kernel's output: softmax_np of x (rows: of x seen as (x.shape[0], -1), along
+    `axis` of that) in `dtype` (x's by default), written into ctx's output buffer when the
+    runtime offers one of x's shape and dtype."""
+    dtype = x.dtype if dtype is None else np.dtype(dtype)
+    x2 = x.reshape(x.shape[0], -1) if rows else x
+    out = out_array(ctx, 0, x.shape, x.dtype) if x.dtype.kind == "f" and dtype == x.dtype else None
+    if out is None:
+        return softmax_np(x2, axis, temperature).reshape(x.shape).astype(dtype, copy=False)
+    softmax_np(x2, axis, temperature, out=out.reshape(x2.shape))
+    return out
 
 
 def log_softmax_np(x, axis: int, temperature: float = 1.0):
@@ -83,8 +102,9 @@ def _fwd(kind):
     def forward(attrs, ins, ctx):
         x = ins[0]
         axis = normalize_axis(kind, attrs["axis"], x.ndim)
-        fn = softmax_np if kind == "softmax" else log_softmax_np
-        return [fn(x, axis, _temperature(attrs)).astype(_out_dtype(attrs, x), copy=False)]
+        if kind == "softmax":
+            return [softmax_forward(ctx, x, axis, _temperature(attrs), dtype=_out_dtype(attrs, x))]
+        return [log_softmax_np(x, axis, _temperature(attrs)).astype(_out_dtype(attrs, x), copy=False)]
 
     return forward
 
@@ -181,9 +201,7 @@ def _act_shape(attrs, in_shapes):
 
 def _act_forward(attrs, ins, ctx):
     x = ins[0]
-    if attrs["mode"] == "instance":
-        return [cast(softmax_np(x.reshape(x.shape[0], -1), 1).reshape(x.shape), x)]
-    return [cast(softmax_np(x, 1), x)]
+    return [softmax_forward(ctx, x, 1, rows=attrs["mode"] == "instance")]
 
 
 def _act_bwd_forward(attrs, ins, ctx):
