@@ -119,29 +119,75 @@ void for_each_run(const RegionView& dv, const RegionView& sv, int outer, F&& f) 
   for (RunCursor c(dv, sv, outer); !c.done; c.next()) f(c.d_off, c.s_off);
 }
 
-// Short strided runs defeat the hardware prefetchers (each run starts a new page and stops
-// after a few lines), so the source runs about this many bytes ahead are prefetched into L2.
-constexpr int64_t kPrefetchAheadBytes = 8192;
+// Short strided runs defeat the hardware prefetchers (each run starts a new DRAM page and
+// stops after a few lines), so the source of the run a number of RUNS ahead is prefetched
+// into L2 (prefetcht1: a prefetch into L1 holds one of the few L1 miss buffers until the line
+// arrives, and measured here it capped strided reads at half the rate). The distance keeps
+// about kPrefetchLines lines in flight: measured on the dev machine, 2-line runs 15872 bytes
+// apart read at 3.4 GB/s without prefetching, 7.5 GB/s 16 runs ahead and 10.7 GB/s 32-64 runs
+// ahead; many more lines than that in flight made 3-line runs slower again.
+constexpr int64_t kPrefetchLines = 128;
+constexpr int64_t kPrefetchMaxRuns = 64;
 // Runs at least this long are left to the hardware prefetcher.
 constexpr int64_t kPrefetchMaxRun = 16384;
 
-// Like for_each_run, prefetching the source of the run kPrefetchAheadBytes ahead.
+// Prefetches into L2 every line of [p, p + n), from the one holding its first byte.
+inline void prefetch_lines(const char* p, int64_t n) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p);
+  for (uintptr_t a = first & ~uintptr_t{63}; a < first + n; a += 64) __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
+}
+
+// Like for_each_run, prefetching the source of the run kPrefetchLines lines ahead.
 template <typename F>
 void for_each_run_prefetched(const RegionView& dv, const RegionView& sv, int outer, int64_t run_bytes,
                              int elem_size, const char* src, F&& f) {
   if (run_bytes >= kPrefetchMaxRun) return for_each_run(dv, sv, outer, f);
+  const int64_t lines = run_bytes / 64 + 2;  // lines one run can touch
   RunCursor ahead(dv, sv, outer);
-  for (int64_t k = (kPrefetchAheadBytes + run_bytes - 1) / run_bytes; k > 0 && !ahead.done; --k) ahead.next();
+  for (int64_t k = std::clamp<int64_t>(kPrefetchLines / lines, 1, kPrefetchMaxRuns); k > 0 && !ahead.done; --k)
+    ahead.next();
   for (RunCursor c(dv, sv, outer); !c.done; c.next()) {
     if (!ahead.done) {
-      // every line the run touches, from the one holding its first byte
-      const uintptr_t first = reinterpret_cast<uintptr_t>(src + ahead.s_off * elem_size);
-      for (uintptr_t a = first & ~uintptr_t{63}; a < first + run_bytes; a += 64)
-        __builtin_prefetch(reinterpret_cast<const void*>(a), 0, 2);
+      prefetch_lines(src + ahead.s_off * elem_size, run_bytes);
       ahead.next();
     }
     f(c.d_off, c.s_off);
   }
+}
+
+#if defined(__SSE2__)
+// Copies n >= 16 bytes with 16-byte moves, the last one overlapping the one before: short runs
+// inline, without a call into libc's memcpy and its dispatch on the length.
+inline void copy_vec(char* out, const char* in, size_t n) {
+  size_t o = 0;
+  for (; o + 64 <= n; o += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + o));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + o + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + o + 32));
+    const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + o + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + o), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + o + 16), b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + o + 32), c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + o + 48), d);
+  }
+  for (; o + 16 <= n; o += 16)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + o), _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + o)));
+  if (o < n)
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + n - 16),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + n - 16)));
+}
+#endif
+
+// Runs up to this long are copied inline (longer ones gain nothing: memcpy's dispatch is paid
+// once per run).
+constexpr size_t kInlineRun = 1024;
+
+// Copies a run of n bytes: short ones inline, long ones through memcpy.
+inline void copy_run(char* out, const char* in, size_t n) {
+#if defined(__SSE2__)
+  if (n >= 16 && n <= kInlineRun) return copy_vec(out, in, n);
+#endif
+  std::memcpy(out, in, n);
 }
 
 // A destination at least this large is written with streaming (non-temporal) stores when it
@@ -160,6 +206,12 @@ class StreamWriter {
       : out_(dst), head_(static_cast<size_t>(-reinterpret_cast<uintptr_t>(dst) & 63)) {}
 
   void put(const char* in, size_t n) {
+    if (n >= 16 && n <= kInlineRun && head_ == 0 && fill_ + n <= 2 * kBlock) {  // a short run: gather it inline
+      copy_vec(block_ + fill_, in, n);
+      fill_ += n;
+      if (fill_ >= kBlock) flush_block();
+      return;
+    }
     if (head_ > 0) {  // plain stores up to the first 64-byte boundary of the destination
       const size_t take = n < head_ ? n : head_;
       std::memcpy(out_, in, take);
@@ -257,7 +309,7 @@ void copy_runs(char* dst, const char* src, const RegionView& dv, const RegionVie
     case 64: return fixed(std::integral_constant<size_t, 64>());
     default:
       for_each_run_prefetched(dv, sv, outer, run_bytes, elem_size, src, [&](int64_t d, int64_t s) {
-        std::memcpy(dst + d * elem_size, src + s * elem_size, static_cast<size_t>(run_bytes));
+        copy_run(dst + d * elem_size, src + s * elem_size, static_cast<size_t>(run_bytes));
       });
   }
 }

@@ -84,6 +84,17 @@ def test_bad_pieces_are_refused():
         _core.multifetch(dst, (2, 0), [(src, (0, 0), (0, 0), (2, 4))])  # not in the destination
     with pytest.raises(at.Error, match="wrong rank"):
         _core.multifetch(dst, (0, 0), [(src, (0, 0), (0,), (2,))])
+    frozen = np.zeros((4, 4), np.float32)
+    frozen.flags.writeable = False
+    with pytest.raises(at.Error, match="writeable"):
+        _core.multifetch(frozen, (0, 0), [(src, (0, 0), (0, 0), (2, 4))])
+    assert not frozen.any()
+    with pytest.raises(at.Error, match="C-contiguous"):
+        _core.multifetch(np.zeros((4, 8), np.float32)[:, ::2], (0, 0), [(src, (0, 0), (0, 0), (2, 4))])
+    with pytest.raises(at.Error, match="sources must be"):
+        _core.multifetch(dst, (0, 0), [(np.ones((2, 8), np.float32)[:, ::2], (0, 0), (0, 0), (2, 4))])
+    with pytest.raises(at.Error, match="sources must be"):
+        _core.multifetch(dst, (0, 0), [(src.astype(np.float64), (0, 0), (0, 0), (2, 4))])
 
 
 def _unaligned(shape, dtype, shift):

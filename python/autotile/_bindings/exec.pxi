@@ -1,6 +1,7 @@
 # Bindings of csrc/exec (execution graph + memory plan) and csrc/runtime (host MultiFetch).
 from libcpp.memory cimport unique_ptr
 from libcpp.utility cimport move
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE
 
 cdef extern from "exec/box.h" namespace "autotile":
     cdef cppclass CInterval "autotile::Interval":
@@ -18,6 +19,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         cbool control_deps
         int64_t swap_budget
         int stage_above
+        vector[int] order
     cdef cppclass CBuffer "autotile::Buffer":
         int device
         TensorId tensor
@@ -60,6 +62,9 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         vector[int] tile_of
         int tile(TensorId, int)
     CExecGraph c_build_exec_graph "autotile::build_exec_graph"(const CGraph&, const CPlanSpec&, const CExecOptions&) except + nogil
+
+cdef extern from "exec/schedule_order.h" namespace "autotile":
+    vector[int] c_schedule_order "autotile::schedule_order"(const CGraph&) except +
 
 cdef extern from *:
     """
@@ -205,11 +210,12 @@ cdef class ExecGraph:
 
 
 def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0,
-                     stage_above=8):
+                     stage_above=8, order=None):
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
     swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
     every device's live bytes fit it (exec/swap_plan.h). stage_above: collectives over larger
-    groups run cut by cut (recursive halving and doubling; exec/exec_graph.h)."""
+    groups run cut by cut (recursive halving and doubling; exec/exec_graph.h). order: the
+    serial schedule as node ids, a topological order of every node (None: schedule_order)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -221,6 +227,11 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     opts.control_deps = bool(control_deps)
     opts.swap_budget = int(swap_budget or 0)
     opts.stage_above = max(1, int(stage_above))
+    if order is not None:
+        try:
+            opts.order = [int(v) for v in order]
+        except (OverflowError, TypeError, ValueError):
+            raise _AutotileError(f"build_exec_graph: order must be node ids, got {list(order)[:5]}...") from None
     cdef ExecGraph result = ExecGraph()
     try:
         with nogil:
@@ -230,38 +241,62 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     return result
 
 
+cdef FetchDType _fetch_dtype(dtype):
+    kind, size = dtype.kind, dtype.itemsize
+    if kind == "f" and size == 4:
+        return FetchDType.kFloat32
+    if kind == "f" and size == 8:
+        return FetchDType.kFloat64
+    if kind == "i" and size == 4:
+        return FetchDType.kInt32
+    if kind == "i" and size == 8:
+        return FetchDType.kInt64
+    if kind == "b":
+        return FetchDType.kBool
+    return FetchDType.kBytes
+
+
 def multifetch(dst, dst_lo, pieces, accumulate=False):
     """Assemble region pieces into `dst` (a C-contiguous array holding the box starting at
     `dst_lo`). pieces: [(src array, src box lo, region lo, region hi)]. Releases the GIL."""
+    # Buffers come from the buffer protocol, not `.ctypes.data` (which runs Python code in
+    # NumPy: after a large kernel has evicted the caches, one call spent ~100 us there).
     cdef vector[CFetchSource] srcs
     cdef CFetchSource s
-    cdef vector[int64_t] lo = [int(v) for v in dst_lo]
-    cdef vector[int64_t] shape = [int(v) for v in dst.shape]
-    cdef size_t ptr
-    cdef FetchDType dt
-    if not dst.flags["C_CONTIGUOUS"]:
-        raise _AutotileError("multifetch: destination must be C-contiguous")
-    kind = dst.dtype.str[1:]
-    dt = {"f4": FetchDType.kFloat32, "f8": FetchDType.kFloat64, "i4": FetchDType.kInt32,
-          "i8": FetchDType.kInt64, "b1": FetchDType.kBool}.get(kind, FetchDType.kBytes)
-    keep = []
-    for src, src_lo, rlo, rhi in pieces:
-        if not src.flags["C_CONTIGUOUS"] or src.dtype != dst.dtype:
-            raise _AutotileError("multifetch: sources must be C-contiguous and of the destination's dtype")
-        keep.append(src)
-        ptr = src.ctypes.data
-        s.data = <const void*>ptr
-        s.buf_lo = [int(v) for v in src_lo]
-        s.buf_shape = [int(v) for v in src.shape]
-        s.lo = [int(v) for v in rlo]
-        s.hi = [int(v) for v in rhi]
-        srcs.push_back(s)
-    ptr = dst.ctypes.data
-    cdef void* out = <void*>ptr
-    cdef int esize = dst.dtype.itemsize
+    cdef vector[int64_t] lo = dst_lo
+    cdef vector[int64_t] shape = dst.shape
+    cdef Py_buffer out_buf, in_buf
+    if not dst.flags.c_contiguous or not dst.flags.writeable:
+        raise _AutotileError("multifetch: destination must be C-contiguous and writeable")
+    dtype = dst.dtype
+    cdef FetchDType dt = _fetch_dtype(dtype)
+    cdef int esize = dtype.itemsize
     cdef cbool acc = bool(accumulate)
+    for src, src_lo, rlo, rhi in pieces:
+        if not src.flags.c_contiguous or src.dtype != dtype:
+            raise _AutotileError("multifetch: sources must be C-contiguous and of the destination's dtype")
+        # `pieces` keeps every source alive; the buffer is released at once
+        PyObject_GetBuffer(src, &in_buf, PyBUF_C_CONTIGUOUS)
+        s.data = in_buf.buf
+        PyBuffer_Release(&in_buf)
+        s.buf_lo = src_lo
+        s.buf_shape = src.shape
+        s.lo = rlo
+        s.hi = rhi
+        srcs.push_back(s)
+    PyObject_GetBuffer(dst, &out_buf, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
     try:
         with nogil:
-            c_multifetch(out, lo, shape, esize, dt, srcs, acc)
+            c_multifetch(out_buf.buf, lo, shape, esize, dt, srcs, acc)
+    except RuntimeError as e:
+        _raise_core(e)
+    finally:
+        PyBuffer_Release(&out_buf)
+
+
+def schedule_order(Graph graph):
+    """The default serial schedule of `graph`'s nodes (node ids; exec/schedule_order.h)."""
+    try:
+        return list(c_schedule_order(graph.g[0]))
     except RuntimeError as e:
         _raise_core(e)
