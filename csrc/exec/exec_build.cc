@@ -739,7 +739,7 @@ ExecGraph Builder::build() {
       eg_.tile_of[static_cast<size_t>(t) * devices + d] = new_buffer(d, t, box, BufferRole::kTile, false);
     }
   }
-  std::vector<NodeId> order = schedule_order(g_);
+  std::vector<NodeId> order = opts_.order.empty() ? schedule_order(g_) : checked_order(g_, opts_.order);
   std::vector<bool> no_keep(f.size(), false);
   for (size_t pos = 0; pos < order.size(); ++pos) {
     NodeId n = order[pos];

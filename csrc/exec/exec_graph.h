@@ -39,6 +39,9 @@ struct ExecOptions {
   /// exchanging with the k_i devices that differ from it in that cut's digit: sum(k_i) pieces
   /// per device instead of prod(k_i), the same bytes. Smaller groups fetch in one MultiFetch.
   int stage_above = 8;
+  /// The serial schedule: a topological order of every node (checked_order). Empty: the
+  /// default, schedule_order (exec/schedule_order.h). The swap search tries others.
+  std::vector<NodeId> order;
 };
 
 enum class BufferRole : uint8_t {

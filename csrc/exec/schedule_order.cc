@@ -4,6 +4,8 @@
 #include <queue>
 #include <tuple>
 
+#include "util/error.h"
+
 namespace autotile {
 
 namespace {
@@ -67,6 +69,28 @@ int64_t serial_peak_bytes(const Graph& g, const std::vector<NodeId>& order) {
     for (TensorId t : dies[i]) live -= g.tensor(t).bytes();
   }
   return peak;
+}
+
+std::vector<NodeId> checked_order(const Graph& g, const std::vector<NodeId>& order) {
+  const int n = g.num_nodes();
+  if (static_cast<int>(order.size()) != n)
+    fail("schedule order: ", order.size(), " nodes given, the graph has ", n);
+  std::vector<int> position(n, -1);
+  for (size_t i = 0; i < order.size(); ++i) {
+    NodeId v = order[i];
+    if (v < 0 || v >= n) fail("schedule order: node id ", v, " at position ", i, " out of range (", n, " nodes)");
+    if (position[v] >= 0)
+      fail("schedule order: node '", g.node(v).name, "' appears twice (positions ", position[v], " and ", i, ")");
+    position[v] = static_cast<int>(i);
+  }
+  for (size_t i = 0; i < order.size(); ++i)
+    for (TensorId t : g.node(order[i]).inputs) {
+      NodeId p = g.tensor(t).producer;
+      if (p != kNone && position[p] > static_cast<int>(i))
+        fail("schedule order: node '", g.node(order[i]).name, "' (position ", i, ") runs before node '",
+             g.node(p).name, "' (position ", position[p], "), which produces its input '", g.tensor(t).name, "'");
+    }
+  return order;
 }
 
 std::vector<NodeId> schedule_order(const Graph& g) {

@@ -21,6 +21,10 @@ namespace autotile {
 /// gradients of every step, summed once all steps are done: 2.3x higher for RNN-4-2K).
 std::vector<NodeId> schedule_order(const Graph& graph);
 
+/// \brief `order` itself, after checking that it is a topological order of every node of
+/// `graph` (each once, after the producers of its inputs); an error names the node at fault.
+std::vector<NodeId> checked_order(const Graph& graph, const std::vector<NodeId>& order);
+
 /// \brief Peak bytes of the graph's tensors live at once when its nodes run in `order`
 /// (inputs from the start, outputs to the end, every other tensor until its last reader).
 int64_t serial_peak_bytes(const Graph& graph, const std::vector<NodeId>& order);

@@ -149,9 +149,28 @@ def lower_for_plan(sym, plan, replicate_fallback: bool = False, optimizer_args: 
     return tg, lowered
 
 
+def node_ids(lowered: LoweredGraph, order: Optional[Sequence]) -> Optional[List[int]]:
+    """Node ids of a schedule given by node names or ids (None stays None: the default)."""
+    if order is None:
+        return None
+    index = {n: i for i, n in enumerate(lowered.node_names)}
+    ids = []
+    for v in order:
+        if isinstance(v, str):
+            if v not in index:
+                raise Error(f"schedule order: no node '{v}' in the graph")
+            ids.append(index[v])
+        elif isinstance(v, (int,)) or hasattr(v, "__index__"):
+            ids.append(int(v))
+        else:
+            raise Error(f"schedule order: {v!r} is neither a node name nor a node id")
+    return ids
+
+
 def transform(model, plan, control_deps: bool = True, device_memory: Optional[int] = None,
               replicate_fallback: bool = False, swap: Optional[bool] = None,
-              optimizer_args: Optional[dict] = None, dtypes: Optional[dict] = None) -> ExecGraph:
+              optimizer_args: Optional[dict] = None, dtypes: Optional[dict] = None,
+              order: Optional[Sequence] = None) -> ExecGraph:
     """The execution graph of `model`'s training step under `plan` (from autotile.plan), or of
     its forward graph for an inference plan (``plan.train`` False). `optimizer_args` (lr,
     momentum...) go on the update ops and `dtypes` (NumPy names by input) set the inputs'
@@ -161,7 +180,11 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     before anything runs, saying how much each device needs. With `swap` (default: the plan's
     own `swap_budget`, set by ``at.plan(device_memory=...)`` when no partition fits), tensors
     move to host memory between uses until every device fits the budget (SwapAdvisor;
-    csrc/exec/swap_plan.h)."""
+    csrc/exec/swap_plan.h).
+
+    `order` (node names of the lowered graph, or their ids) replaces the default serial
+    schedule (csrc/exec/schedule_order.h): every node once, each after the producers of its
+    inputs, else an Error naming the node (autotile.planner.swap_search searches over them)."""
     from ..arguments import check_plan
     from ..planner.memory_fit import parse_bytes
 
@@ -195,7 +218,7 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
                         f"{tuple(plan.tensor_shapes[n])} in the plan")
     core = _core.build_exec_graph(lowered.core, plan.factors, [plan.tensor_tilings[n] for n in names],
                                   [plan.node_strategies[n] for n in nodes], control_deps,
-                                  int(device_memory) if swap else 0)
+                                  int(device_memory) if swap else 0, order=node_ids(lowered, order))
     eg = ExecGraph(core, lowered, tg, plan)
     if device_memory is not None:
         over = [(d, b) for d, b in enumerate(core.arena_bytes) if b > device_memory]
