@@ -229,8 +229,10 @@ def main(argv=None) -> int:
     print(f"calibrated {len(cal.ops)} op shapes of {len({e['kind'] for e in cal.ops.values()})} op kinds and "
           f"{len(cal.fetches)} fetch shapes; fetch model: {f.get('overhead', 0) * 1e6:.0f} us + rows x "
           f"{f.get('row_seconds', 0) * 1e9:.0f} ns + bytes / {f.get('bandwidth', 0) / 1e9:.2f} GB/s (summing: "
-          f"{f.get('accumulate_bandwidth', 0) / 1e9:.2f} GB/s); "
-          f"{time.perf_counter() - t0:.0f}s; written to {path}")
+          f"{f.get('accumulate_bandwidth', 0) / 1e9:.2f} GB/s); runtime dispatch: "
+          f"{cal.machine.get('step_overhead_s', 0) * 1e3:.2f} ms per step + {cal.machine.get('op_overhead_s', 0) * 1e6:.1f} us "
+          f"per op, Python part of an op {cal.machine.get('dispatch_compute_s', 0) * 1e6:.1f} us (fetch "
+          f"{cal.machine.get('dispatch_fetch_s', 0) * 1e6:.1f} us); {time.perf_counter() - t0:.0f}s; written to {path}")
     return 0
 
 
