@@ -12,6 +12,7 @@ BENCHES = {
     "mlp": ("mlp", "MLP communication and speedup on 1..8 devices (simulated)"),
     "algorithms": ("algorithms", "RNN and WResNet on 8 devices per algorithm (simulated)"),
     "memory": ("memory_fit", "largest batch within a per-device memory budget: tofu, memory-aware search, swapping"),
+    "memory-ilp": ("memory_ilp", "memory-aware search against the exact memory-constrained integer program"),
     "search": ("search_time", "planner search time against depth and device count"),
     "validate": ("sim_validate", "simulated step time against measured host runs (calibrates)"),
     "memory-plan": ("memory", "per-device memory plans against the ideal share"),

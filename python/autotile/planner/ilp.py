@@ -20,7 +20,7 @@ no ``y``, which keeps the program small.
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -55,10 +55,13 @@ class _Builder:
         self.rhs.append(rhs)
 
 
-def solve_cut(problem: dict, time_limit: Optional[float] = None, stats: Optional[dict] = None) -> List[int]:
+def solve_cut(problem: dict, time_limit: Optional[float] = None, stats: Optional[dict] = None,
+              at_most: Optional[Tuple[Sequence[np.ndarray], float]] = None) -> List[int]:
     """Values of every variable of a cut problem (the dict the core passes, see
     ``autotile._core._cut_problem_dict``) at the program's optimum. With `time_limit` (s) the
-    best solution found so far is returned and `stats` gets its optimality gap."""
+    best solution found so far is returned and `stats` gets its optimality gap. With
+    ``at_most=(weights, bound)`` the solution also keeps ``sum_v weights[v][value of v]`` at or
+    below `bound` (planner/ilp_memory.py: bytes each device holds)."""
     try:
         from scipy.optimize import Bounds, LinearConstraint, milp
         from scipy.sparse import coo_array
@@ -120,7 +123,14 @@ def solve_cut(problem: dict, time_limit: Optional[float] = None, stats: Optional
     options = {"mip_rel_gap": 1e-9}
     if time_limit is not None:
         options["time_limit"] = float(time_limit)
-    res = milp(c=np.asarray(b.cost), constraints=LinearConstraint(A, np.asarray(b.rhs), np.asarray(b.rhs)),
+    constraints = [LinearConstraint(A, np.asarray(b.rhs), np.asarray(b.rhs))]
+    if at_most is not None:
+        weights, bound = at_most
+        row = np.zeros(ncols)
+        for cols, w in zip(x, weights):
+            row[cols] = np.asarray(w, dtype=np.float64) * scale
+        constraints.append(LinearConstraint(row[None, :], -np.inf, bound * scale))
+    res = milp(c=np.asarray(b.cost), constraints=constraints,
                integrality=np.asarray(b.integral), bounds=Bounds(np.zeros(ncols), np.asarray(b.ub)), options=options)
     if res.x is None:
         raise Error(f"cut {problem['cut'] + 1}: the integer program has no solution ({res.message})")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Optional, Tuple
+from typing import Callable, Optional, Tuple
 
 from ..errors import Error
 from .plan import _fmt_bytes
@@ -70,52 +70,67 @@ def _bytes(lowered, i: int) -> float:
     return float(np.prod(lowered.tensor_shapes[i], dtype=np.float64)) * np.dtype(lowered.tensor_dtypes[i]).itemsize
 
 
-def fit(search, lowered, devices: int, budget: int, swap: bool = True) -> Tuple[dict, int, float, list]:
-    """(raw plan, its peak, the weight used, [(weight, comm, peak)] tried) for the cheapest
-    plan found whose per-device peak fits `budget`; `search(weight)` returns a raw core plan.
-    When no partition fits and `swap` is set, the plan with the smallest peak is returned with
-    ``raw["swap_budget"] = budget``: its execution graph swaps tensors to host memory."""
-    check_tiles_can_fit(lowered, devices, budget)
-    tried = []
+def search_weights(search: Callable[[float], dict], measure: Callable[[dict], float], bound: float,
+                   tried: Optional[list] = None) -> Optional[Tuple[dict, float, float]]:
+    """(raw plan, its measure, weight) of the cheapest plan (by communication) found whose
+    `measure` is at most `bound`, or None when no weight reaches it; `search(weight)` returns a
+    raw core plan. The weights: 0, then a geometric scan 4^i / 64 to the first that fits, then
+    a geometric bisection between the last that missed and the first that fit; every plan tried
+    is appended to `tried` as (weight, comm, measure)."""
+    tried = [] if tried is None else tried
 
     def attempt(w):
         raw = search(w)
-        peak = peak_bytes(lowered, raw)
-        tried.append((w, float(raw["total_bytes"]), peak))
-        return raw, peak
+        m = measure(raw)
+        tried.append((w, float(raw["total_bytes"]), m))
+        return raw, m
 
-    raw, peak = attempt(0.0)
-    if peak <= budget:
-        return raw, peak, 0.0, tried
-    best: Optional[Tuple[dict, int, float]] = None
+    raw, m = attempt(0.0)
+    if m <= bound:
+        return raw, m, 0.0
+    best: Optional[Tuple[dict, float, float]] = None
     low, high = 0.0, None
     w = 1.0 / 64
     while w <= 4.0 ** 6:
-        raw, peak = attempt(w)
-        if peak <= budget:
-            best, high = (raw, peak, w), w
+        raw, m = attempt(w)
+        if m <= bound:
+            best, high = (raw, m, w), w
             break
         low, w = w, w * 4
     if high is None:
-        # No partition fits: swap tensors to host memory (SwapAdvisor) on the smallest plan.
-        smallest = min(tried, key=lambda t: t[2])
-        raw = search(smallest[0])
-        swapped = peak_bytes(lowered, raw, budget) if swap else None
-        if swapped is not None and swapped <= budget:
-            raw["swap_budget"] = budget
-            return raw, swapped, smallest[0], tried
-        raise Error(f"no plan fits device_memory={_fmt_bytes(budget)} on {devices} devices: the smallest "
-                    f"per-device peak found is {_fmt_bytes(smallest[2])} (memory weight {smallest[0]:g})"
-                    + (f", {_fmt_bytes(swapped)} with tensors swapped to host memory" if swapped else "")
-                    + "; use more devices, a smaller batch, or a larger budget")
+        return None
     for _ in range(5):  # bisection (geometric) between a weight that misses and one that fits
         mid = math.sqrt(low * high) if low > 0 else high / 4
-        raw, peak = attempt(mid)
-        if peak <= budget:
+        raw, m = attempt(mid)
+        if m <= bound:
             high = mid
             if raw["total_bytes"] < best[0]["total_bytes"]:
-                best = (raw, peak, mid)
+                best = (raw, m, mid)
         else:
             low = mid
     # any fitting plan seen (the weight's effect is not monotone) competes on communication
-    return best[0], best[1], best[2], tried
+    return best
+
+
+def fit(search, lowered, devices: int, budget: int, swap: bool = True) -> Tuple[dict, int, float, list]:
+    """(raw plan, its peak, the weight used, [(weight, comm, peak)] tried) for the cheapest
+    plan found whose per-device peak fits `budget` (:func:`search_weights` on the execution
+    graph's arena); `search(weight)` returns a raw core plan. When no partition fits and `swap`
+    is set, the plan with the smallest peak is returned with ``raw["swap_budget"] = budget``:
+    its execution graph swaps tensors to host memory."""
+    check_tiles_can_fit(lowered, devices, budget)
+    tried: list = []
+    got = search_weights(search, lambda raw: peak_bytes(lowered, raw), budget, tried)
+    if got is not None:
+        return got[0], got[1], got[2], tried
+    # No partition fits: swap tensors to host memory (SwapAdvisor) on the smallest plan.
+    smallest = min(tried, key=lambda t: t[2])
+    raw = search(smallest[0])
+    swapped = peak_bytes(lowered, raw, budget) if swap else None
+    if swapped is not None and swapped <= budget:
+        raw["swap_budget"] = budget
+        return raw, swapped, smallest[0], tried
+    raise Error(f"no plan fits device_memory={_fmt_bytes(budget)} on {devices} devices: the smallest "
+                f"per-device peak found is {_fmt_bytes(smallest[2])} (memory weight {smallest[0]:g})"
+                + (f", {_fmt_bytes(swapped)} with tensors swapped to host memory" if swapped else "")
+                + "; use more devices, a smaller batch, or a larger budget")

@@ -1,0 +1,70 @@
+"""The exact memory-constrained plan, to measure the memory-aware search against (issue #15).
+
+The memory-aware search (planner/memory_fit.py) prices ``w x (bytes each device holds)`` in
+the DP and searches the multiplier ``w``: a Lagrangian method, greedy across cuts. The quantity
+an integer program can hold exactly is the same linear one: the bytes each device holds of
+all tensors together, a tensor split at a cut of k devices holding 1/k, replicated or partial
+holding all of it (summed over every tensor, not only those live at once: the execution
+graph's arena, which the budget is checked on, depends on liveness and placement and is not
+linear in the layouts). :func:`constrained_optimum` solves the joint program of all cuts
+(planner/ilp_joint.py) with that sum bounded, i.e. the least communication of any plan
+holding at most the bound; :func:`multiplier_search` is what the memory-aware search would
+return against the same bound. The bench (`autotile bench memory-ilp`) compares them.
+"""
+from __future__ import annotations
+
+from typing import Callable, List, Optional, Sequence
+
+import numpy as np
+
+
+def tensor_bytes(lowered) -> np.ndarray:
+    """Bytes of every tensor of a lowered graph, by tensor id."""
+    return np.array([float(np.prod(s, dtype=np.float64)) * np.dtype(d).itemsize
+                     for s, d in zip(lowered.tensor_shapes, lowered.tensor_dtypes)])
+
+
+def held_fraction(tilings: Sequence[str], factors: Sequence[int]) -> float:
+    """Fraction of a tensor one device holds under its tiling per cut ('split(i)' keeps 1/k
+    of the cut's k devices' share; 'replicate' and partial sums keep all of it)."""
+    frac = 1.0
+    for tiling, k in zip(tilings, factors):
+        if tiling.startswith("split"):
+            frac /= k
+    return frac
+
+
+def held_bytes(tensor_tilings: Sequence[Sequence[str]], factors: Sequence[int], nbytes: np.ndarray) -> float:
+    """Bytes each device holds of all tensors together under a plan's tilings (per tensor id)."""
+    return float(sum(b * held_fraction(t, factors) for t, b in zip(tensor_tilings, nbytes)))
+
+
+def held_weights(problem: dict, nbytes: np.ndarray) -> List[np.ndarray]:
+    """Per variable of a joint problem, the bytes a device holds of its tensors for each value."""
+    weights = [np.zeros(d) for d in problem["domain"]]
+    for t, v in enumerate(problem["tensor_var"]):
+        if v < 0:
+            continue
+        for a, tilings in enumerate(problem["tensor_values"][v]):
+            weights[v][a] += nbytes[t] * held_fraction(tilings, problem["factors"])
+    return weights
+
+
+def constrained_optimum(core, devices: int, nbytes: np.ndarray, bound: float, replicate_fallback: bool = False,
+                        time_limit: Optional[float] = None) -> dict:
+    """The joint optimum (planner/ilp_joint.joint_optimum's dict) among plans whose devices
+    hold at most `bound` bytes each, with ``held_bytes`` added. Error when none does."""
+    from .ilp_joint import joint_optimum
+
+    j = joint_optimum(core, devices, replicate_fallback=replicate_fallback, time_limit=time_limit,
+                      held_at_most=(nbytes, bound))
+    j["held_bytes"] = held_bytes(j["tensor_tilings"], j["factors"], nbytes)
+    return j
+
+
+def multiplier_search(search: Callable[[float], dict], measure: Callable[[dict], float], bound: float):
+    """(raw plan, its measure, weight) of the memory-aware search against `bound` under
+    `measure` (planner/memory_fit.fit's schedule of weights), or None when no weight fits."""
+    from .memory_fit import search_weights
+
+    return search_weights(search, measure, bound)
