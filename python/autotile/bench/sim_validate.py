@@ -118,6 +118,25 @@ def _graphs(quick: bool, log):
     return out
 
 
+def _without_dispatch(profile, calibration):
+    """(profile, calibration) with the runtime's dispatch terms off (no step or per-op
+    overhead, no Python part under one lock): what the simulator predicted before it
+    modelled them, to show what they account for."""
+    import copy
+
+    from autotile.sim import Calibration
+    from autotile.sim.simulator import MACHINE_FIGURES
+
+    hw = copy.deepcopy(profile)
+    hw.device["gil"] = False
+    cal = Calibration({"ops": calibration.ops, "fetches": calibration.fetches, "fetch": calibration.fetch,
+                       "machine": dict(calibration.machine), "slowdowns": calibration.kind_slowdowns})
+    for key in MACHINE_FIGURES:
+        if key != "wake_latency_s":
+            hw.device[key] = cal.machine[key] = 0.0
+    return hw, cal
+
+
 def _pct(x) -> str:
     return "-" if x is None else f"{100 * x:+.1f}%"
 
@@ -131,6 +150,7 @@ def _stats_rows(raw):
     from autotile.sim.fit import relative_errors
 
     groups = [("in-sample (calibrated on the graph itself)", "in_sample", lambda r: True),
+              ("in-sample without the dispatch terms (ablation)", "in_sample_no_dispatch", lambda r: True),
               ("fitted host profile, devices 1-2 (training rows)", "devices_out", lambda r: r["devices"] in CALIBRATE_ON),
               ("fitted host profile, devices 4-8 held out", "devices_out", lambda r: r["devices"] not in CALIBRATE_ON),
               ("fitted host profile, model held out", "model_out", lambda r: True)]
@@ -201,6 +221,8 @@ def main(argv=None) -> int:
         measured, thrown = meas
         r = {"model": label, "devices": k, "algorithm": algo, "measured_seconds": measured, "disturbed_steps": thrown,
              "in_sample": Simulator(profile, own).run(eg).step_seconds if own is not None else None,
+             "in_sample_no_dispatch": Simulator(*_without_dispatch(profile, own)).run(eg).step_seconds
+             if own is not None else None,
              "devices_out": devices_out[min(k, 2)].run(eg).step_seconds,
              "model_out": model_out[label, k == 1].run(eg).step_seconds if model_out[label, k == 1] else None}
         raw.append(r)
