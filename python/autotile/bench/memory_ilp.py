@@ -15,6 +15,8 @@ liveness). Models small enough for the joint program (bench/optimality.py's join
 """
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
 import time
 
@@ -57,13 +59,27 @@ class Case:
         from autotile.planner.ilp_memory import constrained_optimum
 
         try:
-            j = constrained_optimum(self.lowered.core, self.devices, self.nbytes, bound, replicate_fallback=True,
-                                    time_limit=self.ilp_seconds)
+            with _quiet_stdout():  # HiGHS's MIP solver prints debugging lines on the C stdout
+                j = constrained_optimum(self.lowered.core, self.devices, self.nbytes, bound,
+                                        replicate_fallback=True, time_limit=self.ilp_seconds)
         except Error as e:
             if "no solution" in str(e) or "infeasible" in str(e).lower():
                 return None
             raise
         return j
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    sys.stdout.flush()
+    saved = os.dup(1)
+    with open(os.devnull, "w") as null:
+        os.dup2(null.fileno(), 1)
+        try:
+            yield
+        finally:
+            os.dup2(saved, 1)
+            os.close(saved)
 
 
 def held_rows(case: Case, log):
