@@ -6,16 +6,18 @@ results (gradients, updated params) are assembled into the memory their scattere
 free. The peak is read from /proc (VmHWM) in a fresh process, against the prediction computed
 from the plan's own arena sizes and the values' byte counts.
 
-Stated slack: kernel temporaries, which the memory plan does not count. A kernel returns
-fresh arrays that the runtime copies into the arenas, and an SGD update (ops/optimizer.py)
-works in place in its output plus one temporary: two arrays the size of its weight tile on
-every device at once, i.e. twice the largest parameter under a plan that splits it (tofu);
-plus, on a loaded machine, the output of one more kernel finishing on the runtime's worker
-pool while another runs (measured: mlp-4-4096 on 4 devices 140-172 MB over when quiet, 207 MB
-under load 8, its largest weight being 67 MB): three times the largest parameter in all, plus
-48 MiB for allocator and thread noise. (Before the update kernels worked in place they
-held up to three temporaries besides the output, and the slack was three times the largest
-parameter; before the tiles were freed the results came on top of the arenas, 2 x params.)
+Stated slack: 24 MiB whatever the model, for what the memory plan does not count. Kernels
+write their outputs into the arena buffers (KernelContext.out) and the optimizer updates work
+a block of 64K elements at a time, so a kernel holds at most about 1 MB of scratch (8 worker
+threads at once: under 8 MB); the results are assembled 4 MiB of a tile at a time, each
+block's pages freed once added (ops run one at a time hold under 1.2 MB each,
+`autotile bench runtime`); the rest is allocator and thread noise. Measured 2026-11-25 (2
+cores, load 4-7): mlp-4-2048 on 4 devices 10 MB over the plan, mlp-4-4096 12 MB, the zoo's
+mlp (`autotile run mlp --devices 4 --batch 64`) 13 MB. With AUTOTILE_KERNEL_OUT=0 (kernels
+allocate their outputs and the runtime copies them) they are 37-45, 140 and 535 MB over, and
+the test fails: a k-device step then holds every device's fresh weight gradient and update
+at once. (The slack was 3 x the largest parameter + 48 MiB before kernels wrote in place,
+and 2 x params before the tiles were freed.)
 """
 import sys
 
@@ -25,7 +27,8 @@ from autotile.bench.runtime import step_memory
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/status")
 
-NOISE = 48 * 2 ** 20
+NOISE = 48 * 2 ** 20  # resident memory of the values and plan before the step
+SLACK = 24 * 2 ** 20  # the step's peak over the plan's prediction (see above)
 
 
 def largest_param_bytes(model: str, batch: int) -> int:
@@ -44,17 +47,18 @@ def check_peak(model: str, batch: int, devices: int):
     # the prediction from its parts: interpreter and libraries, the caller's values, the arenas
     predicted = r["base_rss"] + r["param_bytes"] + r["data_bytes"] + r["arena_bytes"]
     assert r["rss_before_step"] <= r["base_rss"] + r["param_bytes"] + r["data_bytes"] + NOISE
-    slack = 3 * largest_param_bytes(model, batch) + NOISE
     excess = r["peak_rss"] - predicted
-    assert excess <= slack, (f"{model} on {devices} devices peaked {r['peak_rss'] / 1e9:.3f} GB, "
+    assert excess <= SLACK, (f"{model} on {devices} devices peaked {r['peak_rss'] / 1e9:.3f} GB, "
                              f"{excess / 1e6:.0f} MB over the plan's {predicted / 1e9:.3f} GB "
-                             f"(slack {slack / 1e6:.0f} MB; params {r['param_bytes'] / 1e6:.0f} MB)")
+                             f"(slack {SLACK / 1e6:.0f} MB; params {r['param_bytes'] / 1e6:.0f} MB, the "
+                             f"largest {largest_param_bytes(model, batch) / 1e6:.0f} MB; peaks over the plan "
+                             f"by phase {({k: round((v - predicted) / 1e6) for k, v in r['phase_peaks'].items()})} MB)")
     # and the step did its work: the arenas were written (a run that skipped them would pass)
     assert r["peak_rss"] >= r["rss_before_step"] + r["arena_bytes"] // 2
 
 
 @pytest.mark.parametrize("devices", [2, 4])
-def test_step_peak_within_plan_plus_params(devices):
+def test_step_peak_at_the_plan(devices):
     check_peak("mlp-4-2048", 64, devices)
 
 

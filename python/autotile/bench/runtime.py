@@ -7,8 +7,11 @@
    a plain memcpy (numpy.copyto) of the same bytes. Target: at least 80%.
 3. Resident memory of one k-device step (VmHWM of a fresh process) next to what the memory
    plan predicts: the interpreter, the caller's params and data, and the plan's arenas. The
-   results (gradients, updated params) take the memory their tiles free, so the peak should
-   exceed the prediction only by kernel temporaries (docs/memory.md, "Memory of a run").
+   results (gradients, updated params) take the memory their tiles free, and kernels write
+   into the arenas, so the peak should exceed the prediction only by a few MB of kernel
+   scratch and threads (docs/memory.md, "Memory of a run"); the peaks of the run and of the
+   results' assembly are shown apart, and what each op type holds beyond the arenas.
+   AUTOTILE_KERNEL_OUT=0 measures kernels that allocate their outputs instead.
 
     autotile bench runtime [--quick] [--devices 8]
 """
@@ -94,13 +97,49 @@ def _random_values(sym, rng):
     return values, {k: v.shape for k, v in values.items() if k == "data" or k.endswith("label")}
 
 
+def _reset_peak():
+    """Starts a new VmHWM window (Linux: writing 5 to clear_refs resets it to VmRSS)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+
+
+def _phase_runtime(peaks: dict):
+    """A HostRuntime that records the resident peak of each phase of a step in `peaks`:
+    transform (and arena set-up) with load, run, gather (assembling the results)."""
+    from autotile.backend.host_runtime import HostRuntime
+
+    def mark(phase):
+        peaks[phase] = _proc_status_bytes("VmHWM")
+        _reset_peak()
+
+    class PhasePeaks(HostRuntime):
+        def load(self, values):
+            super().load(values)
+            mark("load")
+
+        def run(self, *args, **kwargs):
+            stats = super().run(*args, **kwargs)
+            mark("run")
+            return stats
+
+        def gather_results(self, names):
+            out = super().gather_results(names)
+            mark("gather")
+            return out
+
+    return PhasePeaks
+
+
 def _memory_child(model: str, batch: int, devices: int, algorithm: str) -> dict:
     """In a fresh process: one training step of `model` on `devices` host devices, with the
-    resident memory before it and the peak during it."""
+    resident memory before it and the peak during it (and during each phase)."""
     import numpy as np
 
     import autotile as at
-    from autotile.backend.multi_device import run_multi_device
+    from autotile.backend.multi_device import run_multi_device, run_partitioned
 
     # a small step first: the modules, thread pools and BLAS buffers every step needs are in
     # base_rss, so the difference from it is the model's own memory
@@ -112,18 +151,59 @@ def _memory_child(model: str, batch: int, devices: int, algorithm: str) -> dict:
     plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm)
     data = set(shapes)
     before = _proc_status_bytes("VmRSS")
-    try:  # the peak of the step alone (Linux: 5 resets VmHWM to VmRSS)
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-    except OSError:
-        pass
-    res = run_multi_device(sym, devices, values, plan=plan)
-    peak = _proc_status_bytes("VmHWM")
+    _reset_peak()  # the peak of the step alone
+    peaks: dict = {}
+    res = run_partitioned(_phase_runtime(peaks), sym, devices, values, True, "sgd", None, 0, plan, algorithm,
+                          True, None, False)
+    peaks["result"] = _proc_status_bytes("VmHWM")
     return {"model": model, "batch": batch, "devices": devices, "algorithm": algorithm,
             "param_bytes": sum(v.nbytes for k, v in values.items() if k not in data),
             "data_bytes": sum(values[k].nbytes for k in data),
             "arena_bytes": sum(res.stats["peak_memory"]), "base_rss": base, "rss_before_step": before,
-            "peak_rss": peak, "step_seconds": res.stats["step_seconds"]}
+            "peak_rss": max(peaks.values()), "phase_peaks": peaks, "step_seconds": res.stats["step_seconds"]}
+
+
+def kernel_temporaries(model: str, batch: int, devices: int, algorithm: str = "tofu") -> list:
+    """Where a step's memory beyond the plan goes, op type by op type: the ops of one
+    training step of zoo `model` on `devices` host devices run one at a time, each under
+    tracemalloc (which sees NumPy's allocations, not the arenas). Rows of (op type, count,
+    largest temporary: the most a single op held above what it started with, in bytes,
+    largest output tile in bytes). A kernel that writes into its arena buffers holds only
+    its own scratch; one that returns fresh arrays holds at least its outputs."""
+    import tracemalloc
+
+    import numpy as np
+
+    import autotile as at
+    from autotile.backend.host_runtime import HostRuntime
+    from autotile.backend.multi_device import plan_and_transform
+    from autotile.backend.tiles import buffer_span, step_inputs
+
+    sym = at.models.get(model, batch=batch)
+    values, shapes = _random_values(sym, np.random.default_rng(0))
+    plan = at.plan(sym, devices=devices, shapes=shapes, algorithm=algorithm)
+    _, eg, _ = plan_and_transform(sym, devices, values, plan=plan)
+    rt = HostRuntime(eg)
+    rt.load(step_inputs(eg, values))
+    low = eg.lowered
+    kinds: dict = {}
+    tracemalloc.start()
+    try:
+        for i in rt.sequential_order():
+            op = eg.ops[i]
+            kind = rt.runner.nodes[low.node_names[op["node"]]].op if op["kind"] == "compute" else op["kind"]
+            tracemalloc.reset_peak()
+            start = tracemalloc.get_traced_memory()[0]
+            rt.execute(i)
+            held = tracemalloc.get_traced_memory()[1] - start
+            out_bytes = max((buffer_span(eg, b)[3] - buffer_span(eg, b)[2] for b in op["outputs"]), default=0)
+            row = kinds.setdefault(kind, [kind, 0, 0, 0])
+            row[1] += 1
+            row[2] = max(row[2], held)
+            row[3] = max(row[3], out_bytes)
+    finally:
+        tracemalloc.stop()
+    return sorted(kinds.values(), key=lambda r: -r[2])
 
 
 def step_memory(model: str, batch: int, devices: int, algorithm: str = "tofu") -> dict:
@@ -153,9 +233,13 @@ def memory_table(cases) -> tuple:
     for model, batch, devices in cases:
         r = step_memory(model, batch, devices)
         gb = 1e9
+        phases = r["phase_peaks"]
         rows.append([model, batch, devices, round(r["param_bytes"] / gb, 3), round(r["arena_bytes"] / gb, 3),
                      round(r["predicted_peak"] / gb, 3), round(r["peak_rss"] / gb, 3),
-                     round(r["peak_rss"] / r["predicted_peak"], 2), round(r["peak_rss"] / r["param_bytes"], 2)])
+                     round((r["peak_rss"] - r["predicted_peak"]) / 1e6),
+                     round((phases["run"] - r["predicted_peak"]) / 1e6),
+                     round((phases["gather"] - r["predicted_peak"]) / 1e6),
+                     round(r["peak_rss"] / r["param_bytes"], 2)])
         results.append(r)
     return rows, results
 
@@ -187,8 +271,15 @@ def main(argv=None):
         mem_rows, memory = memory_table(mem_cases)
         print("\nresident memory of one training step (GB): peak (VmHWM) vs the memory plan's prediction "
               "(interpreter + params + data + arenas)")
-        print(table(["model", "batch", "devices", "params", "plan arenas", "predicted", "peak", "peak/pred",
-                     "peak/params"], mem_rows))
+        print(table(["model", "batch", "devices", "params", "plan arenas", "predicted", "peak", "over MB",
+                     "run over MB", "gather over MB", "peak/params"], mem_rows))
+        model, batch, devices = mem_cases[0]
+        print(f"\nwhat each op type holds beyond the arenas, ops run one at a time (tracemalloc, MB): "
+              f"{model}, batch {batch}, {devices} devices")
+        temporaries = kernel_temporaries(model, batch, devices)
+        print(table(["op", "count", "largest temporary", "largest output tile"],
+                    [[k, n, round(t / 1e6, 2), round(o / 1e6, 2)] for k, n, t, o in temporaries]))
+        memory.append({"kernel_temporaries": temporaries})
     else:
         memory = []
     path = write_json("runtime.json", {"steps": results, "multifetch": bw, "memory": memory})
