@@ -91,7 +91,7 @@ def test_bad_pieces_are_refused():
     assert not frozen.any()
     with pytest.raises(at.Error, match="C-contiguous"):
         _core.multifetch(np.zeros((4, 8), np.float32)[:, ::2], (0, 0), [(src, (0, 0), (0, 0), (2, 4))])
-    with pytest.raises(at.Error, match="sources must be"):
+    with pytest.raises(at.Error, match="a source must be a C-contiguous"):
         _core.multifetch(dst, (0, 0), [(np.ones((2, 8), np.float32)[:, ::2], (0, 0), (0, 0), (2, 4))])
     with pytest.raises(at.Error, match="sources must be"):
         _core.multifetch(dst, (0, 0), [(src.astype(np.float64), (0, 0), (0, 0), (2, 4))])
@@ -150,3 +150,15 @@ def test_large_pieces_equal_numpy(dtype, shift, helper, monkeypatch):
     dst = _unaligned((8, 8, 60, 62), dtype, shift)
     _core.multifetch(dst, (0, 8, 0, 0), [(t, (0, 0, 0, 0), (0, 8, 0, 0), (8, 16, 60, 62))])
     np.testing.assert_array_equal(dst, t[:, 8:])
+
+
+def test_non_native_byte_order_copies_but_does_not_accumulate():
+    # a big-endian buffer's elements are copied as bytes; adding them as native floats would be wrong
+    x = np.arange(12, dtype=">f4").reshape(3, 4)
+    dst = np.zeros((3, 2), ">f4")
+    _core.multifetch(dst, (0, 1), [(x, (0, 0), (0, 1), (3, 3))])
+    np.testing.assert_array_equal(dst, x[:, 1:3])
+    with pytest.raises(at.Error, match="accumulation"):
+        _core.multifetch(dst, (0, 1), [(x, (0, 0), (0, 1), (3, 3))], True)
+    with pytest.raises(at.Error, match="destination's dtype"):
+        _core.multifetch(dst, (0, 1), [(x.astype("<f4"), (0, 0), (0, 1), (3, 3))])

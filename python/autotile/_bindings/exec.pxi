@@ -1,7 +1,8 @@
 # Bindings of csrc/exec (execution graph + memory plan) and csrc/runtime (host MultiFetch).
 from libcpp.memory cimport unique_ptr
 from libcpp.utility cimport move
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_FORMAT, PyBUF_WRITABLE
+from libc.string cimport strcmp
 
 cdef extern from "exec/box.h" namespace "autotile":
     cdef cppclass CInterval "autotile::Interval":
@@ -241,51 +242,68 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     return result
 
 
-cdef FetchDType _fetch_dtype(dtype):
-    kind, size = dtype.kind, dtype.itemsize
-    if kind == "f" and size == 4:
-        return FetchDType.kFloat32
-    if kind == "f" and size == 8:
-        return FetchDType.kFloat64
-    if kind == "i" and size == 4:
-        return FetchDType.kInt32
-    if kind == "i" and size == 8:
-        return FetchDType.kInt64
-    if kind == "b":
+cdef FetchDType _fetch_dtype(const char* fmt, Py_ssize_t size):
+    """The element type of a buffer-protocol format (native byte order only: any other copies
+    as bytes and cannot accumulate)."""
+    if fmt[0] == b"=" or fmt[0] == b"@" or fmt[0] == b"<":  # native on the little-endian hosts we build for
+        fmt += 1
+    if fmt[0] == 0 or fmt[1] != 0:
+        return FetchDType.kBytes
+    if (fmt[0] == b"f" and size == 4) or (fmt[0] == b"d" and size == 8):
+        return FetchDType.kFloat32 if size == 4 else FetchDType.kFloat64
+    if (fmt[0] == b"i" or fmt[0] == b"l" or fmt[0] == b"q") and (size == 4 or size == 8):
+        return FetchDType.kInt32 if size == 4 else FetchDType.kInt64
+    if fmt[0] == b"?":
         return FetchDType.kBool
     return FetchDType.kBytes
+
+
+cdef int _get_buffer(obj, Py_buffer* view, int flags, what) except -1:
+    try:
+        PyObject_GetBuffer(obj, view, flags | PyBUF_C_CONTIGUOUS | PyBUF_FORMAT)
+    except (BufferError, TypeError, ValueError) as e:
+        raise _AutotileError(f"multifetch: {what} must be a C-contiguous{' writeable' if flags else ''} array ({e})") from None
+    return 0
 
 
 def multifetch(dst, dst_lo, pieces, accumulate=False):
     """Assemble region pieces into `dst` (a C-contiguous array holding the box starting at
     `dst_lo`). pieces: [(src array, src box lo, region lo, region hi)]. Releases the GIL."""
-    # Buffers come from the buffer protocol, not `.ctypes.data` (which runs Python code in
-    # NumPy: after a large kernel has evicted the caches, one call spent ~100 us there).
+    # Pointers, shapes and element types come from the buffer protocol, not from NumPy
+    # attributes: `.ctypes.data` runs Python code in NumPy, and after a large kernel has
+    # evicted the caches one call spent ~100 us there.
     cdef vector[CFetchSource] srcs
     cdef CFetchSource s
     cdef vector[int64_t] lo = dst_lo
-    cdef vector[int64_t] shape = dst.shape
+    cdef vector[int64_t] shape
     cdef Py_buffer out_buf, in_buf
-    if not dst.flags.c_contiguous or not dst.flags.writeable:
-        raise _AutotileError("multifetch: destination must be C-contiguous and writeable")
-    dtype = dst.dtype
-    cdef FetchDType dt = _fetch_dtype(dtype)
-    cdef int esize = dtype.itemsize
+    cdef int esize
+    cdef FetchDType dt
     cdef cbool acc = bool(accumulate)
-    for src, src_lo, rlo, rhi in pieces:
-        if not src.flags.c_contiguous or src.dtype != dtype:
-            raise _AutotileError("multifetch: sources must be C-contiguous and of the destination's dtype")
-        # `pieces` keeps every source alive; the buffer is released at once
-        PyObject_GetBuffer(src, &in_buf, PyBUF_C_CONTIGUOUS)
-        s.data = in_buf.buf
-        PyBuffer_Release(&in_buf)
-        s.buf_lo = src_lo
-        s.buf_shape = src.shape
-        s.lo = rlo
-        s.hi = rhi
-        srcs.push_back(s)
-    PyObject_GetBuffer(dst, &out_buf, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+    cdef cbool same
+    cdef int d
+    _get_buffer(dst, &out_buf, PyBUF_WRITABLE, "the destination")
     try:
+        dt = _fetch_dtype(out_buf.format, out_buf.itemsize)
+        esize = out_buf.itemsize
+        for d in range(out_buf.ndim):
+            shape.push_back(out_buf.shape[d])
+        for src, src_lo, rlo, rhi in pieces:
+            # `pieces` keeps every source alive; its buffer view is released at once
+            _get_buffer(src, &in_buf, 0, "a source")
+            s.data = in_buf.buf
+            same = in_buf.itemsize == esize and _fetch_dtype(in_buf.format, in_buf.itemsize) == dt and (
+                dt != FetchDType.kBytes or strcmp(in_buf.format, out_buf.format) == 0)
+            s.buf_shape.clear()
+            for d in range(in_buf.ndim):
+                s.buf_shape.push_back(in_buf.shape[d])
+            PyBuffer_Release(&in_buf)
+            if not same:
+                raise _AutotileError("multifetch: sources must be of the destination's dtype")
+            s.buf_lo = src_lo
+            s.lo = rlo
+            s.hi = rhi
+            srcs.push_back(s)
         with nogil:
             c_multifetch(out_buf.buf, lo, shape, esize, dt, srcs, acc)
     except RuntimeError as e:
