@@ -162,3 +162,59 @@ def test_non_native_byte_order_copies_but_does_not_accumulate():
         _core.multifetch(dst, (0, 1), [(x, (0, 0), (0, 1), (3, 3))], True)
     with pytest.raises(at.Error, match="destination's dtype"):
         _core.multifetch(dst, (0, 1), [(x.astype("<f4"), (0, 0), (0, 1), (3, 3))])
+
+
+def _shifted(arr, shift):
+    """A copy of `arr` whose data starts `shift` bytes past a 64-byte boundary."""
+    raw = np.empty(arr.nbytes + 64 + shift, np.uint8)
+    start = -raw.ctypes.data % 64 + shift
+    out = raw[start:start + arr.nbytes].view(arr.dtype).reshape(arr.shape)
+    out[...] = arr
+    return out
+
+
+# run lengths (bytes) around every branch of the copy: fixed-size moves, the 16-byte vector
+# loop and its overlapping tail, the 1 KB inline limit, libc memcpy above it
+_RUN_BYTES = list(range(1, 70)) + [95, 127, 128, 129, 176, 255, 496, 1008, 1023, 1024, 1025, 1040, 2047]
+
+
+@pytest.mark.parametrize("src_shift", [0, 1, 13])
+def test_every_short_run_length_equals_numpy(src_shift):
+    # small pieces (plain stores, prefetched strided source) from sources and into destinations
+    # that start off any alignment, at odd column offsets
+    rng = np.random.default_rng(src_shift)
+    for n in _RUN_BYTES:
+        x = _shifted(rng.integers(0, 256, (40, n + 2 * (n % 7) + 3), np.uint8), src_shift)
+        c0 = n % 7
+        dst = _shifted(np.zeros((35, n), np.uint8), (src_shift + 5) % 16)
+        _core.multifetch(dst, (3, c0), [(x, (0, 0), (3, c0), (38, c0 + n))])
+        np.testing.assert_array_equal(dst, x[3:38, c0:c0 + n], err_msg=f"{n} bytes")
+
+
+@pytest.mark.parametrize("helper", ["0", "1"])
+@pytest.mark.parametrize("src_shift", [0, 3])
+def test_large_pieces_of_every_run_length_equal_numpy(helper, src_shift, monkeypatch):
+    # >= 1 MB packed destinations take the streaming writer, >= 4 MB ones the helper thread when
+    # it is forced on; 1-byte, int64 and float32 elements; copies and accumulation
+    monkeypatch.setenv("AUTOTILE_MULTIFETCH_HELPER", helper)
+    rng = np.random.default_rng(src_shift)
+    for n in [1, 3, 15, 16, 17, 31, 63, 100, 127, 176, 496, 1023, 1025]:
+        rows = (4 << 20) // n + 3 if helper == "1" else (1 << 20) // n + 3
+        x = _shifted(rng.integers(0, 256, (rows, n + 5), np.uint8), src_shift)
+        dst = np.empty((rows - 2, n), np.uint8)
+        _core.multifetch(dst, (2, 1), [(x, (0, 0), (2, 1), (rows, n + 1))])
+        np.testing.assert_array_equal(dst, x[2:, 1:n + 1], err_msg=f"{n} bytes")
+    for dtype in (np.int64, np.float32):
+        for elems in [1, 3, 31, 62, 257]:
+            size = np.dtype(dtype).itemsize
+            rows = (4 << 20) // (elems * size) + 3
+            x = _shifted((rng.standard_normal((rows, elems + 3)) * 1000).astype(dtype), 4 * src_shift)
+            dst = np.empty((rows, elems), dtype)
+            _core.multifetch(dst, (0, 2), [(x, (0, 0), (0, 2), (rows, elems + 2))])
+            np.testing.assert_array_equal(dst, x[:, 2:elems + 2], err_msg=f"{dtype} {elems}")
+            # two overlapping pieces added: rows [0, rows) once and [rows // 3, rows) again
+            _core.multifetch(dst, (0, 2), [(x, (0, 0), (0, 2), (rows, elems + 2)),
+                                           (x, (0, 0), (rows // 3, 2), (rows, elems + 2))], True)
+            want = x[:, 2:elems + 2].copy()
+            want[rows // 3:] += x[rows // 3:, 2:elems + 2]
+            np.testing.assert_array_equal(dst, want, err_msg=f"{dtype} {elems} accumulated")
