@@ -21,9 +21,10 @@ import time
 
 from . import common
 
-FULL = {"models": [("wresnet-152-4", 8), ("rnn-10-8k", 64), ("gpt2-large", 4)], "devices": 8, "budget": 12e9,
-        "max_batch": 512}
-QUICK = {"models": [("wresnet-50-1", 32), ("rnn-2-2k", 128)], "devices": 4, "budget": 0.8e9, "max_batch": 256}
+# (model, first batch, last batch tried): the batch doubles from the first to the last
+FULL = {"models": [("wresnet-152-4", 8, 512), ("rnn-10-8k", 64, 512), ("gpt2-large", 4, 64)], "devices": 8,
+        "budget": 12e9}
+QUICK = {"models": [("wresnet-50-1", 32, 256), ("rnn-2-2k", 128, 256)], "devices": 4, "budget": 0.8e9}
 PROFILES = ("p2.8xlarge", "dgx-a100")
 METHODS = ("tofu", "tofu+budget", "+swap")
 # SwapAdvisor thesis Ch. 5 (Fig. 5.1, Table 5.1): one 16 GB V100, throughput relative to an
@@ -104,12 +105,12 @@ def budget_table(cfg, log):
     JSON rows."""
     devices, budget = cfg["devices"], cfg["budget"]
     rows, sweep, targets, out = [], [], [], []
-    for model, first in cfg["models"]:
+    for model, first, last in cfg["models"]:
         case = Case(model, devices, budget)
         thesis = next((t for k, t in THESIS.items() if model.startswith(k)), "not measured")
         for method in METHODS:
             best, batch = None, first
-            while batch <= cfg["max_batch"]:
+            while batch <= last:
                 t0 = time.perf_counter()
                 got = case.attempt(batch, method)
                 log(f"  {model} {method} batch {batch}: {'fits' if got else 'does not fit'} "
@@ -130,12 +131,12 @@ def budget_table(cfg, log):
                 continue
             b, (plan, eg, need) = best
             ratio = case.step_ratio(b, eg)
-            rows.append([model, method, b, f"{need / budget:.2f}x", f"{_peak(eg) / 1e9:.2f} GB",
+            rows.append([model, method, b if b < last else f"{b} (last tried)", f"{need / budget:.2f}x", f"{_peak(eg) / 1e9:.2f} GB",
                          _ratio(ratio["p2.8xlarge"]), _ratio(ratio["dgx-a100"]), thesis if method == "+swap" else ""])
             out.append({"model": model, "method": method, "batch": b, "peak_bytes": _peak(eg), "need_bytes": need,
                         "comm_bytes": plan.comm_bytes, "swapped": plan.swap_budget is not None,
                         "step_vs_unconstrained": ratio})
-        targets.append(twice_the_budget(case, first, cfg["max_batch"], log, out))
+        targets.append(twice_the_budget(case, first, last, log, out))
     return rows, sweep, [t for t in targets if t], out
 
 
