@@ -131,7 +131,8 @@ def budget_table(cfg, log):
                 continue
             b, (plan, eg, need) = best
             ratio = case.step_ratio(b, eg)
-            rows.append([model, method, b if b < last else f"{b} (last tried)", f"{need / budget:.2f}x", f"{_peak(eg) / 1e9:.2f} GB",
+            shown = b if b < last else f"{b} (last tried)"
+            rows.append([model, method, shown, f"{need / budget:.2f}x", f"{_peak(eg) / 1e9:.2f} GB",
                          _ratio(ratio["p2.8xlarge"]), _ratio(ratio["dgx-a100"]), thesis if method == "+swap" else ""])
             out.append({"model": model, "method": method, "batch": b, "peak_bytes": _peak(eg), "need_bytes": need,
                         "comm_bytes": plan.comm_bytes, "swapped": plan.swap_budget is not None,
