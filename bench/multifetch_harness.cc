@@ -3,8 +3,8 @@
 // 32 x 64 x 88 x 88), each copied with autotile::multifetch and compared with memcpy of the
 // same bytes, timed in turn from cold caches (64 MB read before every timed call), medians.
 //
-//   g++ -O3 -std=c++17 -pthread -Icsrc bench/multifetch_harness.cc csrc/runtime/multifetch.cc \
-//       -o /tmp/mf_harness && nice -n -10 /tmp/mf_harness [repeats] [fresh]
+//   g++ -O3 -std=c++17 -pthread -Icsrc bench/multifetch_harness.cc csrc/runtime/multifetch.cc -o /tmp/mf_harness
+//   nice -n -10 /tmp/mf_harness [repeats] [fresh|warm]
 //
 // `fresh` allocates a new destination before every multifetch call (page faults included, as
 // a first fetch into a new arena buffer pays them); `warm` copies once untimed first, so both
