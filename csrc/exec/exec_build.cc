@@ -818,7 +818,7 @@ ExecGraph Builder::build() {
   eg_.copy_schedule.assign(devices, {});
   if (opts_.swap_budget > 0) {
     if (!opts_.control_deps) fail("swap planning needs control dependencies (a fixed schedule)");
-    swap_to_fit(eg_, g_, opts_.swap_budget);
+    swap_to_fit(eg_, g_, opts_.swap_budget, opts_.swap_hold);
     return std::move(eg_);
   }
   plan_memory(eg_, g_, !opts_.control_deps);

@@ -42,6 +42,10 @@ struct ExecOptions {
   /// The serial schedule: a topological order of every node (checked_order). Empty: the
   /// default, schedule_order (exec/schedule_order.h). The swap search tries others.
   std::vector<NodeId> order;
+  /// Memory-clock units (6 a node) a swapped-out buffer keeps its memory past its last use
+  /// before the gap, so that what takes the memory next need not wait for the copy
+  /// (exec/swap_plan.h). 0: freed at once.
+  int64_t swap_hold = 0;
 };
 
 enum class BufferRole : uint8_t {

@@ -172,7 +172,7 @@ void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>
 
 }  // namespace
 
-int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget) {
+int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   eg.copy_schedule.resize(eg.devices);
   int swaps = 0;
   for (int dev = 0; dev < eg.devices; ++dev) {
@@ -195,7 +195,7 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget) {
         auto [last, next] = gap_around(eg, id, at);
         if (last < -1 || next < 0) continue;
         // swap-ins start just in time; prefetch_swap_ins moves them earlier afterwards
-        int64_t out_time = last + 1, in_time = next - 1;
+        int64_t out_time = std::max(last + 1, std::min(last + 1 + hold, at - 1)), in_time = next - 1;
         if (!(out_time < at && at < in_time)) continue;
         int64_t gap = in_time - out_time;
         if (eg.buffers[id].bytes > best_bytes || (eg.buffers[id].bytes == best_bytes && gap > best_gap)) {
@@ -216,7 +216,7 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget) {
   return swaps;
 }
 
-void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget) {
+void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   const ExecGraph base = eg;
   ExecGraph best;
   // Fragmentation does not shrink in proportion to the target (the prefetched swap-ins fill
@@ -224,7 +224,7 @@ void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget) {
   // then bisects between the highest target that missed and the lowest that fit.
   auto fits_at = [&](int64_t target) {
     eg = base;
-    plan_swaps(eg, graph, target);
+    plan_swaps(eg, graph, target, hold);
     plan_memory(eg, graph, false);
     int64_t worst = 0;
     for (int64_t a : eg.arena_bytes) worst = std::max(worst, a);

@@ -20,14 +20,16 @@ namespace autotile {
 
 /// \brief Adds swap-out/swap-in ops to `eg` (before its memory plan) so that, by the live-bytes
 /// count of the schedule, no device holds more than `budget` bytes. Returns the number of swaps.
+/// A swapped-out buffer keeps its memory `hold` memory-clock units past its last use (never
+/// past the point it is swapped for), giving its copy that long before the memory is reused.
 /// Buffers that can help least (no gap across the over-budget point) are never swapped; the
 /// caller checks the final arena against the budget.
-int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget);
+int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold = 0);
 
 /// \brief plan_swaps, then the memory plan of the augmented graph, aiming the live bytes lower
 /// than `budget` by the arena's fragmentation until every device's arena fits `budget` (or
 /// nothing more can move; the caller checks). Among the targets tried that fit, the highest
 /// (fewest swaps) wins.
-void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget);
+void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold = 0);
 
 }  // namespace autotile

@@ -93,3 +93,52 @@ def test_swap_ins_come_back_as_early_as_memory_allows(name, devices):
                     f"swap-in op {i} at time {o['time']} could start earlier: {live[o['time']]} + "
                     f"{copy['bytes']} bytes <= the peak {peak}")
         assert sum(lead > NODE for lead in leads) > len(leads) / 2, leads
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_a_hold_keeps_swapped_memory_and_the_step(name):
+    """swap_hold: a swapped-out buffer keeps its memory up to that many memory-clock units past
+    its last use (so the next occupant need not wait for the copy); still within the budget
+    at every point, and the step is the unswapped plan's bit for bit."""
+    import numpy as np
+
+    from autotile import _core
+    from autotile.backend.host_runtime import HostRuntime
+    from autotile.backend.multi_device import result_names
+    from autotile.backend.tiles import step_inputs
+    from autotile.execgraph.graph import ExecGraph
+    from models import values
+
+    sym, shapes, classes = MODELS[name]()
+    plan = at.plan(sym, devices=2, shapes=shapes)
+    free = transform(sym, plan)
+    budget = max(free.peak_memory(d) for d in range(2)) // 2
+    lowered = free.lowered
+    hold = 4 * NODE
+    graphs = {}
+    for h in (0, hold):
+        core = _core.build_exec_graph(lowered.core, plan.factors, [plan.tensor_tilings[n] for n in lowered.tensor_names],
+                                      [plan.node_strategies[n] for n in lowered.node_names], True, budget, swap_hold=h)
+        graphs[h] = ExecGraph(core, lowered, free.training, plan)
+    held = []
+    for h, eg in graphs.items():
+        for d in range(2):
+            assert eg.peak_memory(d) <= budget and max(live_bytes(eg, d)) <= budget
+        for o in eg.ops:
+            if o["kind"] == "swap_out":
+                src = eg.buffers[o["pieces"][0][0]]
+                last = max([eg.ops[src["producer"]]["time"] if src["producer"] >= 0 else -1] +
+                           [eg.ops[r]["time"] for r in src["readers"] if eg.ops[r]["kind"] != "swap_out"])
+                assert 1 <= o["time"] - last <= h + 1
+                if h:
+                    held.append(o["time"] - last)
+    assert max(held) > 1, "no swapped buffer kept its memory"
+    vals = step_inputs(graphs[hold], values(sym, shapes, classes))
+    results = []
+    for eg in (graphs[hold], free):
+        rt = HostRuntime(eg)
+        rt.load(vals)
+        rt.run(is_train=True, seed=0)
+        results.append({n: rt.gather(n) for n in result_names(eg)})
+    for n in results[1]:
+        np.testing.assert_array_equal(results[0][n], results[1][n], err_msg=n)

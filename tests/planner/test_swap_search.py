@@ -111,6 +111,7 @@ def test_search_is_deterministic_under_a_seed():
     runs = [genetic_schedule(sym, plan, budget, profile="p2.8xlarge", generations=2, population=4, mutation=0.2,
                              seed=s, log=False) for s in (3, 3)]
     assert runs[0].order == runs[1].order and runs[0].step_seconds == runs[1].step_seconds
+    assert runs[0].hold == runs[1].hold
     assert runs[0].history == runs[1].history
 
 

@@ -21,6 +21,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         int64_t swap_budget
         int stage_above
         vector[int] order
+        int64_t swap_hold
     cdef cppclass CBuffer "autotile::Buffer":
         int device
         TensorId tensor
@@ -211,12 +212,14 @@ cdef class ExecGraph:
 
 
 def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0,
-                     stage_above=8, order=None):
+                     stage_above=8, order=None, swap_hold=0):
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
     swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
     every device's live bytes fit it (exec/swap_plan.h). stage_above: collectives over larger
     groups run cut by cut (recursive halving and doubling; exec/exec_graph.h). order: the
-    serial schedule as node ids, a topological order of every node (None: schedule_order)."""
+    serial schedule as node ids, a topological order of every node (None: schedule_order).
+    swap_hold: memory-clock units (6 a node) a swapped-out buffer keeps its memory after its
+    last use, so its copy can finish before the memory is reused (exec/swap_plan.h)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -228,6 +231,7 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     opts.control_deps = bool(control_deps)
     opts.swap_budget = int(swap_budget or 0)
     opts.stage_above = max(1, int(stage_above))
+    opts.swap_hold = max(0, int(swap_hold))
     if order is not None:
         try:
             opts.order = [int(v) for v in order]

@@ -2,29 +2,35 @@
 
 The swap planner (csrc/exec/swap_plan.h) works on a fixed serial schedule; which schedule it
 gets decides how well its copies hide behind compute. This module searches schedules as the
-thesis does: a chromosome is a schedule, a topological order of the training graph's nodes
-(the thesis's list encoding); the fitness of one is the step time that
-``autotile.sim.simulator.simulate`` gives for the execution graph built on it with the swap
-plan at the budget, and a schedule whose arena still exceeds the budget is infeasible.
+thesis does. A chromosome is a schedule, a topological order of the training graph's nodes
+(the thesis's list encoding), and a memory-reuse gene, the hold: how long (in nodes of the
+schedule) a swapped-out buffer keeps its memory past its last use before the gap, so that the
+op that takes the memory next need not wait for the copy to the host (csrc/exec/swap_plan.h).
+The fitness of one is the step time that ``autotile.sim.simulator.simulate`` gives for the
+execution graph built on it with the swap plan at the budget; one whose arena still exceeds
+the budget is infeasible.
 
-* The first generation is the serial schedule (``schedule_order``, the seed) and mutations of
-  it (random schedules from scratch mostly do not fit: the thesis starts from random ones).
+* The first generation is the serial schedule (``schedule_order``) with no hold (the seed) and
+  mutations of it with holds drawn from 0, 1, 2, 4 ... 2^(HOLD_LEVELS - 2) nodes (random
+  schedules from scratch mostly do not fit: the thesis starts from random ones).
 * Crossover (thesis Fig. 4.5): a random cut point CR; one child takes the first CR nodes of
   one parent and the rest in the other parent's order, the other child the reverse. Both are
-  topological orders when the parents are.
+  topological orders when the parents are. Each child takes the hold of the parent its
+  prefix comes from.
 * Mutation (thesis 4.4.2): a dataflow scheduler replays the schedule; at each step, with
   probability `mutation` it runs a random ready node, else the ready node that comes first in
-  the schedule being mutated.
+  the schedule being mutated. The hold moves one level up or down with probability 1/3.
 * Selection (thesis Eq. 4.1): among parents and children, each survives with probability
   softmax(t_norm / temperature), t_norm = (T_best - t) / T_best; the thesis's temperature is 1,
   under which step times a few percent apart are nearly equally likely, so the default here
   is sharper. The best schedule found always survives, so the result is never worse than the
   seed.
 
-The thesis's chromosome also carries a memory allocation (size classes and object counts of
-its pool allocator). autotile places every buffer of the augmented graph with its own memory
-planner (csrc/exec/memory_plan.h) instead of a pool, so there is no allocation to search: the
-chromosome is the schedule alone.
+The thesis's chromosome carries a memory allocation (size classes and object counts of its
+pool allocator) beside the schedule. autotile places every buffer of the augmented graph with
+its own memory planner (csrc/exec/memory_plan.h) instead of a pool, so there are no size
+classes to search; the hold stands in for that half: it decides which memory a new buffer may
+take while a copy to the host is still under way, which is where a swapped step stalls.
 
 The search is deterministic under `seed` (Python's ``random.Random``) unless `time_limit` cuts
 it short; it reports each generation on stderr.
@@ -43,6 +49,14 @@ from .. import _core
 from ..errors import Error
 
 Order = Tuple[int, ...]
+Gene = Tuple[Order, int]  # (schedule, hold level)
+HOLD_LEVELS = 8  # hold level k: 0 nodes for k = 0, else 2^(k - 1) nodes
+NODE = 6  # memory-clock units per node (csrc/exec/exec_build.cc)
+
+
+def hold_units(level: int) -> int:
+    """Memory-clock units a swapped-out buffer keeps its memory at hold level `level`."""
+    return 0 if level == 0 else NODE << (level - 1)
 
 
 @dataclass
@@ -52,6 +66,7 @@ class ScheduleSearch:
     graph: object  #: the best schedule's execution graph (autotile.execgraph.ExecGraph), swapped
     step_seconds: float  #: its simulated step
     order: List[str]  #: its schedule (node names of the lowered graph)
+    hold: int  #: its hold: nodes a swapped-out buffer keeps its memory past its last use
     seed_graph: object  #: the serial schedule's execution graph, swapped at the same budget
     seed_step_seconds: float
     seed_order: List[str]
@@ -88,28 +103,36 @@ class _Schedules:
             self.indegree[v] = len(producers)
             for p in producers:
                 self.succs[p].append(v)
-        self.steps: Dict[Order, float] = {}
+        self.steps: Dict[Gene, float] = {}
         self.infeasible = 0
 
-    def graph(self, order: Order):
-        """The swapped execution graph on `order`, or None when its arena exceeds the budget."""
+    def graph(self, gene: Gene):
+        """The swapped execution graph of `gene`, or None when its arena exceeds the budget."""
         from ..execgraph.graph import ExecGraph
 
+        order, level = gene
         core = _core.build_exec_graph(self.lowered.core, self.plan.factors, self.tilings, self.strategies, True,
-                                      self.budget, order=list(order))
+                                      self.budget, order=list(order), swap_hold=hold_units(level))
         if max(core.arena_bytes) > self.budget:
             return None
         return ExecGraph(core, self.lowered, self.training, self.plan)
 
-    def step(self, order: Order) -> float:
-        """Simulated step seconds of `order` (inf when it does not fit), cached."""
+    def step(self, gene: Gene) -> float:
+        """Simulated step seconds of `gene` (inf when it does not fit), cached."""
         from ..sim.simulator import simulate
 
-        if order not in self.steps:
-            eg = self.graph(order)
-            self.steps[order] = math.inf if eg is None else simulate(eg, self.profile).step_seconds
+        if gene not in self.steps:
+            eg = self.graph(gene)
+            self.steps[gene] = math.inf if eg is None else simulate(eg, self.profile).step_seconds
             self.infeasible += eg is None
-        return self.steps[order]
+        return self.steps[gene]
+
+    def mutate_gene(self, gene: Gene, rng: random.Random, p: float) -> Gene:
+        """`gene`'s schedule mutated (mutate) and its hold one level up or down w.p. 1/3."""
+        order, level = gene
+        if rng.random() < 1 / 3:
+            level = min(HOLD_LEVELS - 1, max(0, level + rng.choice((-1, 1))))
+        return self.mutate(order, rng, p), level
 
     def mutate(self, order: Order, rng: random.Random, p: float) -> Order:
         """Thesis 4.4.2: replay `order` as a dataflow scheduler, running a random ready node
@@ -142,8 +165,8 @@ def crossover(first: Sequence[int], second: Sequence[int], cut: int) -> Order:
     return head + tuple(v for v in first if v not in taken)
 
 
-def _select(pool: List[Order], steps: Dict[Order, float], size: int, rng: random.Random,
-            temperature: float) -> List[Order]:
+def _select(pool: List[Gene], steps: Dict[Gene, float], size: int, rng: random.Random,
+            temperature: float) -> List[Gene]:
     """The best of `pool`, then survivors drawn without replacement by softmax of the
     normalized step (thesis Eq. 4.1); schedules that do not fit only fill what is left."""
     ranked = sorted(pool, key=lambda o: steps[o])
@@ -162,9 +185,9 @@ def genetic_schedule(model, plan, budget=None, profile: str = "dgx-a100", genera
                      population: int = 8, mutation: float = 0.05, seed: int = 0,
                      time_limit: Optional[float] = None, temperature: float = 0.02,
                      log: bool = True) -> ScheduleSearch:
-    """Search schedules for `plan` of `model` swapped at `budget` bytes per device (default:
-    ``plan.swap_budget``), each priced by the simulator on `profile`; returns a
-    :class:`ScheduleSearch` with the best execution graph and the serial schedule's.
+    """Search schedules and holds for `plan` of `model` swapped at `budget` bytes per device
+    (default: ``plan.swap_budget``), each priced by the simulator on `profile`; returns a
+    :class:`ScheduleSearch` with the best execution graph and the serial schedule's (no hold).
 
     `population` schedules per generation (the seed among the first), `generations` rounds of
     crossover, mutation (per-step probability `mutation`) and selection; `time_limit` seconds
@@ -196,11 +219,11 @@ def genetic_schedule(model, plan, budget=None, profile: str = "dgx-a100", genera
     def out_of_time():
         return time_limit is not None and time.perf_counter() - start > time_limit
 
-    seed_order: Order = tuple(_core.schedule_order(space.lowered.core))
-    seed_step = space.step(seed_order)
-    pop = [seed_order]
+    seed_gene: Gene = (tuple(_core.schedule_order(space.lowered.core)), 0)
+    seed_step = space.step(seed_gene)
+    pop = [seed_gene]
     while len(pop) < population and not out_of_time():
-        child = space.mutate(seed_order, rng, mutation)
+        child = (space.mutate(seed_gene[0], rng, mutation), rng.randrange(HOLD_LEVELS))
         space.step(child)
         pop.append(child)
     pop = _select(list(dict.fromkeys(pop)), space.steps, population, rng, temperature)
@@ -214,9 +237,9 @@ def genetic_schedule(model, plan, budget=None, profile: str = "dgx-a100", genera
         children = []
         for _ in range(max(1, population // 2)):
             a, b = rng.sample(pop, 2) if len(pop) > 1 else (pop[0], pop[0])
-            cut = rng.randrange(1, len(seed_order))
-            children += [space.mutate(crossover(a, b, cut), rng, mutation),
-                         space.mutate(crossover(b, a, cut), rng, mutation)]
+            cut = rng.randrange(1, len(seed_gene[0]))
+            children += [space.mutate_gene((crossover(a[0], b[0], cut), b[1]), rng, mutation),
+                         space.mutate_gene((crossover(b[0], a[0], cut), a[1]), rng, mutation)]
         for child in children:
             if out_of_time():
                 break
@@ -226,15 +249,16 @@ def genetic_schedule(model, plan, budget=None, profile: str = "dgx-a100", genera
         history.append(space.steps[pop[0]])
         ran += 1
         say(f"generation {gen + 1}/{generations}: best {history[-1] * 1e3:.3f} ms "
+            f"(hold {hold_units(pop[0][1]) // NODE} nodes) "
             f"({seed_step / history[-1]:.3f}x the seed), {len(space.steps)} schedules "
             f"({space.infeasible} over budget), {time.perf_counter() - start:.0f} s")
     best = pop[0]
     if not math.isfinite(space.steps[best]):
         raise Error(f"genetic_schedule: no schedule of the {len(space.steps)} tried fits "
                     f"budget={budget} bytes per device even with swapping")
-    seed_graph = space.graph(seed_order)
-    return ScheduleSearch(graph=space.graph(best), step_seconds=space.steps[best], order=[names[v] for v in best],
-                          seed_graph=seed_graph, seed_step_seconds=seed_step,
-                          seed_order=[names[v] for v in seed_order], profile=profile, budget=budget,
+    return ScheduleSearch(graph=space.graph(best), step_seconds=space.steps[best],
+                          order=[names[v] for v in best[0]], hold=hold_units(best[1]) // NODE,
+                          seed_graph=space.graph(seed_gene), seed_step_seconds=seed_step,
+                          seed_order=[names[v] for v in seed_gene[0]], profile=profile, budget=budget,
                           evaluated=len(space.steps), infeasible=space.infeasible, generations=ran,
                           history=history)
