@@ -41,14 +41,35 @@ def parse_bytes(value, what: str = "device_memory") -> int:
     raise Error(f"{what} must be a number of bytes or a string such as '16GiB', got {type(value).__name__}")
 
 
+def _exec_graph(lowered, raw: dict, swap_budget: int = 0):
+    from .. import _core
+
+    return _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True,
+                                  swap_budget)
+
+
 def peak_bytes(lowered, raw: dict, swap_budget: int = 0) -> int:
     """The largest per-device arena of the execution graph of a raw core plan (with swap
     planning to `swap_budget` when given)."""
-    from .. import _core
+    return int(max(_exec_graph(lowered, raw, swap_budget).arena_bytes))
 
-    eg = _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True,
-                                swap_budget)
-    return int(max(eg.arena_bytes))
+
+def largest_working_set(lowered, raw: dict) -> Tuple[int, str, int]:
+    """(bytes, node name, device) of the compute op that needs the most memory at once under a
+    raw plan: all its inputs are on its device while it runs, and so are its outputs (which
+    may take the place of inputs that die there, hence the larger of the two sums). No
+    swapping brings a device below that."""
+    eg = _exec_graph(lowered, raw)
+    best = (0, "", 0)
+    for i in range(eg.num_ops):
+        op = eg.op(i)
+        if op["kind"] != "compute":
+            continue
+        held = max(sum(eg.buffer(b)["bytes"] for b in set(op["inputs"]) if b >= 0),
+                   sum(eg.buffer(b)["bytes"] for b in set(op["outputs"])))
+        if held > best[0]:
+            best = (held, lowered.node_names[op["node"]], op["device"])
+    return best
 
 
 def check_tiles_can_fit(lowered, devices: int, budget: int) -> None:
@@ -130,7 +151,10 @@ def fit(search, lowered, devices: int, budget: int, swap: bool = True) -> Tuple[
     if swapped is not None and swapped <= budget:
         raw["swap_budget"] = budget
         return raw, swapped, smallest[0], tried
+    held, node, device = largest_working_set(lowered, raw)
     raise Error(f"no plan fits device_memory={_fmt_bytes(budget)} on {devices} devices: the smallest "
                 f"per-device peak found is {_fmt_bytes(smallest[2])} (memory weight {smallest[0]:g})"
                 + (f", {_fmt_bytes(swapped)} with tensors swapped to host memory" if swapped else "")
+                + (f"; node '{node}' alone needs {_fmt_bytes(held)} at once on device {device} (its operands), "
+                   "which no swapping can lower" if held > budget else "")
                 + "; use more devices, a smaller batch, or a larger budget")
