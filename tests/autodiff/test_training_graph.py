@@ -158,6 +158,41 @@ def test_lstm_gradients_match_finite_differences_and_timesteps_are_marked():
     check_grads(loss, values, res.grads, params)
 
 
+def test_long_gradient_sums_are_chains_of_capped_add_n(monkeypatch):
+    """A weight shared by 12 timesteps gets its gradient from add_n nodes of at most
+    GRAD_SUM_CAP inputs, each adding the next pieces to the running sum (so the pieces die as
+    they are added), and the step equals the one with a single add_n over all 12 pieces
+    (cap lifted) and the finite differences of the loss."""
+    import autotile.autodiff.graph as graph
+
+    sym = at.models.rnn(layers=1, hidden=3, steps=12, batch=2, vocab=5)
+    rng = np.random.default_rng(5)
+    values = _values(sym, seed=5)
+    values["data"] = rng.integers(0, 5, size=(12, 2)).astype(np.float64)
+    values["softmax_label"] = rng.integers(0, 5, size=24).astype(np.float64)
+    tg = training_graph(sym)
+    _check_maps(tg)
+    by_name = {n.name: n for n in tg.symbol.topo_nodes()}
+    links = sorted(n for n, w in tg.grad_sum_of.items() if w == "lstm0_i2h_weight")
+    assert links == ["lstm0_i2h_weight_grad_sum", "lstm0_i2h_weight_grad_sum0"]  # 8 pieces, then the sum + 4
+    for name in links:
+        assert by_name[name].op == "add_n" and len(by_name[name].inputs) <= graph.GRAD_SUM_CAP
+    last_inputs = [src.name for src, _ in by_name["lstm0_i2h_weight_grad_sum"].inputs]
+    assert last_inputs[0] == "lstm0_i2h_weight_grad_sum0" and len(last_inputs) == 5  # the running sum first
+    chained = training_step(sym, dict(values), _params(sym))
+    monkeypatch.setattr(graph, "GRAD_SUM_CAP", 1000)
+    assert len([n for n, w in training_graph(sym).grad_sum_of.items() if w == "lstm0_i2h_weight"]) == 1
+    single = training_step(sym, dict(values), _params(sym))
+    for k, g in single.grads.items():
+        np.testing.assert_allclose(chained.grads[k], g, rtol=1e-12, atol=1e-12, err_msg=k)
+    data, label_v = values.pop("data"), values.pop("softmax_label")
+
+    def loss(v):
+        return _softmax_ce(sym, label_v)({**v, "data": data})
+
+    check_grads(loss, values, chained.grads, _params(sym))
+
+
 def test_batchnorm_aux_states_get_no_gradient_and_are_updated():
     x = at.sym.Variable("data", shape=(4, 3))
     h = at.sym.FullyConnected(x, num_hidden=3, name="fc1")

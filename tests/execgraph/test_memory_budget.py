@@ -79,7 +79,7 @@ def test_a_budget_no_plan_meets_says_how_close_it_got():
 
 
 def test_an_op_larger_than_the_budget_is_named():
-    """An unrolled LSTM's weight-gradient sum reads every timestep's piece at once: below that
+    """An unrolled LSTM's weight-gradient sum reads 8 timesteps' pieces at once: below that
     working set (its inputs' bytes, from the exec graph's own buffers: the output may take an
     input's place) no plan nor swapping fits, and the error names the node and its size."""
     sym = at.models.rnn(layers=1, hidden=256, steps=12, batch=16, vocab=16)
@@ -93,7 +93,7 @@ def test_an_op_larger_than_the_budget_is_named():
             name = eg.lowered.node_names[op["node"]]
             sets[name] = max(sets.get(name, 0), held)
     node, biggest = max(sets.items(), key=lambda kv: kv[1])
-    assert node.endswith("weight_grad_sum"), node  # the sum over the 12 steps
+    assert "weight_grad_sum" in node, node  # a link of the sum over the 12 steps
     with pytest.raises(at.Error) as e:
         at.plan(sym, devices=1, device_memory=biggest - 1)
     assert f"node '{node}' alone needs" in str(e.value) and "which no swapping can lower" in str(e.value)
