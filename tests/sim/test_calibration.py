@@ -139,3 +139,19 @@ def test_fit_dispatch_recovers_step_and_op_overheads():
     assert step == pytest.approx(1e-3) and per_op == pytest.approx(1e-5)
     # a step shorter than its ops says nothing of the overheads
     assert fit_dispatch([{"count": 10, "ops": 2e-3, "step": 1e-3}]) == (0.0, 0.0)
+
+
+def test_measure_dispatch_times_every_op_of_tiny_graphs():
+    # the measurement itself (timings vary: only what it must hold on any machine is checked)
+    import autotile as at
+    from autotile.models import mlp
+    from autotile.sim.calibrate import measure_dispatch
+
+    sym = mlp(8, layers=2, hidden=8, classes=10)
+    graphs = [at.transform(sym, at.plan(sym, devices=k, algorithm="data")) for k in (1, 2)]
+    d = measure_dispatch(graphs, steps=3, repeat=2)
+    assert [s["count"] for s in d["samples"]] == [len(eg.ops) for eg in graphs]
+    assert [s["devices"] for s in d["samples"]] == [1, 2]
+    assert all(s["step"] > 0 and s["ops"] > 0 for s in d["samples"])
+    assert d["dispatch_compute_s"] > 0 and d["dispatch_fetch_s"] > 0  # the 2-device graph has fetches
+    assert d["step_overhead_s"] >= 0 and d["op_overhead_s"] >= 0
