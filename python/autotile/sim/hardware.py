@@ -7,7 +7,13 @@ children (devices at level 0, groups of the level below otherwise) under one swi
 child has its own link to that switch with ``bandwidth`` bytes/s *each way* (full duplex) and
 ``latency`` seconds. A transfer from device a to device b climbs from a to the lowest level
 whose group holds both and descends to b, using one up-link and one down-link per level
-crossed, so traffic that leaves a group shares the group's uplink. A level with
+crossed, so traffic that leaves a group shares the group's uplink.
+
+Swaps to host memory (exec/swap_plan.h) take the host path: ``"host_levels": "levels"`` when
+host memory sits at the root of the same tree (a PCIe machine: swaps share its switch uplinks
+with each other and with peer traffic), a list of levels of the same form when the host path
+is a tree of its own (a DGX's PCIe switches beside its NVSwitch fabric), absent to give every
+device a private link of ``device.host_bandwidth``. A level with
 ``"shared": true`` is one medium for every transfer crossing it (the host's memory bus:
 copies in either direction compete). ``group: null`` means "all the rest" (any k)."""
 from __future__ import annotations
@@ -51,6 +57,9 @@ class Hardware:
     cores: Optional[int] = None  # set when all devices share this many CPU cores (host)
     sources: List[str] = field(default_factory=list)
     path: Optional[str] = None
+    #: the path to host memory: None (a private link per device), "levels" (the root of
+    #: `levels`) or its own levels (innermost first); see the module docstring
+    host_levels: object = None
 
     # ------------------------------------------------------------------ device figures
     @property
@@ -167,6 +176,25 @@ class Hardware:
         raise Error(f"profile '{self.name}': devices {src} and {dst} share no switch (levels cover "
                     f"{sizes[-1] if sizes else 1} devices)")
 
+    def host_route(self, device: int, k: int, to_host: bool) -> Optional[List[Tuple[LinkId, float, float]]]:
+        """Links (id, bandwidth each way, latency) a swap of `device` crosses to host memory
+        (`to_host`) or back, or None when the profile gives each device a private host link
+        (``host_bandwidth``). Host-path links of their own tree have negative level ids, so
+        they never meet the device tree's."""
+        if self.host_levels is None:
+            return None
+        tree = self.levels if self.host_levels == "levels" else self.host_levels
+        own = self.host_levels != "levels"
+        way = "up" if to_host else "down"
+        links, below, n = [], 1, 1
+        for i, lv in enumerate(tree):
+            n = n * lv.group if lv.group else max(k, n)
+            lid = -1 - i if own else i
+            links.append(((lid, device // n, "bus") if lv.shared else (lid, device // below, way), lv.bandwidth,
+                          lv.latency))
+            below = n
+        return links
+
     def latency(self, src: int, dst: int, k: int) -> float:
         """Start-up latency of a transfer: the sum over the switch levels it climbs."""
         seen, total = set(), 0.0
@@ -195,7 +223,10 @@ class Hardware:
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "devices": self.devices,
                 "cores": self.cores, "device": dict(self.device), "efficiency": dict(self.efficiency),
-                "efficiency_half_flops": dict(self.half_flops), "levels": [vars(lv).copy() for lv in self.levels], "sources": list(self.sources)}
+                "efficiency_half_flops": dict(self.half_flops), "levels": [vars(lv).copy() for lv in self.levels],
+                "sources": list(self.sources),
+                **({} if self.host_levels is None else {"host_levels": self.host_levels if self.host_levels == "levels"
+                                                        else [vars(lv).copy() for lv in self.host_levels]})}
 
 
 def _parse(doc: dict, path: Optional[str]) -> Hardware:
@@ -206,29 +237,40 @@ def _parse(doc: dict, path: Optional[str]) -> Hardware:
     for key in ("peak_flops", "mem_bandwidth", "memory_bytes"):
         if not isinstance(doc["device"].get(key), (int, float)) or doc["device"][key] <= 0:
             raise Error(f"{where}: device.{key} must be a positive number")
-    levels = []
-    for i, lv in enumerate(doc["levels"]):
-        try:
-            level = Level(name=str(lv.get("name", f"level{i}")), group=lv.get("group"),
-                          bandwidth=float(lv["bandwidth"]), latency=float(lv.get("latency", 0.0)),
-                          shared=bool(lv.get("shared", False)))
-        except (KeyError, TypeError, ValueError) as e:
-            raise Error(f"{where}: level {i} needs a numeric 'bandwidth' ({e})") from None
-        if level.bandwidth <= 0 or (level.group is not None and int(level.group) < 1):
-            raise Error(f"{where}: level '{level.name}' needs bandwidth > 0 and group >= 1")
-        levels.append(level)
+    levels = _parse_levels(doc["levels"], where, "levels")
+    host_levels = doc.get("host_levels")
+    if host_levels is not None and host_levels != "levels":
+        if not isinstance(host_levels, list) or not host_levels:
+            raise Error(f"{where}: host_levels must be \"levels\" or a non-empty list of levels")
+        host_levels = _parse_levels(host_levels, where, "host_levels")
     half = doc.get("efficiency_half_flops", {})
     if not isinstance(half, dict) or any(not isinstance(v, (int, float)) or v < 0 for v in half.values()):
         raise Error(f"{where}: efficiency_half_flops must map op kinds to FLOPs >= 0")
     devices = doc.get("devices")
     hw = Hardware(name=doc["name"], description=doc.get("description", ""), devices=devices,
                   device=dict(doc["device"]), efficiency=dict(doc.get("efficiency", {})), levels=levels,
-                  half_flops={str(k): float(v) for k, v in half.items()}, cores=doc.get("cores"), sources=list(doc.get("sources", [])), path=path)
+                  half_flops={str(k): float(v) for k, v in half.items()}, cores=doc.get("cores"),
+                  sources=list(doc.get("sources", [])), path=path, host_levels=host_levels)
     if devices is not None:
         sizes = hw._group_sizes(devices)
         if sizes and sizes[-1] < devices:
             raise Error(f"{where}: levels group {sizes[-1]} devices, the profile says {devices}")
     return hw
+
+
+def _parse_levels(docs, where: str, key: str) -> List[Level]:
+    levels = []
+    for i, lv in enumerate(docs):
+        try:
+            level = Level(name=str(lv.get("name", f"level{i}")), group=lv.get("group"),
+                          bandwidth=float(lv["bandwidth"]), latency=float(lv.get("latency", 0.0)),
+                          shared=bool(lv.get("shared", False)))
+        except (AttributeError, KeyError, TypeError, ValueError) as e:
+            raise Error(f"{where}: {key}[{i}] needs a numeric 'bandwidth' ({e})") from None
+        if level.bandwidth <= 0 or (level.group is not None and int(level.group) < 1):
+            raise Error(f"{where}: level '{level.name}' needs bandwidth > 0 and group >= 1")
+        levels.append(level)
+    return levels
 
 
 def available_profiles() -> List[str]:

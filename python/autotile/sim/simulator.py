@@ -240,10 +240,16 @@ class Simulator:
         def start_op(i: int):
             o = ops[i]
             start[i] = now
-            if o["kind"] in ("swap_out", "swap_in"):  # a copy over the device's link to host memory
+            if o["kind"] in ("swap_out", "swap_in"):  # a copy over the device's path to host memory
                 nbytes = eg.buffers[o["outputs"][0]]["bytes"]
-                active.append(_Activity(i, "timer", timer_end=now + nbytes / hw.host_bandwidth))
                 parts_left[i] = 1
+                route = hw.host_route(o["device"], k, o["kind"] == "swap_out")
+                if route is None:  # a private link
+                    active.append(_Activity(i, "timer", timer_end=now + nbytes / hw.host_bandwidth))
+                    return
+                # a fluid over the shared host path (each link split among the copies crossing it)
+                transfer = _Activity(i, "transfer", remaining=float(nbytes), links=tuple((l, b) for l, b, _ in route))
+                active.append(_Activity(i, "timer", timer_end=now + sum(lat for _, _, lat in route), then=transfer))
                 return
             if o["kind"] == "compute" or hw.fetch_on_cores:
                 is_fetch = o["kind"] == "fetch"
