@@ -141,13 +141,15 @@ inline void prefetch_lines(const char* p, int64_t n) {
 
 // Like for_each_run, prefetching the source of the run kPrefetchLines lines ahead, and its
 // destination lines for writing when `dst` is given (runs copied with plain stores: the
-// destination's read-for-ownership misses queue behind the source's; measured on 124-byte
-// runs, +10-15%).
+// destination's read-for-ownership misses queue behind the source's; 124-byte runs measured
+// +4-15% at load 6-7, unchanged at load 1-2).
 template <typename F>
 void for_each_run_prefetched(const RegionView& dv, const RegionView& sv, int outer, int64_t run_bytes,
                              int elem_size, const char* src, char* dst, F&& f) {
   if (run_bytes >= kPrefetchMaxRun) return for_each_run(dv, sv, outer, f);
-  const int64_t lines = run_bytes / 64 + 2;  // lines one run can touch
+  // lines of data one run holds (counting the lines it touches, one or two more, put 496-byte
+  // runs 14 runs ahead instead of 16 and measured 6% slower)
+  const int64_t lines = (run_bytes + 63) / 64;
   RunCursor ahead(dv, sv, outer);
   for (int64_t k = std::clamp<int64_t>(kPrefetchLines / lines, 1, kPrefetchMaxRuns); k > 0 && !ahead.done; --k)
     ahead.next();
@@ -161,11 +163,13 @@ void for_each_run_prefetched(const RegionView& dv, const RegionView& sv, int out
   }
 }
 
-// Copies a run of n bytes: runs of 16 to kInlineRun bytes inline, 32 bytes at a time with the
-// last move overlapping the one before (as libc's memcpy does, without its call and dispatch
-// on the length per run: +17-25% on 124- and 176-byte runs in the same-run A/B); longer runs
-// through memcpy, whose AVX-512 moves beat 16-byte ones (496-byte runs were 5-10% slower
-// inline). GCC vector types: one or two moves, whatever the target has.
+// Copies a run of n bytes into the StreamWriter's block: runs of 16 to kInlineRun bytes
+// inline, 32 bytes at a time with the last move overlapping the one before (as libc's memcpy
+// does, without its call and dispatch on the length per run: NCHW width halves, 176-byte runs,
+// +11-31% in same-run A/Bs); longer runs through memcpy, whose AVX-512 moves beat these
+// (496-byte runs were 5-10% slower inline). Runs copied straight to the destination keep
+// memcpy: inline there, 124-byte runs measured ~10% slower. GCC vector types: one 32-byte or
+// two 16-byte moves, whatever the target has.
 constexpr size_t kInlineRun = 256;
 
 typedef char Bytes32 __attribute__((vector_size(32)));
@@ -235,8 +239,8 @@ class StreamWriter {
   static constexpr size_t kBlock = 4096;
 
   // Long runs, and runs into a destination not yet at a line boundary. Kept out of put, so
-  // that put's short-run path is inlined into the loop over runs (with it inline, put was not,
-  // and 124- and 176-byte runs lost the 17-25% the inline copies gain).
+  // that put's short-run path is inlined into the loop over runs (with this inside, put was
+  // not, and 176-byte runs lost what the inline copies gain).
   __attribute__((noinline)) void put_long(const char* in, size_t n) {
     if (head_ > 0) {  // plain stores up to the first 64-byte boundary of the destination
       const size_t take = n < head_ ? n : head_;
@@ -324,7 +328,7 @@ void copy_runs(char* dst, const char* src, const RegionView& dv, const RegionVie
     case 64: return fixed(std::integral_constant<size_t, 64>());
     default:
       for_each_run_prefetched(dv, sv, outer, run_bytes, elem_size, src, dst, [&](int64_t d, int64_t s) {
-        copy_run(dst + d * elem_size, src + s * elem_size, static_cast<size_t>(run_bytes));
+        std::memcpy(dst + d * elem_size, src + s * elem_size, static_cast<size_t>(run_bytes));
       });
   }
 }
