@@ -147,8 +147,8 @@ template <typename F>
 void for_each_run_prefetched(const RegionView& dv, const RegionView& sv, int outer, int64_t run_bytes,
                              int elem_size, const char* src, char* dst, F&& f) {
   if (run_bytes >= kPrefetchMaxRun) return for_each_run(dv, sv, outer, f);
-  // lines of data one run holds (counting the lines it touches, one or two more, put 496-byte
-  // runs 14 runs ahead instead of 16 and measured 6% slower)
+  // lines of data one run holds (counting the one or two more it may touch put 496-byte runs
+  // 14 runs ahead instead of 16: 0.94 of the original kernel in 10 same-run A/Bs, 1.00 with this)
   const int64_t lines = (run_bytes + 63) / 64;
   RunCursor ahead(dv, sv, outer);
   for (int64_t k = std::clamp<int64_t>(kPrefetchLines / lines, 1, kPrefetchMaxRuns); k > 0 && !ahead.done; --k)
