@@ -41,13 +41,20 @@ def _zeroed_pages(nbytes: int):
     return pages, np.frombuffer(pages, dtype=np.uint8)
 
 
+_CONTROLLER = []  # the process's threadpoolctl controller, found once
+
+
 def _blas_threads(n: int):
-    """Limit BLAS to `n` threads inside the block (no-op without threadpoolctl)."""
+    """Limit BLAS to `n` threads inside the block (no-op without threadpoolctl). The libraries
+    are looked up once per process: threadpool_limits() looks them up on every call (1.1-1.3 ms,
+    measured per host-runtime step by sim/calibrate.measure_dispatch)."""
     try:
-        from threadpoolctl import threadpool_limits
+        from threadpoolctl import ThreadpoolController
     except ImportError:
         return contextlib.nullcontext()
-    return threadpool_limits(limits=n, user_api="blas")
+    if not _CONTROLLER:
+        _CONTROLLER.append(ThreadpoolController())
+    return _CONTROLLER[0].limit(limits=n, user_api="blas")
 
 
 class HostRuntime:
