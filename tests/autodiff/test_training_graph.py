@@ -160,9 +160,9 @@ def test_lstm_gradients_match_finite_differences_and_timesteps_are_marked():
 
 def test_long_gradient_sums_are_chains_of_capped_add_n(monkeypatch):
     """A weight shared by 12 timesteps gets its gradient from add_n nodes of at most
-    GRAD_SUM_CAP inputs, each adding the next pieces to the running sum (so the pieces die as
-    they are added), and the step equals the one with a single add_n over all 12 pieces
-    (cap lifted) and the finite differences of the loss."""
+    GRAD_SUM_CAP inputs, each after the first adding the next pieces to the running sum (so
+    the pieces die as they are added), 12 pieces in all, and the step equals the one with a
+    single add_n over all 12 pieces (cap lifted) and the finite differences of the loss."""
     import autotile.autodiff.graph as graph
 
     sym = at.models.rnn(layers=1, hidden=3, steps=12, batch=2, vocab=5)
@@ -173,12 +173,18 @@ def test_long_gradient_sums_are_chains_of_capped_add_n(monkeypatch):
     tg = training_graph(sym)
     _check_maps(tg)
     by_name = {n.name: n for n in tg.symbol.topo_nodes()}
-    links = sorted(n for n, w in tg.grad_sum_of.items() if w == "lstm0_i2h_weight")
-    assert links == ["lstm0_i2h_weight_grad_sum", "lstm0_i2h_weight_grad_sum0"]  # 8 pieces, then the sum + 4
-    for name in links:
-        assert by_name[name].op == "add_n" and len(by_name[name].inputs) <= graph.GRAD_SUM_CAP
-    last_inputs = [src.name for src, _ in by_name["lstm0_i2h_weight_grad_sum"].inputs]
-    assert last_inputs[0] == "lstm0_i2h_weight_grad_sum0" and len(last_inputs) == 5  # the running sum first
+    links = [n for n, w in tg.grad_sum_of.items() if w == "lstm0_i2h_weight"]
+    cap = graph.GRAD_SUM_CAP
+    assert len(links) == 1 + -(-(12 - cap) // (cap - 1))  # cap pieces, then cap - 1 more per link
+    assert links[-1] == "lstm0_i2h_weight_grad_sum"  # in chain order, the total last
+    pieces = set()
+    for j, name in enumerate(links):
+        node = by_name[name]
+        assert node.op == "add_n" and len(node.inputs) <= cap
+        ins = [src.name for src, _ in node.inputs]
+        assert j == 0 or ins[0] == links[j - 1]  # the running sum comes first
+        pieces.update(i for i in ins if i not in links)
+    assert len(pieces) == 12
     chained = training_step(sym, dict(values), _params(sym))
     monkeypatch.setattr(graph, "GRAD_SUM_CAP", 1000)
     assert len([n for n, w in training_graph(sym).grad_sum_of.items() if w == "lstm0_i2h_weight"]) == 1

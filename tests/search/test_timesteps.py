@@ -76,6 +76,8 @@ def test_unrolled_rnn_gives_every_timestep_of_an_op_the_same_strategy(devices):
         if m:
             steps[(m.group(1), m.group(3))][int(m.group(2))] = tuple(strategy)
     assert len(steps) >= 40
-    assert sum(len(v) for v in steps.values()) > 0.9 * len(plan.node_strategies)
+    # all but the gradient sums' chain links (one per timestep piece of a shared weight)
+    sums = [n for n in plan.node_strategies if re.search(r"_grad_sum\d*$", n)]
+    assert sum(len(v) for v in steps.values()) > 0.9 * (len(plan.node_strategies) - len(sums))
     for key, by_step in steps.items():
         assert len(set(by_step.values())) == 1, (key, by_step)

@@ -150,12 +150,16 @@ def _entry_name(node: Node, index: int, cache: Dict[int, List[str]]) -> str:
     return names[index]
 
 
-#: Most partial gradients one add_n sums (MXNet's MXNET_EXEC_INPLACE_GRAD_SUM_CAP, also 8):
-#: more are summed by a chain of add_n nodes, each adding the next pieces to the running sum,
-#: so the pieces die as they are added. One add_n over an unrolled RNN's every timestep
-#: would keep all of them alive until the last is computed and need them all at once (the
-#: weight gradient of rnn-2-2k at batch 128: 35 pieces, 352 MB per device on 4 devices).
-GRAD_SUM_CAP = 8
+#: Most partial gradients one add_n sums. More are summed by a chain of add_n nodes, each
+#: adding the next pieces to the running sum, so the pieces die as they are added: one add_n
+#: over an unrolled RNN's every timestep keeps all of them alive until the last is computed
+#: and needs them all at once (rnn-2-2k, batch 128, 4 devices: 35 pieces of a weight
+#: gradient, 352 MB per device). MXNet caps its in-place sums at 8
+#: (MXNET_EXEC_INPLACE_GRAD_SUM_CAP); with 8 the serial schedule still computes a link's 8
+#: pieces before it sums them, while with 2 each piece is added right after it is computed:
+#: per-device need of rnn-2-2k (b128, 4 devices) 639 MB with one add_n, 449 MB with 8,
+#: 353 MB with 2, for the same communication.
+GRAD_SUM_CAP = 2
 
 
 def _sum_grads(parts: List[Symbol], name: str) -> List[Symbol]:
