@@ -29,3 +29,20 @@ def test_memory_fit_bench_quick(tmp_path):
             assert r["peak_bytes"] <= budget
             assert r["swapped"] == (r["need_bytes"] > budget), r
             assert all(v > 0 for v in r["step_vs_unconstrained"].values()), r
+
+
+@pytest.mark.slow
+def test_memory_fit_bench_host_quick(tmp_path):
+    """--host --quick: the swapped plan really swaps (at half the need), both steps are
+    measured on the host runtime and simulated, and the ratios are what the table prints."""
+    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(tmp_path))
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "memory_fit.py"), "--host", "--quick"],
+                          env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = json.loads((tmp_path / "memory_swap_host.json").read_text())["rows"]
+    assert rows
+    for r in rows:
+        assert r["swaps"] > 0 and r["swapped_bytes"] > 0
+        assert all(t > 0 for t in r["measured_seconds"] + r["simulated_seconds"])
+        ratio = r["measured_seconds"][1] / r["measured_seconds"][0]
+        assert f"{ratio:.3f}" in proc.stdout
