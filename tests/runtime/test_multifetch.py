@@ -218,3 +218,21 @@ def test_large_pieces_of_every_run_length_equal_numpy(helper, src_shift, monkeyp
             want = x[:, 2:elems + 2].copy()
             want[rows // 3:] += x[rows // 3:, 2:elems + 2]
             np.testing.assert_array_equal(dst, want, err_msg=f"{dtype} {elems} accumulated")
+
+
+@pytest.mark.parametrize("helper", ["0", "1"])
+def test_streamed_runs_of_16_byte_multiples_equal_numpy(helper, monkeypatch):
+    # Runs of 16-256 bytes into a 16-byte aligned destination are streamed straight from the
+    # source; unaligned or longer ones go through the gather block. Two row bands per call,
+    # the second (over 4 MB: the helper's, when forced on) starting mid-destination.
+    monkeypatch.setenv("AUTOTILE_MULTIFETCH_HELPER", helper)
+    rng = np.random.default_rng(7)
+    for n in [16, 48, 176, 256, 272]:
+        rows = (8 << 20) // n + 5
+        x = rng.integers(0, 256, (rows, n + 40), np.uint8)
+        split = rows // 3 + 1
+        for dst_shift in [0, 4]:
+            dst = _shifted(np.zeros((rows, n), np.uint8), dst_shift)
+            _core.multifetch(dst, (0, 8), [(x, (0, 0), (0, 8), (split, n + 8)),
+                                           (x, (0, 0), (split, 8), (rows, n + 8))])
+            np.testing.assert_array_equal(dst, x[:, 8:n + 8], err_msg=f"{n} bytes, shift {dst_shift}")
