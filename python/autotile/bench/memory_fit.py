@@ -24,7 +24,7 @@ from . import common
 
 # (model, first batch, last batch tried): the batch doubles from the first to the last
 FULL = {"models": [("wresnet-152-4", 8, 512), ("rnn-10-8k", 64, 512), ("gpt2-large", 4, 64)], "devices": 8,
-        "budget": 12e9, "ga_seconds": 300}
+        "budget": 12e9, "ga_seconds": 90}
 QUICK = {"models": [("wresnet-50-1", 32, 256), ("rnn-2-2k", 128, 256)], "devices": 4, "budget": 0.8e9,
          "ga_seconds": 30}
 PROFILES = ("p2.8xlarge", "dgx-a100")
@@ -144,6 +144,10 @@ def budget_table(cfg, log):
                         "step_vs_unconstrained": ratio})
         if largest.get("tofu"):
             targets.append(half_the_need(case, largest["tofu"], log, out, cfg["ga_seconds"]))
+            # SwapAdvisor's own setting: one device with the host link to itself, the same
+            # per-device batch
+            one = Case(model, 1, budget)
+            targets.append(half_the_need(one, max(1, largest["tofu"] // devices), log, out, cfg["ga_seconds"]))
     return rows, sweep, [t for t in targets if t], out
 
 
@@ -180,18 +184,20 @@ def half_the_need(case, batch, log, out, ga_seconds):
     got = half.fitted(batch)
     log(f"  {case.model} batch {batch} at 1/{TARGET_NEED:g} of its need: {'fits' if got else 'does not fit'} "
         f"({time.perf_counter() - t0:.0f} s)")
+    label = f"{case.model} x{case.devices}"
     if got is None:
         alone = re.search(r"node '([^']+)' alone needs (\S+ \S+)", half.why.get(batch, ""))
         how = f"does not fit: '{alone[1]}' needs {alone[2]} at once" if alone else "does not fit"
-        return [case.model, batch, f"{half.budget / 1e9:.2f} GB", how, "-", "-", "-", "-", "-"]
+        return [label, batch, f"{half.budget / 1e9:.2f} GB", how, "-", "-", "-", "-", "-"]
     ratio = half.step_ratio(batch, got[1])
     swapped = got[0].swap_budget is not None
     ga = genetic(case, batch, got[0], half.budget, ga_seconds, log) if swapped and ga_seconds > 0 else None
-    out.append({"model": case.model, "method": "half the need", "batch": batch, "need_bytes": need,
+    out.append({"model": case.model, "devices": case.devices, "method": "half the need", "batch": batch,
+                "need_bytes": need,
                 "budget": half.budget, "swapped": swapped, "step_vs_unconstrained": ratio,
                 "genetic_step_vs_unconstrained": ga})
     best = {p: min(ratio[p], ga[p]) if ga else ratio[p] for p in PROFILES}
-    return [case.model, batch, f"{half.budget / 1e9:.2f} GB", "swap" if swapped else "search",
+    return [label, batch, f"{half.budget / 1e9:.2f} GB", "swap" if swapped else "search",
             _ratio(ratio["p2.8xlarge"]), _ratio(ratio["dgx-a100"]),
             _ratio(ga and ga["p2.8xlarge"]), _ratio(ga and ga["dgx-a100"]),
             "yes" if max(best.values()) <= TARGET_STEP else "NO"]
@@ -225,8 +231,10 @@ def main(argv=None) -> int:
             + common.table(["model", "batch", "need/budget", "step vs free (p2.8xlarge)", "step vs free (dgx-a100)"],
                            sweep)
             + f"\n\nTarget: each model at the largest batch tofu fits, with a budget of 1/{TARGET_NEED:g} of what "
-            f"its unconstrained plan needs, trains at <= {TARGET_STEP:g}x that plan's step time\n"
-            + common.table(["model", "batch", "budget", "how", "step vs free (p2.8xlarge)", "step vs free (dgx-a100)",
+            f"its unconstrained plan needs, trains at <= {TARGET_STEP:g}x that plan's step time (x{cfg['devices']}: "
+            f"the table's devices, whose swaps share the profiles' host uplinks; x1: one device and its own host link, "
+            f"SwapAdvisor's setting, at the same batch per device)\n"
+            + common.table(["model x devices", "batch", "budget", "how", "step vs free (p2.8xlarge)", "step vs free (dgx-a100)",
                             "+ schedule search (p2.8xlarge)", "+ schedule search (dgx-a100)", f"<= {TARGET_STEP:g}x"],
                            targets))
     print(text)
