@@ -310,8 +310,8 @@ void copy_runs(char* dst, const char* src, const RegionView& dv, const RegionVie
     if (run_bytes % 16 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 && run_bytes <= kDirectRun) {
       // Every run starts 16-byte aligned in the destination: streamed straight from the
       // source, without the gather into the block. Same-run A/Bs (8 each, load ~2.3): runs of
-      // 64 bytes +65%, 176 (the NCHW width half) +23%, 240 +37%; longer runs lost (496 bytes
-      // 0.58x, 1984 0.82x), so they keep the block.
+      // 64 bytes +65%, 96 +31%, 176 (the NCHW width half) +18-23%, 240 +37%, 256 +23%, 224 and
+      // 32 +-2%; longer runs lost (496 bytes 0.58x, 1984 0.82x), so they keep the block.
       for_each_run_prefetched(dv, sv, outer, run_bytes, elem_size, src, nullptr, [&](int64_t, int64_t s) {
         const char* in = src + s * elem_size;
         for (int64_t o = 0; o < run_bytes; o += 16)
