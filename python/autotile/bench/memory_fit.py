@@ -23,7 +23,7 @@ import time
 from . import common
 
 # (model, first batch, last batch tried): the batch doubles from the first to the last
-FULL = {"models": [("wresnet-152-4", 8, 512), ("rnn-10-8k", 64, 512), ("gpt2-large", 4, 64)], "devices": 8,
+FULL = {"models": [("wresnet-152-4", 8, 512), ("rnn-10-8k", 64, 4096), ("gpt2-large", 4, 64)], "devices": 8,
         "budget": 12e9, "ga_seconds": 90}
 QUICK = {"models": [("wresnet-50-1", 32, 256), ("rnn-2-2k", 128, 256)], "devices": 4, "budget": 0.8e9,
          "ga_seconds": 30}
@@ -207,6 +207,7 @@ def main(argv=None) -> int:
     p = common.arg_parser(__doc__.split("\n")[0])
     p.add_argument("--budget-gb", type=float, default=None, help="per-device memory (default 12, quick 0.8)")
     p.add_argument("--widths", action="store_true", help="the largest-width sweep per device count instead")
+    p.add_argument("--models", default=None, help="comma-separated subset of the table's models")
     p.add_argument("--host", action="store_true",
                    help="measure swapping on the host runtime against the simulator instead (swap_host.py)")
     args = p.parse_args(argv)
@@ -218,6 +219,13 @@ def main(argv=None) -> int:
         print(host_table(args.quick, lambda s: print(s, file=sys.stderr, flush=True)))
         return 0
     cfg = dict(QUICK if args.quick else FULL)
+    if args.models:
+        want = args.models.split(",")
+        unknown = sorted(set(want) - {m for m, _, _ in cfg["models"]})
+        if unknown:
+            p.error(f"--models: not in this table: {', '.join(unknown)} (it has "
+                    f"{', '.join(m for m, _, _ in cfg['models'])})")
+        cfg["models"] = [m for m in cfg["models"] if m[0] in want]
     if args.budget_gb:
         cfg["budget"] = args.budget_gb * 1e9
     t0 = time.perf_counter()
