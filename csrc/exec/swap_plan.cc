@@ -81,8 +81,8 @@ int add_buffer(ExecGraph& eg, const Buffer& like, bool host) {
 }
 
 // Moves buffer `id` out after `last` and back before `next`; readers at or after `next` read
-// the copy. Returns the copy's buffer id.
-int swap(ExecGraph& eg, int id, int64_t out_time, int64_t in_time) {
+// the copy, and for a step output (`output`) the copy becomes the tile. Returns the copy's id.
+int swap(ExecGraph& eg, int id, int64_t out_time, int64_t in_time, bool output) {
   const int device = eg.buffers[id].device;
   const int host = add_buffer(eg, eg.buffers[id], true);
   const int copy = add_buffer(eg, eg.buffers[id], false);
@@ -126,6 +126,9 @@ int swap(ExecGraph& eg, int id, int64_t out_time, int64_t in_time) {
     op.deps.push_back(in_id);
     eg.buffers[copy].readers.push_back(r);
   }
+  // A step output's tile comes back by the end of the step: the copy is now the tile (the
+  // result the runtime gathers), and the original's memory is free after the swap-out.
+  if (output) eg.tile_of[static_cast<size_t>(eg.buffers[id].tensor) * eg.devices + device] = copy;
   eg.copy_schedule[device].push_back(out_id);
   eg.copy_schedule[device].push_back(in_id);
   return copy;
@@ -144,8 +147,8 @@ void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>
     for (int r : b.readers) horizon = std::max(horizon, eg.ops[r].time);
     if (b.producer < 0) continue;
     horizon = std::max(horizon, eg.ops[b.producer].time);
-    if (eg.ops[b.producer].kind != ExecKind::kSwapIn || b.readers.empty()) continue;
-    int64_t first = kForever;
+    if (eg.ops[b.producer].kind != ExecKind::kSwapIn) continue;
+    int64_t first = b.readers.empty() ? eg.ops[b.producer].time + 1 : kForever;  // an output: the end
     for (int r : b.readers) first = std::min(first, eg.ops[r].time);
     ins.push_back({first, b.producer});
   }
@@ -175,6 +178,9 @@ void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>
 int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   eg.copy_schedule.resize(eg.devices);
   int swaps = 0;
+  // The end of the step on the memory clock: a step output's tile must be back by then.
+  int64_t end_time = 0;
+  for (const ExecOp& op : eg.ops) end_time = std::max(end_time, op.time + 2);
   for (int dev = 0; dev < eg.devices; ++dev) {
     std::vector<int> ids;
     for (size_t i = 0; i < eg.buffers.size(); ++i)
@@ -189,10 +195,19 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
       // The buffer idle across the peak that frees the most: largest, then longest gap.
       int best = -1;
       int64_t best_bytes = 0, best_gap = 0, best_out = 0, best_in = 0;
+      bool best_output = false;
       for (size_t k = 0; k < ids.size(); ++k) {
         int id = ids[k];
-        if (swapped[id] || live[k].end >= kForever || eg.buffers[id].bytes == 0) continue;
-        auto [last, next] = gap_around(eg, id, at);
+        if (swapped[id] || eg.buffers[id].bytes == 0) continue;
+        // A step output's tile (the updated weights) idles from its last use to the end of the
+        // step: it may wait on the host and come back at the end. Inputs kept to the end are
+        // not moved (the runtime loads them into this very buffer).
+        const bool output = live[k].end >= kForever;
+        if (output && eg.buffers[id].producer < 0) continue;
+        auto [last, next] = output ? std::pair<int64_t, int64_t>{live[k].begin, end_time} : gap_around(eg, id, at);
+        if (output)
+          for (int r : eg.buffers[id].readers) last = std::max(last, eg.ops[r].time);
+        if (output && last >= at) continue;
         if (last < -1 || next < 0) continue;
         // swap-ins start just in time; prefetch_swap_ins moves them earlier afterwards
         int64_t out_time = std::max(last + 1, std::min(last + 1 + hold, at - 1)), in_time = next - 1;
@@ -200,10 +215,11 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
         int64_t gap = in_time - out_time;
         if (eg.buffers[id].bytes > best_bytes || (eg.buffers[id].bytes == best_bytes && gap > best_gap)) {
           best = id, best_bytes = eg.buffers[id].bytes, best_gap = gap, best_out = out_time, best_in = in_time;
+          best_output = output;
         }
       }
       if (best < 0) break;  // nothing idle across the peak: swapping cannot lower it
-      int copy = swap(eg, best, best_out, best_in);
+      int copy = swap(eg, best, best_out, best_in, best_output);
       swapped.resize(eg.buffers.size(), 0);
       swapped[best] = swapped[copy] = 1;
       ids.push_back(copy);

@@ -115,3 +115,25 @@ def test_swap_needs_a_budget():
     plan = at.plan(sym, devices=2, shapes=shapes)
     with pytest.raises(at.Error, match="swap=True needs a budget"):
         transform(sym, plan, swap=True)
+
+
+def test_step_outputs_wait_on_the_host_until_the_end():
+    """An LSTM step on one device at half its need: besides activations, some of the step's
+    outputs (updated weights, idle from their update to the end of the step) go to the host
+    once computed and come back before the step ends (as early as memory allows); their copies
+    become the tiles the runtime gathers (test_half_the_memory_gives_the_same_step checks the values)."""
+    sym, shapes, _ = MODELS["lstm"]()
+    plan = at.plan(sym, devices=1, shapes=shapes)
+    need = transform(sym, plan).peak_memory(0)
+    plan.swap_budget = need // 2
+    eg = transform(sym, plan)
+    check_memory_plan(eg)
+    back = [o for o in eg.ops if o["kind"] == "swap_in" and not eg.buffers[o["outputs"][0]]["readers"]]
+    assert back, "no step output was swapped"
+    for o in back:
+        b = o["outputs"][0]
+        t = eg.buffers[b]["tensor"]
+        assert eg.core.tile(t, 0) == b, eg.lowered.tensor_names[t]  # the copy is the tile
+        out = next(eg.ops[d] for d in o["deps"] if eg.ops[d]["kind"] == "swap_out")
+        src = eg.buffers[out["pieces"][0][0]]
+        assert src["producer"] >= 0 and eg.ops[src["producer"]]["time"] < out["time"]  # computed, then out
