@@ -2,18 +2,12 @@
 over the device count, control dependencies never cost memory, the communication buffers are
 part of the peak, and no device needs less than its share."""
 import json
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from run_script import run_bench
 
 
 def test_memory_bench_quick(tmp_path):
-    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(tmp_path))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "memory.py"), "--quick"], env=env,
-                          capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_bench("memory", tmp_path, "--quick", timeout=300)
     assert "ctrl/ideal" in proc.stdout
     rows = json.loads((tmp_path / "memory.json").read_text())
     assert rows

@@ -2,21 +2,15 @@
 model the memory-aware search trains at least the batch the plain search does and swapping at
 least that; every plan stays within the budget, and a swapped one needed more than it."""
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from run_script import run_bench
 
 
 @pytest.mark.slow
 def test_memory_fit_bench_quick(tmp_path):
-    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(tmp_path))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "memory_fit.py"), "--quick"], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_bench("memory_fit", tmp_path, "--quick")
     assert "SwapAdvisor Ch. 5" in proc.stdout and "Target:" in proc.stdout
     out = json.loads((tmp_path / "memory_fit.json").read_text())
     budget = out["budget"]
@@ -35,10 +29,7 @@ def test_memory_fit_bench_quick(tmp_path):
 def test_memory_fit_bench_host_quick(tmp_path):
     """--host --quick: the swapped plan really swaps (at half the need), both steps are
     measured on the host runtime and simulated, and the ratios are what the table prints."""
-    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(tmp_path))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "memory_fit.py"), "--host", "--quick"],
-                          env=env, capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_bench("memory_fit", tmp_path, "--host", "--quick", timeout=900)
     rows = json.loads((tmp_path / "memory_swap_host.json").read_text())["rows"]
     assert rows
     for r in rows:

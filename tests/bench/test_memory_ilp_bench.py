@@ -2,18 +2,12 @@
 moves more bytes than the search at the same bound (the search's plan is one of the program's
 solutions), every plan respects its bound, and the HiGHS log stays out of the table."""
 import json
-import os
-import subprocess
-import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from run_script import run_bench
 
 
 def test_memory_ilp_bench_quick(tmp_path):
-    env = dict(os.environ, AUTOTILE_BENCH_OUT=str(tmp_path))
-    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "memory_ilp.py"), "--quick"], env=env,
-                          capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    proc = run_bench("memory_ilp", tmp_path, "--quick", timeout=600)
     assert "Highs" not in proc.stdout and "search/exact" in proc.stdout
     rows = json.loads((tmp_path / "memory_ilp.json").read_text())["rows"]
     held = [r for r in rows if "fraction" in r]
