@@ -100,3 +100,22 @@ def reduce_tdl(dy_shape: Shape, shape: Shape, inputs: List[str]) -> str:
     body = access("dy", idx)
     rhs = f"sum({', '.join(red)}) {{ {body} }}" if red else body
     return f"{header(inputs, ['out'])}: {access('out', ov)} = {rhs}"
+
+
+def register_unary_without_gradient(table) -> None:
+    """Registers each ``name: (numpy function, doc)`` of `table` as an element-wise op whose
+    output keeps the input's dtype and through which no gradient flows (predicates such as
+    isnan, piecewise-constant functions such as floor)."""
+    from .registry import OpDef, register
+    from .tdl_helpers import elementwise
+
+    for name, (fn, doc) in table.items():
+        register(OpDef(
+            name=name,
+            infer_shape=(lambda name: lambda attrs, s: same_shape(name, ["data"], s))(name),
+            forward=(lambda fn: lambda attrs, ins, ctx: [cast(fn(ins[0]), ins[0])])(fn),
+            gradient=lambda ctx: [None],
+            tdl=(lambda name: lambda attrs, i, o: elementwise(i, o[0], name, ["data"]))(name),
+            elementwise=True,
+            doc=doc,
+        ))

@@ -5,26 +5,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._ew_util import cast, same_shape
+from ._ew_util import register_unary_without_gradient
 from .compare import register_predicates
-from .registry import OpDef, register
-from .tdl_helpers import elementwise
 
 _UNARY = {
     "isnan": (np.isnan, "1 where an element is NaN else 0, in the input's dtype."),
     "logical_not": (np.logical_not, "1 where an element is zero else 0, in the input's dtype."),
 }
 
-for _name, (_fn, _doc) in _UNARY.items():
-    register(OpDef(
-        name=_name,
-        infer_shape=(lambda name: lambda attrs, s: same_shape(name, ["data"], s))(_name),
-        forward=(lambda fn: lambda attrs, ins, ctx: [cast(fn(ins[0]), ins[0])])(_fn),
-        gradient=lambda ctx: [None],
-        tdl=(lambda name: lambda attrs, i, o: elementwise(i, o[0], name, ["data"]))(_name),
-        elementwise=True,
-        doc=_doc,
-    ))
+register_unary_without_gradient(_UNARY)
 
 register_predicates({
     "broadcast_logical_and": np.logical_and,

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._ew_util import cast, same_shape
-from .registry import OpDef, register
-from .tdl_helpers import elementwise
+from ._ew_util import register_unary_without_gradient
 
 _ROUNDING = {
     "sign": (np.sign, "-1, 0 or 1 by the sign of each element (0 for 0)."),
@@ -14,13 +12,4 @@ _ROUNDING = {
     "ceil": (np.ceil, "Smallest integer not below each element."),
 }
 
-for _name, (_fn, _doc) in _ROUNDING.items():
-    register(OpDef(
-        name=_name,
-        infer_shape=(lambda name: lambda attrs, s: same_shape(name, ["data"], s))(_name),
-        forward=(lambda fn: lambda attrs, ins, ctx: [cast(fn(ins[0]), ins[0])])(_fn),
-        gradient=lambda ctx: [None],
-        tdl=(lambda name: lambda attrs, i, o: elementwise(i, o[0], name, ["data"]))(_name),
-        elementwise=True,
-        doc=_doc,
-    ))
+register_unary_without_gradient(_ROUNDING)
