@@ -69,6 +69,19 @@ def wait_for_quiet(max_seconds: float = 180.0, idle: float = 0.9) -> float:
     return time.perf_counter() - t0
 
 
+def timed_step(rt, check: bool = True):
+    """(wall seconds of one step of HostRuntime `rt`, whether no other process took CPU time
+    during it). Clock ticks are 10 ms: one tick plus 3% of a core is allowed."""
+    busy0, own0 = (_busy_cpu_seconds(), sum(os.times()[:2])) if check else (0.0, 0.0)
+    t0 = time.perf_counter()
+    rt.run()
+    t = time.perf_counter() - t0
+    if not check:
+        return t, True
+    foreign = (_busy_cpu_seconds() - busy0) - (sum(os.times()[:2]) - own0)
+    return t, foreign <= 0.011 + 0.03 * t
+
+
 def measure(eg, repeat: int, max_tries: int = 30):
     """Median step time of the host runtime on `eg` (after two warm-up steps), and how many
     steps were thrown away because other processes took CPU time during them (this machine is
@@ -84,15 +97,10 @@ def measure(eg, repeat: int, max_tries: int = 30):
     times, disturbed = [], []
     for i in range(max_tries + 2):
         rt.load(values)  # the memory plan reuses input regions: reload before every step
-        busy0, own0 = (_busy_cpu_seconds(), sum(os.times()[:2])) if have_proc else (0.0, 0.0)
-        t0 = time.perf_counter()
-        rt.run()
-        t = time.perf_counter() - t0
-        foreign = (_busy_cpu_seconds() - busy0) - (sum(os.times()[:2]) - own0) if have_proc else 0.0
+        t, undisturbed = timed_step(rt, check=have_proc)
         if i < 2:  # two warm-up steps: first-touch page faults of arenas and temporaries
             continue
-        # clock ticks are 10 ms: allow one tick plus 3% of a core
-        (disturbed if foreign > 0.011 + 0.03 * t else times).append(t)
+        (times if undisturbed else disturbed).append(t)
         if len(times) >= repeat:
             break
     return statistics.median(times or disturbed), len(disturbed)

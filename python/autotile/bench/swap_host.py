@@ -39,28 +39,22 @@ def measure_pair(a, b, repeat: int, max_tries: int = 20):
     load hits both alike. Steps during which other processes took CPU time are left out
     (bench/sim_validate.py's rule) as long as `repeat` undisturbed steps of each remain after
     `max_tries` rounds; otherwise every step counts."""
-    import os
     import statistics
-    import time
 
     from autotile.backend.host_runtime import HostRuntime
     from autotile.sim.calibrate import step_inputs
 
-    from .sim_validate import _busy_cpu_seconds
+    from .sim_validate import timed_step
 
     runtimes = [(HostRuntime(eg), step_inputs(eg)) for eg in (a, b)]
     quiet, every = [[], []], [[], []]
     for i in range(max_tries + 2):
         for j, (rt, values) in enumerate(runtimes):
             rt.load(values)  # the memory plan reuses input regions: reload before every step
-            busy0, own0 = _busy_cpu_seconds(), sum(os.times()[:2])
-            t0 = time.perf_counter()
-            rt.run()
-            t = time.perf_counter() - t0
-            foreign = (_busy_cpu_seconds() - busy0) - (sum(os.times()[:2]) - own0)
+            t, undisturbed = timed_step(rt)
             if i >= 2:  # two warm-up steps each
                 every[j].append(t)
-                if foreign <= 0.011 + 0.03 * t:  # one clock tick + 3% of a core
+                if undisturbed:
                     quiet[j].append(t)
         if min(len(t) for t in quiet) >= repeat:
             break

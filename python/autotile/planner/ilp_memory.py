@@ -8,20 +8,16 @@ holding all of it (summed over every tensor, not only those live at once: the ex
 graph's arena, which the budget is checked on, depends on liveness and placement and is not
 linear in the layouts). :func:`constrained_optimum` solves the joint program of all cuts
 (planner/ilp_joint.py) with that sum bounded, i.e. the least communication of any plan
-holding at most the bound; :func:`multiplier_search` is what the memory-aware search would
-return against the same bound. The bench (`autotile bench memory-ilp`) compares them.
+holding at most the bound; planner/memory_fit.search_weights with :func:`held_bytes` as its
+measure is what the memory-aware search returns against the same bound. The bench (`autotile bench memory-ilp`) compares them.
 """
 from __future__ import annotations
 
-from typing import Callable, List, Optional, Sequence
+from typing import List, Optional, Sequence
 
 import numpy as np
 
-
-def tensor_bytes(lowered) -> np.ndarray:
-    """Bytes of every tensor of a lowered graph, by tensor id."""
-    return np.array([float(np.prod(s, dtype=np.float64)) * np.dtype(d).itemsize
-                     for s, d in zip(lowered.tensor_shapes, lowered.tensor_dtypes)])
+from .memory_fit import tensor_bytes  # noqa: F401  (bytes of every tensor, by id)
 
 
 def held_fraction(tilings: Sequence[str], factors: Sequence[int]) -> float:
@@ -60,11 +56,3 @@ def constrained_optimum(core, devices: int, nbytes: np.ndarray, bound: float, re
                       held_at_most=(nbytes, bound))
     j["held_bytes"] = held_bytes(j["tensor_tilings"], j["factors"], nbytes)
     return j
-
-
-def multiplier_search(search: Callable[[float], dict], measure: Callable[[dict], float], bound: float):
-    """(raw plan, its measure, weight) of the memory-aware search against `bound` under
-    `measure` (planner/memory_fit.fit's schedule of weights), or None when no weight fits."""
-    from .memory_fit import search_weights
-
-    return search_weights(search, measure, bound)

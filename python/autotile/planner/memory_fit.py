@@ -75,20 +75,23 @@ def largest_working_set(lowered, raw: dict) -> Tuple[int, str, int]:
 def check_tiles_can_fit(lowered, devices: int, budget: int) -> None:
     """Error naming the tensor whose smallest possible tile (split over every device) is
     larger than the budget on its own: no plan can hold it."""
-    worst = max(range(len(lowered.tensor_names)), key=lambda i: _bytes(lowered, i), default=None)
-    if worst is None:
+    nbytes = tensor_bytes(lowered)
+    if not len(nbytes):
         return
-    tile = _bytes(lowered, worst) / devices
+    worst = int(nbytes.argmax())
+    tile = nbytes[worst] / devices
     if tile > budget:
         raise Error(f"device_memory={_fmt_bytes(budget)} is smaller than the smallest tile any plan can give "
                     f"tensor '{lowered.tensor_names[worst]}' {tuple(lowered.tensor_shapes[worst])}: "
                     f"{_fmt_bytes(tile)} even split over all {devices} devices")
 
 
-def _bytes(lowered, i: int) -> float:
+def tensor_bytes(lowered):
+    """Bytes of every tensor of a lowered graph, by tensor id (a NumPy array)."""
     import numpy as np
 
-    return float(np.prod(lowered.tensor_shapes[i], dtype=np.float64)) * np.dtype(lowered.tensor_dtypes[i]).itemsize
+    return np.array([float(np.prod(s, dtype=np.float64)) * np.dtype(d).itemsize
+                     for s, d in zip(lowered.tensor_shapes, lowered.tensor_dtypes)])
 
 
 def search_weights(search: Callable[[float], dict], measure: Callable[[dict], float], bound: float,
