@@ -631,7 +631,7 @@ def _node_feeds(case):
 
 @pytest.mark.parametrize("name", sorted(NODE_CASES))
 def test_onnx_node_backend(name):
-    from autotile.frontend.onnx_ops import CONVERTERS
+    from autotile.frontend.onnx_converters import CONVERTERS
 
     case = NODE_CASES[name]
     ops = sorted({n.op_type for n in case.model.graph.node} - set(CONVERTERS))

@@ -4,7 +4,8 @@ The walk visits ONNX nodes in topological order. Each ONNX tensor maps to one of
   - a constant (NumPy array): initializers, Constant nodes and every node whose inputs are all
     constant (folded in NumPy, see onnx_fold); a constant consumed by an operator becomes a
     parameter Variable whose value is carried in ``sym.params``;
-  - a single-output Symbol built by the per-op converters of onnx_ops;
+  - a single-output Symbol built by the per-op converters (the onnx_ops* families, gathered in
+    onnx_converters);
   - an :class:`Unavailable` marker for outputs autotile does not compute (Dropout's mask,
     MaxPool's indices): consuming one raises Error.
 
@@ -604,7 +605,7 @@ class Importer:
         return f"{op} (node '{node.name or (node.output[0] if node.output else index)}')"
 
     def run(self) -> Symbol:
-        from .onnx_ops import CONVERTERS
+        from .onnx_converters import CONVERTERS
 
         for vi in self.data_inputs:
             dims = self.input_dims[vi.name]

@@ -1,106 +1,22 @@
-"""Per-op converters of the ONNX importer: one small function per ONNX op type, registered in
-:data:`CONVERTERS`.
+"""Per-op converters of the ONNX importer for constants, dense layers, activations, convolution
+and pooling and the shape ops: one small function per ONNX op type, registered in
+:data:`~autotile.frontend.onnx_registry.CONVERTERS`.
 
-A converter takes a :class:`~autotile.frontend.onnx_import.NodeContext` and returns one
-value per ONNX output: a single-output Symbol built from registered (MXNet-named) autotile
-ops, a NumPy array (a constant, e.g. the value of Shape) or None (an output autotile does not
-compute, such as Dropout's mask). Attributes that moved to inputs in later opsets (Split's
+Each returns one value per ONNX output: a single-output Symbol built from registered
+(MXNet-named) autotile ops, a NumPy array (a constant, e.g. the value of Shape) or None (an
+output autotile does not compute, such as Dropout's mask). Attributes that moved to inputs in later opsets (Split's
 split, Squeeze/Unsqueeze/Reduce axes, Reshape's shape, Dropout's ratio) are read from where
 the model's opset puts them and must be constants.
 """
 from __future__ import annotations
 
 import math
-from typing import Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
 from .onnx_fold import SymDim, has_symbolic
-
-CONVERTERS: Dict[str, Callable] = {}
-
-
-def converter(*op_types: str):
-    """Register the decorated function as the converter of `op_types`."""
-
-    def wrap(fn):
-        for op in op_types:
-            CONVERTERS[op] = fn
-        return fn
-
-    return wrap
-
-
-def _ints(values) -> List[int]:
-    return [int(v) for v in np.asarray(values).ravel()]
-
-
-def _norm_axis(ctx, axis: int, rank: Optional[int], what: str = "axis") -> int:
-    if axis >= 0:
-        if rank is not None and axis >= rank:
-            raise ctx.error(f"{what} {axis} is out of range for rank {rank}")
-        return axis
-    if rank is None:
-        raise ctx.error(f"negative {what} {axis} needs the input's rank, which is unknown")
-    if axis < -rank:
-        raise ctx.error(f"{what} {axis} is out of range for rank {rank}")
-    return axis + rank
-
-
-def _axes_arg(ctx, since: int, index: int = 1, name: str = "axes") -> Optional[List[int]]:
-    """Axes from the attribute (opset < since) or the constant input (opset >= since)."""
-    if ctx.opset >= since:
-        if not ctx.has_input(index):
-            return None
-        return _ints(ctx.const(index, name))
-    a = ctx.attr(name)
-    return None if a is None else [int(x) for x in a]
-
-
-# ----------------------------------------------------------------------------- reshaping helpers
-
-def _reshape(ctx, x, shape: Sequence[int], suffix: str = ""):
-    return ctx.op("Reshape", x, shape=tuple(int(d) for d in shape), suffix=suffix)
-
-
-def _reshape_to(ctx, x, dims: Sequence, suffix: str = "reshape"):
-    """Reshape `x` to `dims` (ints; one unknown allowed, written as -1). The leading (batch)
-    dim is written as -1 when the others are known, so the symbol works for any batch."""
-    if len(dims) > 1 and all(isinstance(d, int) for d in dims[1:]):
-        dims = [-1] + list(dims[1:])
-    unknown = [i for i, d in enumerate(dims) if not isinstance(d, int)]
-    if len(unknown) > 1:
-        raise ctx.error(f"cannot restore shape {tuple(dims)} with more than one unknown dimension")
-    return _reshape(ctx, x, [-1 if not isinstance(d, int) else d for d in dims], suffix)
-
-
-def _flatten_at(ctx, x, axis: int, dims: Optional[tuple], suffix: str = ""):
-    """ONNX Flatten: (prod(d[:axis]), prod(d[axis:])) as autotile Flatten or Reshape."""
-    if axis == 1 and dims is not None and len(dims) >= 2:
-        return ctx.op("Flatten", x, suffix=suffix)
-    if axis == 0:
-        return _reshape(ctx, x, (1, -1), suffix)
-    if dims is None:
-        raise ctx.error(f"Flatten at axis {axis} needs the input's shape, which is unknown")
-    tail, head = dims[axis:], dims[:axis]
-    if all(isinstance(d, int) for d in tail):
-        return _reshape(ctx, x, (-1, int(np.prod(tail, dtype=np.int64))), suffix)
-    if all(isinstance(d, int) for d in head):
-        return _reshape(ctx, x, (int(np.prod(head, dtype=np.int64)), -1), suffix)
-    raise ctx.error(f"Flatten at axis {axis} of shape {dims}: too many unknown dimensions")
-
-
-def _slice_axis(ctx, x, axis: int, begin: int, end: Optional[int], suffix: str = ""):
-    """x[begin:end] along `axis`; end None means to the end (MXNet writes it as 'None')."""
-    if end is None:
-        return ctx.op("slice_axis", x, axis=axis, begin=begin, attr={"end": "None"}, suffix=suffix)
-    return ctx.op("slice_axis", x, axis=axis, begin=begin, end=end, suffix=suffix)
-
-
-def _expand_to_rank(ctx, x, rank: int, target: int, suffix: str):
-    for k in range(target - rank):
-        x = ctx.op("expand_dims", x, axis=0, suffix=f"{suffix}{k}")
-    return x
+from .onnx_registry import (_axes_arg, _expand_to_rank, _flatten_at, _ints, _norm_axis, _ranked, _reshape,
+                            _reshape_to, _slice_axis, converter)
 
 
 # ----------------------------------------------------------------------------- constants and shapes
@@ -710,18 +626,6 @@ def _binary(ctx, kind: str, i: int = 0, j: int = 1, suffix: str = ""):
     return ctx.op(f"broadcast_{kind}", a, b, suffix=suffix)
 
 
-def _ranked(ctx, i: int, rank: Optional[int], other: Optional[int]):
-    """Input i with leading 1-dims added up to the other operand's rank (NumPy alignment)."""
-    if rank is None or other is None or rank >= other:
-        return ctx.input(i)
-    if ctx.is_const(i) and not ctx.is_weight(i):
-        c = np.asarray(ctx.const(i))
-        return ctx.param(c.reshape((1,) * (other - rank) + c.shape), ctx.input_name(i), f"r{other}")
-    if ctx.is_const(i):  # a 0-d weight is a (1,) Variable: autotile tensors have rank >= 1
-        rank = max(rank, 1)
-    return _expand_to_rank(ctx, ctx.input(i), rank, other, f"in{i}_dims")
-
-
 def _arith(kind):
     def convert(ctx):
         return [_binary(ctx, kind)]
@@ -755,6 +659,3 @@ def sum_(ctx):
         total = term if total is None else ctx.op("broadcast_add", total, term, suffix=f"acc{k}")
     return [total]
 
-
-# Converters of other op families register themselves on import.
-from . import onnx_ops_index, onnx_ops_math, onnx_ops_nn, onnx_ops_rnn  # noqa: E402,F401

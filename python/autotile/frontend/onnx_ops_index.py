@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_ops import _ints, _norm_axis, _ranked, converter
+from .onnx_registry import _ints, _norm_axis, _ranked, converter
 
 
 @converter("Expand")

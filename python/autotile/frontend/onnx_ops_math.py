@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_ops import _ranked, converter
+from .onnx_registry import _ranked, converter
 
 # ONNX op -> registered unary op
 _UNARY = {

@@ -13,7 +13,7 @@ import string
 import numpy as np
 
 from ..ops import registry
-from .onnx_ops import _axes_arg, _flatten_at, _norm_axis, _reshape, _reshape_to, converter
+from .onnx_registry import _axes_arg, _flatten_at, _norm_axis, _reshape, _reshape_to, converter
 
 
 # ----------------------------------------------------------------------------- normalisation

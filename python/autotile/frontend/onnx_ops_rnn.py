@@ -12,7 +12,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from .onnx_ops import converter
+from .onnx_registry import converter
 
 _ACTIVATIONS = {"Sigmoid": "sigmoid", "Tanh": "tanh", "Relu": "relu"}
 
