@@ -25,9 +25,13 @@ TDL and the strategies it allows:
   data channels, and its tile is NOT a plain Convolution of the tiles: it would need
   num_group scaled down and data sliced to the slab's groups (no tile_attrs hook does that yet).
 
-Tiles: kernels take num_filter from their inputs (weight rows, dy channels), so channel
-tiles run with the node's attributes; a channel tile of a depthwise conv (one input channel
-per group) whose channel count num_group does not divide runs as depthwise over its channels.
+The depthwise data gradient (multiplier 1) is exact too: dx channel c reads dy and weight
+channel c, so its channel splits are output splits (never a reduction over co).
+
+Tiles: the tile hooks set num_filter (and num_group = the tile's channels for a depthwise
+tile) and the tile padding; kernels also take num_filter from their inputs (weight rows, dy
+channels) and run a depthwise slab whose channel count num_group does not divide as
+depthwise over its channels, so a slab runs with the node's attributes too.
 - backward data: dy is indexed ``(i + p - d*k) / s`` (floor division). Where s does not
   divide i + p - d*k no dy element is read; the interval analysis over-approximates that
   set, which is a superset of the true region (correct, at most s-1 rows of extra halo).
@@ -307,18 +311,31 @@ def _tdl(attrs, in_shapes, out_shapes):
             f"weight[{', '.join(['co', 'ci'] + kv)}] }}{bias}")
 
 
-def _tile(attrs, ins, outs, in_shapes, out_shapes):
-    """A tile's convolution has as many filters as the tile's output channels. A grouped
-    convolution (not depthwise) split along channels would need its groups regrouped: refused."""
+def _depthwise(groups, cin, cout) -> bool:
+    """One input and one output channel per group: channel slabs are depthwise convs."""
+    return groups > 1 and groups == cin == cout
+
+
+def _channel_tile(attrs, data_box, out_box, data_shape, out_shape):
+    """Filters and groups of a tile whose data channels are data_box's and output (or dy)
+    channels out_box's: num_filter is the tile's output channels; a depthwise tile has one
+    group per channel. A grouped convolution (not depthwise) split along channels would
+    need its groups regrouped: refused (its no_split vetoes such plans)."""
     groups = attrs["num_group"]
-    (ilo, ihi), (olo, ohi) = ins[0], outs[0]
-    channels_split = (ihi[1] - ilo[1], ohi[1] - olo[1]) != (in_shapes[0][1], out_shapes[0][1])
-    depthwise = groups == in_shapes[0][1] == out_shapes[0][1]
+    (ilo, ihi), (olo, ohi) = data_box, out_box
+    channels_split = (ihi[1] - ilo[1], ohi[1] - olo[1]) != (data_shape[1], out_shape[1])
+    depthwise = _depthwise(groups, data_shape[1], out_shape[1])
     if groups > 1 and channels_split and not depthwise:
         raise Error(f"grouped convolution (num_group={groups}) split along channels: the sub-operator "
                     "would need its groups regrouped; plan this node with splits of other dims")
-    local = ohi[1] - olo[1]
-    attrs = {**attrs, "num_filter": local, **({"num_group": local} if depthwise else {})}
+    local = int(ohi[1] - olo[1])
+    return {**attrs, "num_filter": local, **({"num_group": local} if depthwise else {})}
+
+
+def _tile(attrs, ins, outs, in_shapes, out_shapes):
+    """A tile's convolution has as many filters as the tile's output channels (_channel_tile)
+    and pads its data slab as the tile_pad its halo leaves."""
+    attrs = _channel_tile(attrs, ins[0], outs[0], in_shapes[0], out_shapes[0])
     return _with_tile_pad(attrs, ins[0], outs[0], in_shapes[0], out_shapes[0])
 
 
@@ -364,7 +381,9 @@ def _grouped_channels(attrs, data_shape, out_channels):
 
 
 def _bwd_weight_tile(attrs, ins, outs, in_shapes, out_shapes):
-    """d weight reads dy and data as the forward reads out and data: the same paddings."""
+    """d weight reads dy and data as the forward reads out and data: the same filters,
+    groups and paddings."""
+    attrs = _channel_tile(attrs, ins[1], ins[0], in_shapes[1], in_shapes[0])
     return _with_tile_pad(attrs, ins[1], ins[0], in_shapes[1], in_shapes[0])
 
 
@@ -374,6 +393,7 @@ def _bwd_data_tile(attrs, ins, outs, in_shapes, out_shapes):
     the geometry's output length equal the dy region's."""
     (ylo, yhi), (xlo, xhi) = ins[0], outs[0]
     full_dy, full_dx = in_shapes[0], out_shapes[0]
+    attrs = _channel_tile(attrs, outs[0], ins[0], full_dx, full_dy)
     nd = len(full_dx) - 2
     if all((ylo[2 + i], yhi[2 + i], xlo[2 + i], xhi[2 + i]) == (0, full_dy[2 + i], 0, full_dx[2 + i])
            for i in range(nd)):
@@ -455,8 +475,15 @@ def _bwd_data_tdl(attrs, in_shapes, out_shapes):
     for i in range(geo.nd):
         num = _affine([(1, iv[i]), (-geo.dilate[i], kv[i])], geo.pad[i])
         dy_idx.append(num if geo.stride[i] == 1 else f"({num}) / {geo.stride[i]}")
+    head = f"{', '.join(_bwd_data_args(attrs))} -> dx: dx[{', '.join(['n', 'ci'] + iv)}]"
+    if _depthwise(geo.groups, geo.cin, geo.cout):
+        # dx channel c reads dy and weight channel c only: exact, so a channel split is a
+        # depthwise conv of the slab (a co reduction split would leave each tile a
+        # grouping of all channels with part of the filters, which no kernel runs)
+        return (f"{head} = sum({', '.join(kv)}) "
+                f"{{ dy[{', '.join(['n', 'ci'] + dy_idx)}] * weight[{', '.join(['ci', '0'] + kv)}] }}")
     w_ci = "ci" if geo.groups == 1 else ":"
-    return (f"{', '.join(_bwd_data_args(attrs))} -> dx: dx[{', '.join(['n', 'ci'] + iv)}] = sum({', '.join(['co'] + kv)}) "
+    return (f"{head} = sum({', '.join(['co'] + kv)}) "
             f"{{ dy[{', '.join(['n', 'co'] + dy_idx)}] * weight[{', '.join(['co', w_ci] + kv)}] }}")
 
 

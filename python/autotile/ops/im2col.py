@@ -4,6 +4,12 @@
 element [n, c, k..., o...] is xpad[n, c, o*stride + k*dilate ...]. `col2im_add` is its
 adjoint: it scatter-adds such an array back into a padded buffer, one strided slice per
 kernel offset (so a 3x3 kernel costs 9 vectorised adds, never a Python loop over pixels).
+`pad_or_crop` pads or crops each spatial dim by signed amounts: a tile of a partitioned op
+runs on a slab (with halo) of its input, whose first window may start before the slab
+(padding) or inside it (crop).
+
+The helpers take the array module (`xp`: numpy, or cupy on a GPU) from their array's type
+through the array API they share, so the GPU runtime runs the same kernels.
 """
 from __future__ import annotations
 
@@ -30,14 +36,27 @@ def pad_spatial(x: np.ndarray, pad: Sequence[int], extra: Sequence[int] = None, 
     return np.pad(x, widths, mode="constant", constant_values=value)
 
 
-def windows(xpad: np.ndarray, kernel: Sequence[int], stride: Sequence[int], dilate: Sequence[int],
-            out: Sequence[int]) -> np.ndarray:
+def pad_or_crop(x, lo: Sequence[int], hi: Sequence[int], value=0, xp=np):
+    """x zero-padded (or `value`-padded) by lo[i] before and hi[i] after spatial dim i;
+    negative amounts crop instead."""
+    crop = (slice(None), slice(None)) + tuple(slice(max(0, -a), x.shape[2 + i] - max(0, -b))
+                                              for i, (a, b) in enumerate(zip(lo, hi)))
+    x = x[crop]
+    if not any(v > 0 for v in tuple(lo) + tuple(hi)):
+        return x
+    widths = [(0, 0), (0, 0)] + [(max(0, a), max(0, b)) for a, b in zip(lo, hi)]
+    return xp.pad(x, widths, mode="constant", constant_values=value)
+
+
+def windows(xpad, kernel: Sequence[int], stride: Sequence[int], dilate: Sequence[int], out: Sequence[int], xp=np):
     """Read-only strided view (N, C, *kernel, *out) of the windows of padded `xpad`."""
     s = xpad.strides
     nd = len(kernel)
-    shape = xpad.shape[:2] + tuple(kernel) + tuple(out)
-    strides = s[:2] + tuple(s[2 + i] * dilate[i] for i in range(nd)) + tuple(s[2 + i] * stride[i] for i in range(nd))
-    return as_strided(xpad, shape=shape, strides=strides, writeable=False)
+    shape = tuple(xpad.shape[:2]) + tuple(kernel) + tuple(out)
+    strides = tuple(s[:2]) + tuple(s[2 + i] * dilate[i] for i in range(nd)) + tuple(s[2 + i] * stride[i] for i in range(nd))
+    if xp is np:
+        return as_strided(xpad, shape=shape, strides=strides, writeable=False)
+    return xp.lib.stride_tricks.as_strided(xpad, shape=shape, strides=strides)
 
 
 def _slab(k: int, dilate: int, stride: int, out: int) -> slice:
@@ -45,7 +64,7 @@ def _slab(k: int, dilate: int, stride: int, out: int) -> slice:
     return slice(start, start + stride * (out - 1) + 1, stride)
 
 
-def col2im_add(dxpad: np.ndarray, cols: np.ndarray, kernel: Sequence[int], stride: Sequence[int],
+def col2im_add(dxpad, cols, kernel: Sequence[int], stride: Sequence[int],
                dilate: Sequence[int]) -> None:
     """dxpad[n, c, o*stride + k*dilate] += cols[n, c, k..., o...] for every k (in place)."""
     nd = len(kernel)

@@ -42,6 +42,11 @@ _PARAMS = {
     "p_value": Param("optional_int", None),
     "count_include_pad": Param("optional_bool", None),
     "layout": Param("optional_str", None),
+    # Set only by tile hooks (see Frame): the whole data's spatial dims, the tile's windows
+    # (lo..., hi...) and where its data slab starts.
+    "tile_spatial": Param("shape", ()),
+    "tile_windows": Param("shape", ()),
+    "tile_data_lo": Param("shape", ()),
 }
 
 
@@ -82,9 +87,6 @@ class Geometry:
                                 f"({self.spatial[i]} + 2*{self.pad[i]} in dim {i}) of data shape {data_shape}")
         self.out = tuple(im2col.out_size(self.spatial[i], self.kernel[i], self.stride[i], 1, self.pad[i], self.ceil)
                          for i in range(nd))
-        # 'full' windows may run past the padded input: pad the end so every window fits
-        self.extra = tuple(max(0, (self.out[i] - 1) * self.stride[i] + self.kernel[i] - self.spatial[i] - 2 * self.pad[i])
-                           for i in range(nd))
 
     def _vec(self, attrs, name, default):
         value = tuple(attrs.get(name) or ())
@@ -128,47 +130,95 @@ def _lowest(dtype):
     return np.finfo(dtype).min if np.issubdtype(dtype, np.floating) else np.iinfo(dtype).min
 
 
-def _windows(x, geo: Geometry, fill):
-    xpad = im2col.pad_spatial(x, geo.pad, geo.extra, value=fill)
-    return im2col.windows(xpad, geo.kernel, geo.stride, (1,) * geo.nd, geo.out)
+def _xp(ctx):
+    return ctx.xp if ctx is not None and getattr(ctx, "xp", None) is not None else np
+
+
+class Frame:
+    """Where a tile sits in the node's pooling, per spatial dim (tile hooks set it; the
+    whole op is the tile of everything): windows (output positions, or dy positions for
+    the backward) ``wlo`` .. ``wlo + wn``, the data tile starting at ``dlo`` and the dx tile
+    ``xlo`` .. ``xlo + xn``. Window w covers input rows [w*s - p, w*s - p + k) of the whole
+    input, so a tile pads or crops its slab to the rows its windows span, ``origin`` ..
+    ``origin + span``: the halo of a split inside the tensor is real data, not padding, and
+    the divisor of avg pooling is the whole op's."""
+
+    def __init__(self, attrs, geo: Geometry, n_windows=None):
+        nd = geo.nd
+        win = tuple(attrs.get("tile_windows") or ())
+        self.wlo = win[:nd] if win else (0,) * nd
+        if n_windows is not None:
+            self.wn = tuple(int(v) for v in n_windows)
+        else:
+            self.wn = tuple(h - l for l, h in zip(win[:nd], win[nd:])) if win else geo.out
+        self.dlo = tuple(attrs.get("tile_data_lo") or ()) or (0,) * nd
+        dx = tuple(attrs.get("tile_dx") or ())
+        self.xlo = dx[:nd] if dx else (0,) * nd
+        self.xn = tuple(h - l for l, h in zip(dx[:nd], dx[nd:])) if dx else geo.spatial
+        self.origin = tuple(w * s - p for w, s, p in zip(self.wlo, geo.stride, geo.pad))
+        self.span = tuple(max(0, (n - 1) * s + k) for n, s, k in zip(self.wn, geo.stride, geo.kernel))
+        if any(w < 0 or w + n > o for w, n, o in zip(self.wlo, self.wn, geo.out)):
+            raise ValueError(f"tile windows {self.wlo} + {self.wn} lie outside the pooling output {geo.out}")
+
+    def counts(self, geo: Geometry, include_pad: bool) -> np.ndarray:
+        """The divisors of avg pooling at this tile's windows (the whole op's rule)."""
+        region = tuple(slice(w, w + n) for w, n in zip(self.wlo, self.wn))
+        return np.maximum(geo.counts(include_pad)[region], 1)
+
+    def windows(self, x, geo: Geometry, fill, xp=np):
+        """(N, C, *kernel, *wn) windows of the data tile x (which starts at dlo)."""
+        lo = [d - o for d, o in zip(self.dlo, self.origin)]
+        hi = [o + sp - d - n for o, sp, d, n in zip(self.origin, self.span, self.dlo, x.shape[2:])]
+        xpad = im2col.pad_or_crop(x, lo, hi, value=fill, xp=xp)
+        return im2col.windows(xpad, geo.kernel, geo.stride, (1,) * geo.nd, self.wn, xp=xp)
 
 
 def _forward(attrs, inputs, ctx):
     x = inputs[0]
-    geo = _kernel_geometry(attrs, x.shape)
+    xp = _xp(ctx)
+    geo = _kernel_geometry(attrs, tuple(x.shape[:2]) + _whole_spatial(attrs, x.shape[2:]))
+    frame = Frame(attrs, geo)
     k_axes = tuple(range(2, 2 + geo.nd))
     if attrs["pool_type"] == "max":
-        y = _windows(x, geo, _lowest(x.dtype)).max(axis=k_axes)
+        y = frame.windows(x, geo, _lowest(x.dtype), xp).max(axis=k_axes)
     else:
-        y = _windows(x, geo, 0).sum(axis=k_axes)
+        y = frame.windows(x, geo, 0, xp).sum(axis=k_axes)
         if attrs["pool_type"] == "avg":
-            include = attrs["count_include_pad"] is not False
-            y = y / np.maximum(geo.counts(include), 1)
-    return [np.ascontiguousarray(y, dtype=x.dtype)]
+            y = y / xp.asarray(frame.counts(geo, attrs["count_include_pad"] is not False))
+    return [xp.ascontiguousarray(y).astype(x.dtype, copy=False)]
+
+
+def _whole_spatial(attrs, tile_spatial):
+    """The spatial dims of the node's whole data (a tile hook's attribute, else the tile's own)."""
+    return tuple(int(v) for v in (attrs.get("tile_spatial") or tile_spatial))
 
 
 # ----------------------------------------------------------------------------- backward
 
-def pool_backward(attrs, dy: np.ndarray, x, geo: Geometry) -> np.ndarray:
-    """dx of pooling: dy spread over each window (avg/sum) or routed to its first max."""
+def pool_backward(attrs, dy, x, geo: Geometry, xp=np):
+    """dx of pooling: dy spread over each window (avg/sum) or routed to its first max.
+    dy holds the windows of the tile's Frame; dx is the frame's dx tile."""
     nd = geo.nd
-    padded = tuple(s + 2 * p + e for s, p, e in zip(geo.spatial, geo.pad, geo.extra))
-    dxpad = np.zeros(dy.shape[:2] + padded, dtype=dy.dtype)
+    frame = Frame(attrs, geo, dy.shape[2:])
     k_shape = geo.kernel
     if attrs["pool_type"] == "max":
-        win = _windows(x, geo, _lowest(x.dtype))  # (N, C, *K, *O)
+        win = frame.windows(x, geo, _lowest(x.dtype), xp)  # (N, C, *K, *O)
         n_k = int(np.prod(k_shape))
-        flat = win.reshape(win.shape[:2] + (n_k,) + geo.out)  # copies; the window order is row-major
+        flat = win.reshape(tuple(win.shape[:2]) + (n_k,) + frame.wn)  # copies; the window order is row-major
         first = flat.argmax(axis=2)  # argmax returns the first maximum
-        hot = np.arange(n_k).reshape((1, 1, n_k) + (1,) * nd) == first[:, :, None]
+        hot = xp.arange(n_k).reshape((1, 1, n_k) + (1,) * nd) == first[:, :, None]
         cols = (hot * dy[:, :, None]).reshape(win.shape)
     else:
         g = dy
         if attrs["pool_type"] == "avg":
-            g = dy / np.maximum(geo.counts(attrs["count_include_pad"] is not False), 1)
-        cols = np.broadcast_to(g.reshape(g.shape[:2] + (1,) * nd + geo.out), dy.shape[:2] + k_shape + geo.out)
-    im2col.col2im_add(dxpad, cols, k_shape, geo.stride, (1,) * nd)
-    return np.ascontiguousarray(im2col.crop_spatial(dxpad, geo.pad, geo.spatial))
+            g = dy / xp.asarray(frame.counts(geo, attrs["count_include_pad"] is not False))
+        cols = xp.broadcast_to(g.reshape(tuple(g.shape[:2]) + (1,) * nd + frame.wn),
+                               tuple(dy.shape[:2]) + k_shape + frame.wn)
+    span = xp.zeros(tuple(dy.shape[:2]) + frame.span, dtype=dy.dtype)  # input rows origin .. origin + span
+    im2col.col2im_add(span, cols, k_shape, geo.stride, (1,) * nd)
+    lo = [o - x0 for o, x0 in zip(frame.origin, frame.xlo)]
+    hi = [x0 + n - o - s for x0, n, o, s in zip(frame.xlo, frame.xn, frame.origin, frame.span)]
+    return xp.ascontiguousarray(im2col.pad_or_crop(span, lo, hi, xp=xp))
 
 
 def _gradient(ctx):
@@ -203,8 +253,9 @@ def _bwd_infer_shape(attrs, in_shapes):
 def _bwd_forward(attrs, inputs, ctx):
     dy = inputs[0]
     x = inputs[1] if len(inputs) > 1 else None
-    geo = _kernel_geometry(attrs, x.shape if x is not None else _bwd_data_shape(attrs, dy.shape))
-    return [pool_backward(attrs, dy, x, geo)]
+    data = x.shape if x is not None else _bwd_data_shape(attrs, dy.shape)
+    geo = _kernel_geometry(attrs, tuple(dy.shape[:2]) + _whole_spatial(attrs, data[2:]))
+    return [pool_backward(attrs, dy, x, geo, _xp(ctx))]
 
 
 # ----------------------------------------------------------------------------- TDL
@@ -254,6 +305,38 @@ def _bwd_tdl(attrs, in_shapes, out_shapes):
     return f"{head} = dmaxpool(dy[n, c, {whole}], data[n, c, {whole}])"
 
 
+def _spatial_box(box):
+    lo, hi = box
+    return tuple(int(v) for v in lo[2:]), tuple(int(v) for v in hi[2:])
+
+
+def _whole(box, shape):
+    lo, hi = _spatial_box(box)
+    return all(l == 0 for l in lo) and hi == tuple(int(v) for v in shape[2:])
+
+
+def _tile(attrs, ins, outs, in_shapes, out_shapes):
+    """A spatial tile pools its windows (the output box) over its data slab: see Frame."""
+    if _whole(ins[0], in_shapes[0]) and _whole(outs[0], out_shapes[0]):
+        return attrs
+    (olo, ohi), (dlo, _) = _spatial_box(outs[0]), _spatial_box(ins[0])
+    return {**attrs, "tile_spatial": tuple(in_shapes[0][2:]), "tile_windows": olo + ohi, "tile_data_lo": dlo}
+
+
+def _bwd_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """A spatial tile of dx spreads its dy region's windows (over its data slab, for max)
+    and keeps the dx rows of its box: see Frame."""
+    boxes = list(ins[:2]) + [outs[0]]
+    shapes = list(in_shapes[:2]) + [out_shapes[0]]
+    if all(_whole(b, s) for b, s in zip(boxes, shapes)):
+        return attrs
+    (ylo, yhi), (xlo, xhi) = _spatial_box(ins[0]), _spatial_box(outs[0])
+    out = {**attrs, "tile_spatial": tuple(out_shapes[0][2:]), "tile_windows": ylo + yhi, "tile_dx": xlo + xhi}
+    if len(ins) > 1:  # max pooling's data slab (avg/sum only take its shape)
+        out["tile_data_lo"] = _spatial_box(ins[1])[0]
+    return out
+
+
 register(OpDef(
     name="Pooling",
     params=_PARAMS,
@@ -261,15 +344,17 @@ register(OpDef(
     forward=_forward,
     gradient=_gradient,
     tdl=_tdl,
+    extra={"tile_attrs": _tile},
     doc="Max / average / sum pooling over 1-3 spatial dims (MXNet conventions).",
 ))
 
 register(OpDef(
     name="_backward_Pooling",
-    params=dict(_PARAMS, data_spatial=Param("shape", ())),
+    params=dict(_PARAMS, data_spatial=Param("shape", ()), tile_dx=Param("shape", ())),
     arguments=_bwd_args,
     infer_shape=_bwd_infer_shape,
     forward=_bwd_forward,
     tdl=_bwd_tdl,
+    extra={"tile_attrs": _bwd_tile},
     doc="Gradient of Pooling: dy spread over windows (avg/sum) or routed to each window's first max.",
 ))
