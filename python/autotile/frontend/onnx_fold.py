@@ -66,6 +66,27 @@ def shape_value(shape) -> np.ndarray:
     return np.array(shape, dtype=np.int64)
 
 
+def slice_range(start: int, end: int, step: int, dim: int) -> range:
+    """The indices ONNX Slice takes along one axis of size `dim`. Negative bounds count from
+    the end; then starts and ends are clamped to [0, dim] for a positive step and to
+    [0, dim-1] (starts) and [-1, dim-1] (ends) for a negative one, so an end of -1 after
+    clamping means "through index 0". (Python's ``slice.indices`` differs: it clamps a
+    too-negative start of a negative step to -1, and its stop of -1 fed back into ``slice``
+    means the last element.)"""
+    if step == 0:
+        raise ValueError("slice step is 0")
+    start = start + dim if start < 0 else start
+    end = end + dim if end < 0 else end
+    if step > 0:
+        return range(min(max(start, 0), dim), min(max(end, 0), dim), step)
+    return range(min(max(start, 0), dim - 1), min(max(end, -1), dim - 1), step)
+
+
+def range_slice(r: range) -> slice:
+    """A NumPy basic-indexing slice selecting exactly the indices of `r` (from :func:`slice_range`)."""
+    return slice(r.start, None if r.stop < 0 else r.stop, r.step)
+
+
 # ----------------------------------------------------------------------------- folders
 # Each folder takes the node context (attributes, opset; see onnx_import.NodeContext) and the
 # constant input values (None for an absent optional input) and returns the output values.
@@ -182,7 +203,10 @@ def _slice(ctx, values):
     steps = [1] * len(starts) if steps is None else [int(s) for s in np.asarray(steps).ravel()]
     index = [slice(None)] * data.ndim
     for s, e, a, st in zip(starts, ends, axes, steps):
-        index[_norm_axis(a, data.ndim, ctx)] = slice(*slice(s, e, st).indices(data.shape[_norm_axis(a, data.ndim, ctx)]))
+        if st == 0:
+            raise ctx.error(f"slice step of axis {a} is 0")
+        a = _norm_axis(a, data.ndim, ctx)
+        index[a] = range_slice(slice_range(s, e, st, data.shape[a]))
     return [normalize(data[tuple(index)])]
 
 

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .onnx_fold import SymDim, has_symbolic
+from .onnx_fold import SymDim, has_symbolic, range_slice, slice_range
 from .onnx_registry import (_axes_arg, _expand_to_rank, _flatten_at, _ints, _norm_axis, _ranked, _reshape,
                             _reshape_to, _slice_axis, converter)
 
@@ -507,10 +507,11 @@ def _strided_slice(ctx, x, dims, starts, ends, axes, steps):
     for s, e, a, st in zip(starts, ends, axes, steps):
         if st == 0:
             raise ctx.error(f"slice step of axis {a} is 0")
-        b, e2, st = slice(s, e, st).indices(dims[a])
-        if len(range(b, e2, st)) == 0:
-            raise ctx.error(f"slice of axis {a} (size {dims[a]}) is empty; empty tensors are not supported")
-        begin[a], end[a], step[a] = b, (None if e2 < 0 else e2), st
+        r = range_slice(slice_range(s, e, st, dims[a]))
+        if len(range(dims[a])[r]) == 0:
+            raise ctx.error(f"slice [{s}:{e}:{st}] of axis {a} (size {dims[a]}) is empty; empty tensors are not "
+                            f"supported")
+        begin[a], end[a], step[a] = r.start, r.stop, r.step
     return ctx.op("slice", x, begin=tuple(begin), end=tuple(end), step=tuple(step))
 
 
@@ -532,7 +533,8 @@ def slice_(ctx):
         a = _norm_axis(ctx, a, rank)
         size = dims[a] if dims is not None and isinstance(dims[a], int) else None
         if size is not None:
-            s, e, _ = slice(s, e).indices(size)
+            r = slice_range(s, e, 1, size)
+            s, e = r.start, r.stop
             if s >= e:
                 raise ctx.error(f"slice [{s}:{e}] of axis {a} (size {size}) is empty; empty tensors are not supported")
         elif s < 0 or e < 0:
