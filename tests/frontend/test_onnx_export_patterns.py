@@ -101,3 +101,50 @@ def _torchscript_pad(pad, rank: int):
 def test_torchscript_f_pad_folds_to_the_right_pads(pad, shape):
     feeds = {"x": RNG.standard_normal(shape).astype(np.float32)}
     assert_matches_ort(make_model(_torchscript_pad(pad, len(shape)), {"x": shape}, ["y"], opset=17), feeds)
+
+
+# ----------------------------------------------------------------------------- GatherElements over buffers
+
+def test_token_type_ids_gathered_from_an_expanded_buffer():
+    """ALBERT and ELECTRA (Hugging Face): ``token_type_ids.expand(n, -1).gather(1, position_ids)``
+    over (1, 512) buffers, all constant once the batch is known, so the importer folds it."""
+    seq, vocab = 16, 30
+    nodes = [helper.make_node("Shape", ["input_ids"], ["shape"]),
+             _const("one", np.array([1], np.int64)), _const("two", np.array([2], np.int64)),
+             _const("zero", np.array([0], np.int64)), _const("minus1", np.array([-1], np.int64)),
+             helper.make_node("Slice", ["shape", "one", "two"], ["seq"]),
+             helper.make_node("Slice", ["position_ids", "zero", "seq", "one"], ["pos"]),  # (1, 16)
+             helper.make_node("Shape", ["pos"], ["pos_shape"]),
+             helper.make_node("Slice", ["pos_shape", "zero", "one"], ["rows"]),
+             helper.make_node("Concat", ["rows", "minus1"], ["size"], axis=0),
+             # TorchScript's expand(-1): Where(size == -1, 1, size)
+             helper.make_node("Equal", ["size", "minus1"], ["keep"]),
+             helper.make_node("Shape", ["size"], ["size_len"]),
+             helper.make_node("ConstantOfShape", ["size_len"], ["ones"],
+                              value=numpy_helper.from_array(np.array([1], np.int64))),
+             helper.make_node("Where", ["keep", "ones", "size"], ["target"]),
+             helper.make_node("Expand", ["token_type_ids", "target"], ["buffered"]),
+             helper.make_node("GatherElements", ["buffered", "pos"], ["types"], axis=1),
+             helper.make_node("Expand", ["types", "shape"], ["types_b"]),
+             helper.make_node("Gather", ["type_table", "types_b"], ["type_emb"]),
+             helper.make_node("Gather", ["word_table", "input_ids"], ["word_emb"]),
+             helper.make_node("Add", ["word_emb", "type_emb"], ["y"])]
+    inits = {"token_type_ids": np.zeros((1, 512), np.int64), "position_ids": np.arange(512, dtype=np.int64)[None],
+             "type_table": RNG.standard_normal((2, 4)).astype(np.float32),
+             "word_table": RNG.standard_normal((vocab, 4)).astype(np.float32)}
+    model = make_model(nodes, {"input_ids": (2, seq)}, ["y"], inits, opset=17, dtypes={"input_ids": TensorProto.INT64})
+    assert_matches_ort(model, {"input_ids": RNG.integers(0, vocab, (2, seq)).astype(np.int64)})
+
+
+@pytest.mark.parametrize("data_shape,idx_shape,axis", [((1, 300), (1, 16), 1), ((100, 3), (7, 3), 0),
+                                                       ((4, 80, 5), (2, 9, 5), -2)])
+def test_gather_elements_of_constants_folds(data_shape, idx_shape, axis):
+    """Long gathered axes, negative indices, and indices smaller than the data on other axes."""
+    data = RNG.integers(-50, 50, data_shape).astype(np.int64)
+    size = data_shape[axis]
+    idx = RNG.integers(-size, size, idx_shape).astype(np.int64)
+    nodes = [helper.make_node("GatherElements", ["data", "idx"], ["g"], axis=axis),
+             helper.make_node("Cast", ["g"], ["gf"], to=TensorProto.FLOAT),
+             helper.make_node("Add", ["x", "gf"], ["y"])]
+    feeds = {"x": RNG.standard_normal(idx_shape).astype(np.float32)}
+    assert_matches_ort(make_model(nodes, {"x": idx_shape}, ["y"], {"data": data, "idx": idx}), feeds)

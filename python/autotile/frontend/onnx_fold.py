@@ -186,6 +186,25 @@ def _transpose(ctx, values):
     return [np.transpose(values[0], perm)]
 
 
+def _gather_elements(ctx, values):
+    """GatherElements in NumPy (onnx's reference evaluator mis-gathers along an axis of more
+    than 64 entries, e.g. a (1, 512) token-type buffer indexed by position ids)."""
+    data, idx = np.asarray(values[0]), np.asarray(values[1]).astype(np.int64)
+    if data.ndim != idx.ndim:
+        raise ctx.error(f"indices of rank {idx.ndim} for data of rank {data.ndim}; GatherElements needs equal ranks")
+    axis = _norm_axis(ctx.attr("axis", 0), data.ndim, ctx)
+    size = data.shape[axis]
+    if idx.size and (idx.max() >= size or idx.min() < -size):
+        raise ctx.error(f"index {int(idx.max() if idx.max() >= size else idx.min())} is out of range for axis "
+                        f"{axis} of size {size}")
+    for d, (n, m) in enumerate(zip(idx.shape, data.shape)):
+        if d != axis and n > m:
+            raise ctx.error(f"indices of shape {idx.shape} exceed data of shape {data.shape} on axis {d}")
+    # Indices may be smaller than the data on the other axes: those take the leading entries.
+    data = data[tuple(slice(None) if d == axis else slice(0, n) for d, n in enumerate(idx.shape))]
+    return [normalize(np.take_along_axis(data, np.where(idx < 0, idx + size, idx), axis=axis))]
+
+
 def _slice(ctx, values):
     data = np.asarray(values[0])
     if ctx.opset >= 10:
@@ -256,6 +275,7 @@ FOLDERS: Dict[str, Callable] = {
     "Constant": _constant,
     "ConstantOfShape": _constant_of_shape,
     "Gather": _gather,
+    "GatherElements": _gather_elements,
     "Concat": _concat,
     "Unsqueeze": _unsqueeze,
     "Squeeze": _squeeze,
