@@ -15,7 +15,7 @@ from .errors import Error
 __all__ = ["load"]
 
 
-def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict] = None):
+def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict] = None, trainable=None):
     """Import an ONNX model (a ``.onnx`` path, serialized bytes or an ``onnx.ModelProto``).
 
     Returns a Symbol whose outputs are the graph outputs in order. Initializers (and constant
@@ -23,8 +23,14 @@ def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict]
     the other graph inputs are data Variables. ``batch_size`` sets the first dimension of every
     data input (replacing a symbolic or fixed one); ``shapes`` (input name -> shape) sets whole
     input shapes and binds the symbolic dimensions they fix (``sequence``) in every input.
-    Graph inputs that are not initializers are data whatever their names; float initializers
-    are the trainable weights, and other constants (Constant nodes, masks) are not trained.
+    Graph inputs that are not initializers are data whatever their names. Which initializers
+    training updates: ``trainable`` (a name or ``fnmatch`` glob pattern, or a list of them,
+    matched against ONNX initializer names) picks the weights exactly; without it the
+    exporter's mark decides (the dynamo exporter's PARAMETER / BUFFER / CONSTANT_TENSOR), then
+    a float initializer is a weight unless it only feeds positions no gradient is wanted at
+    (shape and index arithmetic, a Where's condition, a uniform fill value such as
+    ``masked_fill``'s ``-inf``); docs/onnx.md gives the whole rule. Constants (Constant nodes,
+    masks, buffers) carry ``__const__`` and are not trained.
     The model's own input names are kept (only names with whitespace, quotes or control
     characters are sanitised), the op computing a graph output takes the output's name, and
     ``sym.onnx_names`` maps each ONNX tensor name to its autotile entry name; every Variable
@@ -32,7 +38,8 @@ def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict]
 
     Raises :class:`autotile.Error` for a file that is missing, truncated or not ONNX, for an
     opset below 7, for operators autotile does not support (all of them listed, each with a
-    node name) and for attributes whose semantics autotile cannot reproduce.
+    node name), for attributes whose semantics autotile cannot reproduce, and for a
+    ``trainable`` pattern that matches no initializer.
     """
     try:
         import onnx  # noqa: F401
@@ -40,4 +47,4 @@ def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict]
         raise Error("at.onnx.load needs the onnx package: pip install autotile[onnx]") from None
     from .frontend.onnx_import import import_model
 
-    return import_model(path_or_model, batch_size=batch_size, shapes=shapes)
+    return import_model(path_or_model, batch_size=batch_size, shapes=shapes, trainable=trainable)

@@ -67,7 +67,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         params: Optional[Dict[str, np.ndarray]] = None, aux: Optional[Dict[str, np.ndarray]] = None,
         train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
         batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", head_grads=None,
-        states: Optional[Dict[str, np.ndarray]] = None, **kwargs) -> Result:
+        states: Optional[Dict[str, np.ndarray]] = None, trainable=None, **kwargs) -> Result:
     """Run one step of `model` (Symbol, model path or zoo name).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
@@ -83,10 +83,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     ``devices`` > 1 runs the partitioned execution graph: of the training step, or with
     ``train=False`` of the forward graph alone (partitioned inference, planned as such).
     ``ctx`` is "cpu" (NumPy) or "gpu" (CuPy; workers placed on the visible GPUs, docs/gpu.md)
-    or "mpi" (one device per MPI rank under ``mpirun -np devices``, docs/mpi.md)."""
+    or "mpi" (one device per MPI rank under ``mpirun -np devices``, docs/mpi.md). ``trainable``
+    (an ``.onnx`` path only) names the initializers to train, as :func:`autotile.onnx.load`."""
     if ctx not in ("cpu", "gpu", "mpi"):
         raise Error(f"ctx='{ctx}' is not available: the runtime runs on ctx='cpu', 'gpu' or 'mpi'")
-    sym = as_symbol(model, batch=batch)
+    sym = as_symbol(model, batch=batch, trainable=trainable)
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
     inputs, aux, states = (check_arrays(inputs, "inputs"), check_arrays(aux, "aux"), check_arrays(states, "states"))

@@ -25,17 +25,13 @@ from ..errors import Error
 from ..symbol.ops_api import create
 from ..symbol.symbol import Group, Symbol, Variable
 from .onnx_fold import SymDim, fold, has_symbolic
+from .onnx_trainable import NO_GRADIENT, trainable_initializers
 
 #: ONNX opsets the converters are written for (later opsets are accepted: the supported ops
 #: did not change their semantics after 21, only their type lists).
 MIN_OPSET = 7
 TESTED_MAX_OPSET = 21
 
-
-#: ONNX ops whose outputs carry no gradient to their inputs: they fold even on weights.
-_NO_GRADIENT = {"Shape", "Size", "Range", "ConstantOfShape", "EyeLike", "Equal", "Less", "LessOrEqual", "Greater",
-                "GreaterOrEqual", "IsNaN", "IsInf", "Not", "And", "Or", "Xor", "Sign", "Floor", "Ceil", "Round",
-                "ArgMax", "ArgMin", "NonZero", "OneHot"}
 
 
 class Unavailable:
@@ -324,7 +320,8 @@ class NodeContext:
 class Importer:
     """One import: holds the tensor table, names and parameters while the graph is walked."""
 
-    def __init__(self, model, batch_size: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None):
+    def __init__(self, model, batch_size: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
+                 trainable=None):
         self.onnx = _onnx()
         self.model = model
         self.graph = model.graph
@@ -355,8 +352,8 @@ class Importer:
         if len(self.graph.sparse_initializer):
             raise Error("ONNX sparse initializers are not supported: "
                         + ", ".join(repr(t.values.name) for t in self.graph.sparse_initializer))
-        #: ONNX tensors that are trainable weights: float initializers and what folds from them
-        self.weights = {n for n, v in self.initializers.items() if v.dtype.kind == "f"}
+        #: ONNX tensors that are trainable weights (onnx_trainable's rule) and what folds from them
+        self.weights = trainable_initializers(self.graph, self.initializers, trainable)
         self.data_inputs = [i for i in self.graph.input if i.name not in self.initializers]
         # Variable names: data inputs first, so they keep their ONNX names when those are valid.
         for vi in self.data_inputs:
@@ -558,7 +555,7 @@ class Importer:
             value = value.reshape(1)
         self.params[var_name] = value
         kwargs = {"shape": value.shape, "onnx_name": onnx_name}
-        if onnx_name not in self.weights:  # Constant nodes, masks, shape tables: not trained
+        if onnx_name not in self.weights:  # Constant nodes, masks, fill values, buffers: not trained
             kwargs["const"] = 1
         if value.dtype != np.float32:
             kwargs["dtype"] = value.dtype
@@ -636,7 +633,7 @@ class Importer:
             values = [self.lookup(x, ctx) if x else None for x in node.input]
             outs = None
             known = node.domain in ("", "ai.onnx") and node.op_type in CONVERTERS
-            from_weights = any(x in self.weights for x in present) and node.op_type not in _NO_GRADIENT
+            from_weights = any(x in self.weights for x in present) and node.op_type not in NO_GRADIENT
             if all(isinstance(self.values.get(x), np.ndarray) for x in present) and not (from_weights and known):
                 # A weight is not folded into a new constant when the op can run in the
                 # graph: training must update the model's own tensor, not a copy of it.
@@ -696,6 +693,7 @@ class Importer:
             self.values[name] = value
 
 
-def import_model(path_or_model, batch_size: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None) -> Symbol:
+def import_model(path_or_model, batch_size: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
+                 trainable=None) -> Symbol:
     """Import an ONNX model (path, bytes or ModelProto) as a Symbol; see :func:`autotile.onnx.load`."""
-    return Importer(load_model(path_or_model), batch_size, shapes).run()
+    return Importer(load_model(path_or_model), batch_size, shapes, trainable).run()

@@ -1,0 +1,190 @@
+"""Which ONNX initializers are trainable weights and which are constants.
+
+An ONNX file does not say what training updates: parameters, buffers (rotary tables, BatchNorm
+statistics), mask fill values and lifted constants are all initializers. One rule decides, in
+this order (docs/onnx.md, "Trainable weights and constants"):
+
+1. ``trainable=`` given (names or ``fnmatch`` patterns, matched against the ONNX name): the
+   float initializers it matches are the weights, every other initializer is a constant.
+2. The exporter's mark: the dynamo exporter (``torch.onnx.export(..., dynamo=True)``) records
+   ``pkg.torch.export.graph_signature.InputSpec.kind`` on each initializer; ``PARAMETER`` is a
+   weight, ``BUFFER`` and ``CONSTANT_TENSOR`` are constants. An unmarked initializer named as
+   torch.export names lifted constants (``_tensor_constant0``, ``c_lifted_tensor_0``) is one.
+3. Otherwise a float initializer is a weight unless every use of it is a position no gradient
+   is wanted at: shape and index arithmetic (Reshape's shape, Slice's bounds, Gather's
+   indices, comparisons, Cast to an integer...), a Where's condition, a *fill value* (a
+   Where branch or Pad's constant value whose elements are all equal: ``masked_fill``'s
+   ``-inf``, a ``zeros`` tensor), reached directly or through data-movement ops (Cast,
+   Reshape, Expand, Unsqueeze, Concat...) that lead only to such positions. Integer and
+   boolean initializers are never trained.
+"""
+from __future__ import annotations
+
+import fnmatch
+import re
+from typing import Dict, Optional, Set, Tuple
+
+import numpy as np
+
+from ..errors import Error
+
+#: ONNX ops whose outputs carry no gradient to any input: they fold even on weights.
+NO_GRADIENT = {"Shape", "Size", "Range", "ConstantOfShape", "EyeLike", "Equal", "Less", "LessOrEqual", "Greater",
+               "GreaterOrEqual", "IsNaN", "IsInf", "Not", "And", "Or", "Xor", "Sign", "Floor", "Ceil", "Round",
+               "ArgMax", "ArgMin", "NonZero", "OneHot"}
+
+#: op type -> input positions that are shapes, bounds, axes or indices (no gradient flows there)
+_INDEX_INPUTS: Dict[str, Tuple[int, ...]] = {
+    "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3),
+    "Upsample": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "TopK": (1,), "Dropout": (1, 2),
+    "CumSum": (1,), "Trilu": (1,), "Gather": (1,), "GatherElements": (1,), "GatherND": (1,), "ScatterND": (1,),
+    "ScatterElements": (1,), "Where": (0,), "ReduceSum": (1,), "ReduceMean": (1,), "ReduceMax": (1,),
+    "ReduceMin": (1,), "ReduceProd": (1,), "ReduceL1": (1,), "ReduceL2": (1,), "ReduceLogSumExp": (1,),
+    "ReduceSumSquare": (1,), "ReduceLogSum": (1,), "CastLike": (1,),
+}
+
+#: op type -> input positions holding a fill value (no gradient wanted there when uniform)
+_FILL_INPUTS: Dict[str, Tuple[int, ...]] = {"Where": (1, 2), "Pad": (2,)}
+
+#: op type -> input positions whose value flows on unchanged in kind (a copy, a view, a part)
+_PASS_THROUGH: Dict[str, Optional[Tuple[int, ...]]] = {
+    "Identity": (0,), "Cast": (0,), "CastLike": (0,), "Reshape": (0,), "Expand": (0,), "Unsqueeze": (0,),
+    "Squeeze": (0,), "Flatten": (0,), "Transpose": (0,), "Slice": (0,), "Tile": (0,), "Gather": (0,),
+    "Concat": None,  # None: every input
+}
+
+#: what torch.export calls the inputs it lifts from module state, by kind
+KIND_KEY = "pkg.torch.export.graph_signature.InputSpec.kind"
+_CONSTANT_KINDS = {"BUFFER", "CONSTANT_TENSOR"}
+#: names torch.export gives tensors it lifts out of the code (``torch.tensor(-inf)``, ``zeros``)
+_LIFTED_NAME = re.compile(r"(^|[./])(_tensor_constant\d+|c?_?lifted_tensor_\d+)$")
+
+
+def _patterns(trainable) -> Tuple[str, ...]:
+    if isinstance(trainable, str):
+        return (trainable,)
+    try:
+        items = tuple(trainable)
+    except TypeError:
+        raise Error(f"trainable= takes initializer names or glob patterns (a str or a list of them), "
+                    f"got {type(trainable).__name__}") from None
+    bad = [p for p in items if not isinstance(p, str)]
+    if bad:
+        raise Error(f"trainable= takes initializer names or glob patterns (str), got {bad[0]!r}")
+    return items
+
+
+def exporter_kinds(graph) -> Dict[str, str]:
+    """ONNX tensor name -> the kind torch.export recorded (``PARAMETER``, ``BUFFER``...), from
+    the initializers' and value infos' metadata_props."""
+    kinds: Dict[str, str] = {}
+    for item in list(graph.input) + list(graph.value_info) + list(graph.initializer):
+        for prop in getattr(item, "metadata_props", ()):
+            if prop.key == KIND_KEY:
+                kinds[item.name] = prop.value
+    return kinds
+
+
+class _Uses:
+    """Where each tensor is consumed, to tell non-differentiable uses from the others."""
+
+    def __init__(self, graph):
+        self.consumers: Dict[str, list] = {}
+        for node in graph.node:
+            for i, name in enumerate(node.input):
+                if name:
+                    self.consumers.setdefault(name, []).append((node, i))
+        self.outputs = {o.name for o in graph.output}
+        self.in_subgraphs = _subgraph_inputs(graph.node)  # read by If/Loop/Scan bodies: differentiable
+        self._memo: Dict[Tuple[str, bool], bool] = {}
+
+    def only_constant_uses(self, name: str, uniform: bool) -> bool:
+        """Whether every use of tensor `name` (whose elements are all equal when `uniform`)
+        is a position that wants no gradient."""
+        key = (name, uniform)
+        if key not in self._memo:
+            self._memo[key] = False  # a cycle (invalid graph) counts as differentiable
+            self._memo[key] = self._decide(name, uniform)
+        return self._memo[key]
+
+    def _decide(self, name: str, uniform: bool) -> bool:
+        if name in self.outputs or name in self.in_subgraphs:
+            return False
+        uses = self.consumers.get(name, [])
+        for node, i in uses:
+            op = node.op_type if node.domain in ("", "ai.onnx") else None
+            if op is None:
+                return False
+            if op in NO_GRADIENT or i in _INDEX_INPUTS.get(op, ()):
+                continue
+            if uniform and i in _FILL_INPUTS.get(op, ()):
+                continue
+            if op == "Cast" and _casts_to_non_float(node):
+                continue
+            passes = _PASS_THROUGH.get(op, ())
+            if op in _PASS_THROUGH and (passes is None or i in passes):
+                # a part of a uniform tensor is uniform; a Concat with other data is not
+                keep = uniform and op != "Concat"
+                if all(self.only_constant_uses(o, keep) for o in node.output if o):
+                    continue
+            return False
+        return bool(uses)
+
+
+def _subgraph_inputs(nodes) -> Set[str]:
+    """Every tensor name the subgraphs (If/Loop/Scan bodies, at any depth) of `nodes` read."""
+    names: Set[str] = set()
+    for node in nodes:
+        for a in node.attribute:
+            for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+                names |= {x for n in g.node for x in n.input} | _subgraph_inputs(g.node)
+    return names
+
+
+def _casts_to_non_float(node) -> bool:
+    from onnx import helper
+
+    to = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "to"), None)
+    try:
+        return to is not None and np.dtype(helper.tensor_dtype_to_np_dtype(to)).kind != "f"
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _uniform(value: np.ndarray) -> bool:
+    flat = value.reshape(-1)
+    return flat.size > 0 and bool(np.all((flat == flat[0]) | (np.isnan(flat) & np.isnan(flat[0]))))
+
+
+def trainable_initializers(graph, initializers: Dict[str, np.ndarray], trainable=None) -> Set[str]:
+    """The names of the initializers of `graph` that training updates (the module docstring
+    gives the rule). `trainable`: None for the rule, or names / glob patterns of the weights."""
+    floats = {n for n, v in initializers.items() if v.dtype.kind == "f"}
+    if trainable is not None:
+        patterns = _patterns(trainable)
+        chosen: Set[str] = set()
+        for p in patterns:
+            hit = {n for n in initializers if fnmatch.fnmatchcase(n, p)}
+            if not hit:
+                shown = ", ".join(sorted(floats)[:12]) + (" ..." if len(floats) > 12 else "")
+                raise Error(f"trainable= names '{p}', which matches no initializer of the model "
+                            f"(float initializers: {shown or 'none'})")
+            not_float = sorted(hit - floats)
+            if not_float and p in initializers:  # a name, not a pattern: say why it cannot train
+                raise Error(f"trainable= names '{p}', an initializer of dtype {initializers[p].dtype}: "
+                            f"only float tensors are trained")
+            chosen |= hit & floats
+        return chosen
+    kinds = exporter_kinds(graph)
+    uses = _Uses(graph)
+    result = set()
+    for name in floats:
+        kind = kinds.get(name)
+        if kind == "PARAMETER":
+            result.add(name)
+        elif kind in _CONSTANT_KINDS or (kind is None and _LIFTED_NAME.search(name)):
+            continue
+        elif not uses.only_constant_uses(name, _uniform(initializers[name])):
+            result.add(name)
+    return result
+
