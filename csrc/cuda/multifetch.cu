@@ -51,45 +51,170 @@ AT_HD inline void add_to(T* d, T v) {
 #endif
 }
 
-/// \brief Elements begin, begin + step, ... of one piece: the work of one thread.
-template <typename T, bool kAdd>
-AT_HD inline void fetch_piece_range(const RegionView& dv, const RegionView& sv, T* dst, const T* src, int64_t begin,
+/// \brief One piece's work after collapsing (region_index.h): `rows` rows of `row_len` units
+/// of `unit` bytes, contiguous within a row in both buffers; the views' last dim is the row.
+/// Copies move the widest unit (16, 8, 4, 2 bytes) that the element size and the alignment of
+/// both buffers' rows allow; accumulations move one element at a time.
+struct PieceWork {
+  RegionView dst, src;  ///< collapsed views, base 0; strides in units
+  int64_t dst_addr = 0;   ///< byte address of the region's first element in the destination
+  int64_t src_addr = 0;   ///< ... and in the source
+  int64_t rows = 0;
+  int64_t row_len = 0;  ///< units per row
+  int unit = 1;         ///< bytes per unit
+  int group = 1;        ///< threads per row (a power of two, at most the block size)
+  int64_t chunks = 1;   ///< units of work per row: kUnroll * group units each
+};
+
+constexpr int kUnroll = 4;
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+#define AT_UNROLL _Pragma("unroll")
+#else
+#define AT_UNROLL
+#endif  // units each thread loads before it stores (memory-level parallelism)
+
+/// \brief Largest power of two <= 16 dividing every value (0 divides by anything).
+AT_HD inline int common_alignment(const int64_t* values, int n) {
+  int64_t bits = 16;
+  for (int i = 0; i < n; ++i) bits |= values[i];
+  return static_cast<int>(bits & -bits);
+}
+
+/// \brief Builds piece `p`'s work for elements of `elem` bytes (kVector: copies may widen the unit).
+template <bool kVector>
+AT_HD inline void make_piece_work(const int64_t* records, int p, int elem, int block, PieceWork* w) {
+  piece_views(records, p, &w->dst, &w->src);
+  collapse_region_pair(&w->dst, &w->src);
+  const int nd = w->src.ndim;
+  w->row_len = w->src.region_shape[nd - 1];
+  w->rows = w->row_len == 0 ? 0 : region_volume(w->src) / w->row_len;
+  w->dst_addr = records[0] + w->dst.base * elem;
+  w->src_addr = records[(1 + p) * kRecordWords] + w->src.base * elem;
+  w->dst.base = w->src.base = 0;
+  int unit = elem;
+  if (kVector) {
+    int64_t vals[2 * kMaxRank + 3];
+    int n = 0;
+    vals[n++] = w->dst_addr;  // every row start is one of these plus outer strides
+    vals[n++] = w->src_addr;
+    vals[n++] = w->row_len * elem;
+    for (int d = 0; d < nd - 1; ++d) {
+      vals[n++] = w->dst.strides[d] * elem;
+      vals[n++] = w->src.strides[d] * elem;
+    }
+    unit = common_alignment(vals, n);
+    if (unit < elem) unit = elem;
+  }
+  const int scale = unit / elem;
+  if (scale > 1) {
+    w->row_len /= scale;
+    for (int d = 0; d < nd - 1; ++d) {
+      w->dst.strides[d] /= scale;
+      w->src.strides[d] /= scale;
+    }
+  }
+  w->unit = unit;
+  int group = 1;
+  while (group < block && group < w->row_len) group *= 2;
+  if (group > block) group /= 2;
+  w->group = group;
+  w->chunks = (w->row_len + int64_t(kUnroll) * group - 1) / (int64_t(kUnroll) * group);
+  if (w->chunks < 1) w->chunks = 1;
+}
+
+/// \brief Offset (units) of row `r`'s first unit in a collapsed view.
+AT_HD inline int64_t row_offset(const RegionView& v, int64_t r) {
+  int64_t off = v.base;
+  for (int d = v.ndim - 2; d >= 0 && r > 0; --d) {
+    const int64_t extent = v.region_shape[d];
+    off += (r % extent) * v.strides[d];
+    r /= extent;
+  }
+  return off;
+}
+
+/// \brief The work of thread `tid` of a block of `block` threads that takes units of work
+/// begin, begin + step, ...: each unit of work is `group` threads per row over a band of
+/// block / group rows, kUnroll loads in flight per thread before the stores.
+template <typename U, bool kAdd>
+AT_HD inline void fetch_piece_units(const PieceWork& w, U* dst, const U* src, int tid, int block, int64_t begin,
                                     int64_t step) {
-  const int64_t n = region_volume(sv);
-  for (int64_t i = begin; i < n; i += step) {
-    const T v = src[region_offset(sv, i)];
-    T* d = dst + region_offset(dv, i);
-    if constexpr (kAdd)
-      add_to(d, v);
-    else
-      *d = v;
+  const int rows_per_band = block / w.group;
+  const int band_row = tid / w.group;
+  const int lane = tid % w.group;
+  if (band_row >= rows_per_band || w.rows == 0) return;
+  const int64_t bands = (w.rows + rows_per_band - 1) / rows_per_band;
+  const int64_t units = bands * w.chunks;
+  for (int64_t u = begin; u < units; u += step) {
+    const int64_t row = (u / w.chunks) * rows_per_band + band_row;
+    if (row >= w.rows) continue;
+    const int64_t first = (u % w.chunks) * kUnroll * w.group + lane;
+    const U* s = src + row_offset(w.src, row);
+    U* d = dst + row_offset(w.dst, row);
+    U v[kUnroll];
+AT_UNROLL
+    for (int k = 0; k < kUnroll; ++k) {
+      const int64_t c = first + int64_t(k) * w.group;
+      if (c < w.row_len) v[k] = s[c];
+    }
+AT_UNROLL
+    for (int k = 0; k < kUnroll; ++k) {
+      const int64_t c = first + int64_t(k) * w.group;
+      if (c < w.row_len) {
+        if constexpr (kAdd)
+          add_to(d + c, v[k]);
+        else
+          d[c] = v[k];
+      }
+    }
   }
 }
 
-template <typename T>
-AT_HD inline const T* piece_src(const int64_t* records, int p) {
-  return reinterpret_cast<const T*>(static_cast<uint64_t>(records[(1 + p) * kRecordWords]));
+/// \brief 16-byte copy unit (uint4 on the GPU: one 128-bit load and store).
+#if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+using Unit16 = uint4;
+#else
+struct alignas(16) Unit16 {
+  uint64_t lo, hi;
+};
+#endif
+
+/// \brief Copies piece `w` with the unit it chose (the element type no longer matters).
+AT_HD inline void copy_piece(const PieceWork& w, void* dst, const void* src, int tid, int block, int64_t begin,
+                             int64_t step) {
+  switch (w.unit) {
+    case 16: fetch_piece_units<Unit16, false>(w, static_cast<Unit16*>(dst), static_cast<const Unit16*>(src), tid, block, begin, step); break;
+    case 8: fetch_piece_units<uint64_t, false>(w, static_cast<uint64_t*>(dst), static_cast<const uint64_t*>(src), tid, block, begin, step); break;
+    case 4: fetch_piece_units<uint32_t, false>(w, static_cast<uint32_t*>(dst), static_cast<const uint32_t*>(src), tid, block, begin, step); break;
+    case 2: fetch_piece_units<uint16_t, false>(w, static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), tid, block, begin, step); break;
+    default: fetch_piece_units<uint8_t, false>(w, static_cast<uint8_t*>(dst), static_cast<const uint8_t*>(src), tid, block, begin, step); break;
+  }
 }
 
-template <typename T>
-AT_HD inline T* dst_ptr(const int64_t* records) {
-  return reinterpret_cast<T*>(static_cast<uint64_t>(records[0]));
+/// \brief Thread `tid`'s share of piece `p` (begin/step: this block's units of work).
+template <typename T, bool kAdd>
+AT_HD inline void fetch_piece(const PieceWork& w, int tid, int block, int64_t begin, int64_t step) {
+  void* dst = reinterpret_cast<void*>(static_cast<uint64_t>(w.dst_addr));
+  const void* src = reinterpret_cast<const void*>(static_cast<uint64_t>(w.src_addr));
+  if constexpr (kAdd)
+    fetch_piece_units<T, true>(w, static_cast<T*>(dst), static_cast<const T*>(src), tid, block, begin, step);
+  else
+    copy_piece(w, dst, src, tid, block, begin, step);
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
-// Grid: x strides over a piece's elements, y (with a stride of gridDim.y) walks the pieces.
-// Thread 0 of a block builds the two views into shared memory once per piece.
+// Grid: x strides over a piece's units of work, y (with a stride of gridDim.y) walks the
+// pieces. Thread 0 of a block builds the piece's work (views, collapse, unit) into shared
+// memory once per piece; no per-element index division is left.
 template <typename T, bool kAdd>
 __device__ inline void multifetch_kernel(const int64_t* records, int n_pieces) {
-  // Raw storage: RegionView's default member initialisers are not allowed on __shared__.
-  __shared__ alignas(RegionView) unsigned char storage[2 * sizeof(RegionView)];
-  RegionView* views = reinterpret_cast<RegionView*>(storage);
+  // Raw storage: PieceWork's default member initialisers are not allowed on __shared__.
+  __shared__ alignas(PieceWork) unsigned char storage[sizeof(PieceWork)];
+  PieceWork* work = reinterpret_cast<PieceWork*>(storage);
   for (int p = blockIdx.y; p < n_pieces; p += gridDim.y) {
-    if (threadIdx.x == 0) piece_views(records, p, &views[0], &views[1]);
+    if (threadIdx.x == 0) make_piece_work<!kAdd>(records, p, sizeof(T), blockDim.x, work);
     __syncthreads();
-    fetch_piece_range<T, kAdd>(views[0], views[1], dst_ptr<T>(records), piece_src<T>(records, p),
-                               static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x,
-                               static_cast<int64_t>(gridDim.x) * blockDim.x);
+    fetch_piece<T, kAdd>(*work, threadIdx.x, blockDim.x, blockIdx.x, gridDim.x);
     __syncthreads();
   }
 }
@@ -122,12 +247,10 @@ void emulate(const int64_t* records, int n_pieces, int grid_x, int grid_y, int b
   using namespace autotile::cuda_fetch;
   for (int by = 0; by < grid_y; ++by)
     for (int p = by; p < n_pieces; p += grid_y) {
-      RegionView dv, sv;
-      piece_views(records, p, &dv, &sv);
+      PieceWork w;
+      make_piece_work<!kAdd>(records, p, sizeof(T), block_x, &w);
       for (int bx = 0; bx < grid_x; ++bx)
-        for (int tx = 0; tx < block_x; ++tx)
-          fetch_piece_range<T, kAdd>(dv, sv, dst_ptr<T>(records), piece_src<T>(records, p),
-                                     static_cast<int64_t>(bx) * block_x + tx, static_cast<int64_t>(grid_x) * block_x);
+        for (int tx = 0; tx < block_x; ++tx) fetch_piece<T, kAdd>(w, tx, block_x, bx, grid_x);
     }
 }
 }  // namespace

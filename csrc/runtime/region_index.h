@@ -58,4 +58,38 @@ AT_HD inline int64_t region_volume(const RegionView& v) {
   return n;
 }
 
+
+/// \brief Merges adjacent dims of two views of the same region where the region is contiguous
+/// across them in both buffers (the inner dim spans its whole buffer extent in each) and drops
+/// dims of extent 1, so the innermost dim becomes the longest run contiguous in both (stride 1
+/// in both: a unit dim stands in when the innermost dim had extent 1). The
+/// element order, and so region_offset's i -> offset map, is unchanged. Keeps at least one dim.
+AT_HD inline void collapse_region_pair(RegionView* a, RegionView* b) {
+  int n = 0;  // dims kept so far, outermost first; merged in place
+  for (int d = 0; d < a->ndim; ++d) {
+    const int64_t extent = a->region_shape[d];
+    if (extent == 1 && a->ndim > 1) continue;
+    if (n > 0 && a->strides[n - 1] == a->strides[d] * extent && b->strides[n - 1] == b->strides[d] * extent) {
+      // the kept outer dim steps exactly over this one in both buffers: fold it in
+      a->region_shape[n - 1] *= extent;
+      b->region_shape[n - 1] *= extent;
+      a->strides[n - 1] = a->strides[d];
+      b->strides[n - 1] = b->strides[d];
+      continue;
+    }
+    a->region_shape[n] = b->region_shape[n] = extent;
+    a->strides[n] = a->strides[d];
+    b->strides[n] = b->strides[d];
+    ++n;
+  }
+  if (n == 0 || a->strides[n - 1] != 1 || b->strides[n - 1] != 1) {
+    // the innermost dim had extent 1 and was dropped (or every dim was): a unit row keeps the
+    // innermost dim contiguous in both buffers (n < ndim <= kMaxRank here)
+    a->region_shape[n] = b->region_shape[n] = 1;
+    a->strides[n] = b->strides[n] = 1;
+    ++n;
+  }
+  a->ndim = b->ndim = n;
+}
+
 }  // namespace autotile

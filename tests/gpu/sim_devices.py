@@ -43,6 +43,7 @@ class SimDevices:
         self.swap_copies = 0
         self.pinned_bytes = 0
         self._keep = []
+        self.unsynced_uploads = 0
 
     def describe(self):
         return {"gpus": list(self.gpu), "peer_access": self.peer}
@@ -58,7 +59,10 @@ class SimDevices:
         return int(array.ctypes.data)
 
     def upload(self, worker, view, host):
+        # CUDA: a copy on the legacy default stream, which the workers' non-blocking streams
+        # do not wait for; the runtime must synchronize before it enqueues work that reads it
         view[...] = host
+        self.unsynced_uploads += 1
 
     def download(self, worker, view):
         return np.array(view)
@@ -72,15 +76,18 @@ class SimDevices:
     def event(self, worker):
         return _Event()
 
-    def record(self, event, stream):
+    def record(self, worker, event, stream):
         event.recorded += 1
         stream.q.append(("record", event, event.recorded))
 
-    def wait(self, stream, event):
+    def wait(self, worker, stream, event):
         if event.recorded:  # CUDA: waits for the most recent record call issued
             stream.q.append(("wait", event, event.recorded))
 
     def enqueue(self, worker, stream, fn):
+        if self.unsynced_uploads:
+            raise RuntimeError(f"{self.unsynced_uploads} uploads on the default stream may not have landed "
+                               f"before work on {stream.name}")
         stream.q.append(("run", fn))
 
     def to_host(self, worker, array, stream):
@@ -96,6 +103,7 @@ class SimDevices:
 
     def upload_records(self, worker, records):
         r = np.ascontiguousarray(records)
+        self.unsynced_uploads += 1
         self._keep.append(r)
         return r
 
@@ -118,6 +126,10 @@ class SimDevices:
         self.launches += 1
 
     def synchronize(self):
+        self.unsynced_uploads = 0
+        self._drain()
+
+    def _drain(self):
         streams = [s for group in self.streams for s in group]
         while any(s.q for s in streams):
             ready = [s for s in streams if s.q and (s.q[0][0] != "wait" or s.q[0][1].done >= s.q[0][2])]

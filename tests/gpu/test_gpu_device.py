@@ -1,6 +1,8 @@
 """On a CUDA GPU with CuPy (``pytest -m gpu``; deselected by default and skipped without a
 GPU): the training step on 1, 2, 4 and 8 workers equals the NumPy step, and the MultiFetch
 kernel equals the host MultiFetch."""
+import os
+
 import numpy as np
 import pytest
 
@@ -25,7 +27,7 @@ def _gpu_or_skip():
     return cupy
 
 
-@pytest.mark.parametrize("model", ["mlp", "cnn", "residual", "concat", "lstm"])
+@pytest.mark.parametrize("model", ["mlp", "cnn", "residual", "concat", "lstm", "bn"])
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
 def test_training_step_matches_numpy(exec_models, model, workers):
     _gpu_or_skip()
@@ -40,7 +42,102 @@ def test_training_step_matches_numpy(exec_models, model, workers):
     for p in ref.grads:
         np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-3, atol=1e-4, err_msg=f"grad of {p}")
         np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-3, atol=1e-4, err_msg=f"update of {p}")
+    for a in ref.aux:
+        np.testing.assert_allclose(res.aux[a], ref.aux[a], rtol=1e-3, atol=1e-4, err_msg=f"aux {a}")
     assert res.stats["multifetch_kernel"] is not None or res.stats["bytes"] == 0
+    assert len(res.stats["pool_bytes"]) == workers
+
+
+@pytest.mark.parametrize("workers", [1, 2, 4, 8])
+def test_onnx_alexnet_training_step_matches_numpy(workers):
+    """The light AlexNet of the onnx wheel (real graph: grouped convolutions, LRN, dropout)."""
+    _gpu_or_skip()
+    onnx = pytest.importorskip("onnx")
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_bvlc_alexnet.onnx")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not in this onnx wheel")
+    sym = at.onnx.load(path, batch_size=4)
+    rng = np.random.default_rng(0)
+    params = {k: (rng.standard_normal(v.shape) * 0.01).astype(np.float32) for k, v in sym.params.items()}
+    data = [a for a in sym.list_arguments() if a not in params][0]
+    shape = sym.infer_shape()[0][sym.list_arguments().index(data)]
+    inputs = {data: rng.standard_normal(shape).astype(np.float32)}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    res = at.backend.run(sym, devices=workers, inputs=inputs, params=params, train=True, ctx="gpu")
+    np.testing.assert_allclose(res.outputs[0], ref.outputs[0], rtol=1e-3, atol=1e-5)
+    assert sorted(res.grads) == sorted(ref.grads)
+    for p in ref.grads:
+        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=2e-3, atol=1e-5, err_msg=f"grad of {p}")
+        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=2e-3, atol=1e-5, err_msg=f"update of {p}")
+    print(f"alexnet x{workers}: kernels {res.stats['kernels']}, fetch paths {res.stats['fetch_paths']}, "
+          f"dispatch failed {res.stats['dispatch_failed']}")
+
+
+def _nchw_cases():
+    shape = (4, 6, 10, 12)
+    for parts in [(2, 1, 1, 1), (1, 3, 1, 1), (1, 1, 2, 1), (1, 1, 1, 2), (1, 1, 1, 4), (1, 1, 2, 2), (2, 2, 1, 3)]:
+        boxes = [([], [])]
+        for d, k in enumerate(parts):
+            step = shape[d] // k
+            boxes = [(lo + [i * step], hi + [(i + 1) * step]) for lo, hi in boxes for i in range(k)]
+        yield shape, parts, boxes
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("offset", [0, 1, 4])
+def test_multifetch_kernel_nchw_tiles(dtype, offset):
+    """Gathering NCHW activations from batch/channel/height/width/2-D tiles and cutting a
+    tile back out, with buffers at several alignments (the kernel widens copies to 16-byte
+    units only where every row is aligned): equal to CuPy slicing, bit for bit."""
+    cp = _gpu_or_skip()
+    kernels, _ = gpu_fetch.load_kernels(cp, 0)
+    rng = np.random.default_rng(1)
+    item = np.dtype(dtype).itemsize
+
+    def at_offset(n_items):  # a device buffer whose data starts offset items past 256-byte alignment
+        raw = cp.zeros((n_items + offset + 64) * item, cp.uint8)
+        return raw[offset * item:(offset + n_items) * item].view(dtype), raw
+
+    for shape, parts, boxes in _nchw_cases():
+        full = (rng.standard_normal(shape) * 50).astype(dtype)
+        tiles, keep = [], []
+        for lo, hi in boxes:
+            t = full[tuple(slice(l, h) for l, h in zip(lo, hi))]
+            buf, raw = at_offset(t.size)
+            buf.set(np.ascontiguousarray(t).ravel())
+            tiles.append(buf.reshape(t.shape))
+            keep.append(raw)
+        dst, raw = at_offset(full.size)
+        dst = dst.reshape(shape)
+        rec = gpu_fetch.pack_records(dst.data.ptr, [0] * 4, list(shape),
+                                     [(t.data.ptr, lo, list(t.shape), lo, hi) for t, (lo, hi) in zip(tiles, boxes)])
+        grid, block = gpu_fetch.launch_grid(rec)
+        kernels[gpu_fetch.kernel_name(dtype, False)](grid, block, (cp.asarray(rec), np.int32(len(boxes))))
+        assert cp.asnumpy(dst).tobytes() == full.tobytes(), f"gather {parts} offset {offset}"
+        lo, hi = boxes[-1]
+        cut, raw2 = at_offset(tiles[-1].size)
+        cut = cut.reshape(tiles[-1].shape)
+        rec = gpu_fetch.pack_records(cut.data.ptr, lo, list(cut.shape), [(dst.data.ptr, [0] * 4, list(shape), lo, hi)])
+        grid, block = gpu_fetch.launch_grid(rec)
+        kernels[gpu_fetch.kernel_name(dtype, False)](grid, block, (cp.asarray(rec), np.int32(1)))
+        assert cp.asnumpy(cut).tobytes() == np.ascontiguousarray(full[tuple(slice(l, h) for l, h in zip(lo, hi))]
+                                                                 ).tobytes(), f"cut {parts} offset {offset}"
+
+
+def test_multifetch_nvrtc_build_matches_fatbin(monkeypatch):
+    """The NVRTC compile of the same source (used when no fatbin fits) loads and gives the
+    same bytes as the fatbin's kernels."""
+    cp = _gpu_or_skip()
+    monkeypatch.setattr(gpu_fetch, "fatbin_path", lambda: None)
+    kernels, source = gpu_fetch.load_kernels(cp, 0)
+    assert source == "nvrtc"
+    full = cp.arange(2 * 3 * 5 * 7, dtype=cp.float32).reshape(2, 3, 5, 7)
+    cut = cp.zeros((2, 3, 5, 3), cp.float32)
+    rec = gpu_fetch.pack_records(cut.data.ptr, [0, 0, 0, 4], [2, 3, 5, 3], [(full.data.ptr, [0] * 4, [2, 3, 5, 7],
+                                                                              [0, 0, 0, 4], [2, 3, 5, 7])])
+    grid, block = gpu_fetch.launch_grid(rec)
+    kernels["autotile_multifetch_copy4"](grid, block, (cp.asarray(rec), np.int32(1)))
+    assert bool((cut == full[..., 4:]).all())
 
 
 @pytest.mark.parametrize("accumulate", [False, True])

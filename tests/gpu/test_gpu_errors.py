@@ -38,7 +38,7 @@ class _OOM(Exception):
 _OOM.__name__ = "OutOfMemoryError"
 
 
-def _fake_cupy(count=2, count_error=None, free_bytes=1 << 40, peer=True):
+def _fake_cupy(count=2, count_error=None, free_bytes=1 << 40, peer=True, mem_info=None):
     """Enough of CuPy's surface for CupyDevices' setup (no kernels run)."""
     def get_count():
         if count_error:
@@ -48,6 +48,10 @@ def _fake_cupy(count=2, count_error=None, free_bytes=1 << 40, peer=True):
     class Pool:
         def __init__(self):
             self.used = 0
+            self.limit = None
+
+        def set_limit(self, size):
+            self.limit = size
 
         def malloc(self, n):
             if self.used + n > free_bytes:
@@ -61,6 +65,8 @@ def _fake_cupy(count=2, count_error=None, free_bytes=1 << 40, peer=True):
 
     runtime = types.SimpleNamespace(getDeviceCount=get_count, deviceCanAccessPeer=lambda a, b: peer,
                                     deviceEnablePeerAccess=lambda b: None)
+    if mem_info is not None:
+        runtime.memGetInfo = lambda: mem_info
     cuda = types.SimpleNamespace(runtime=runtime, Device=lambda g: contextlib.nullcontext(), MemoryPool=Pool,
                                  Stream=Stream)
 
@@ -120,3 +126,12 @@ def test_gpu_ids():
     assert dev.gpu == [2, 2, 2, 2]
     with pytest.raises(Error, match="must name visible GPUs"):
         CupyDevices(4, cupy=_fake_cupy(count=2), gpu_ids=[3])
+
+
+def test_pools_are_capped_at_their_share_of_the_gpu():
+    """Workers sharing a GPU each get an equal share of its free memory (less 5%), so one
+    worker's temporaries cannot take another's arena; workers alone on a GPU get all of it."""
+    dev = CupyDevices(5, cupy=_fake_cupy(count=2, mem_info=(1000, 4000)))
+    assert dev.gpu == [0, 1, 0, 1, 0]
+    assert dev.pool_limits == [316, 475, 316, 475, 316]
+    assert [p.limit for p in dev.pools] == dev.pool_limits

@@ -2,6 +2,7 @@
 enqueue order, stream/event waits, fetch plans (kernel records, peer/memcpy paths, staging),
 kernel selection and host fallback as on GPUs, with each stream's work deferred and run in
 random interleavings. A training step must equal the single-device NumPy step."""
+import numpy as np
 import pytest
 
 import autotile as at
@@ -70,7 +71,7 @@ def test_simulator_catches_a_missing_wait(exec_models, fetch_emulation, monkeypa
     sym, shapes, classes = exec_models.MODELS["mlp"]()
     vals = exec_models.values(sym, shapes, classes)
     ref = exec_models.reference_step(sym, shapes, vals)
-    monkeypatch.setattr(SimDevices, "wait", lambda self, stream, event: None)
+    monkeypatch.setattr(SimDevices, "wait", lambda self, worker, stream, event: None)
     wrong = 0
     for seed in range(6):
         try:
@@ -93,3 +94,50 @@ def test_enqueue_order_is_topological(exec_models, fetch_emulation):
         assert all(pos[j] < pos[i] for j in op["deps"])
     for d in range(4):
         assert [o for o in order if eg.ops[o]["device"] == d] == list(eg.schedule(d))
+
+
+def test_uploads_land_before_the_first_kernel(exec_models, fetch_emulation, monkeypatch):
+    """load() and the fetch record lists copy on the legacy default stream, which the workers'
+    non-blocking streams do not wait for: the runtime synchronizes before it enqueues. The
+    stand-in refuses work enqueued over unsynchronized uploads; without the synchronization
+    the step fails."""
+    sym, shapes, classes = exec_models.MODELS["cnn"]()
+    vals = exec_models.values(sym, shapes, classes)
+    ref = exec_models.reference_step(sym, shapes, vals)
+    exec_models.assert_same_step(run_gpu(sym, 2, vals, gpu_devices=SimDevices(2, fetch_emulation)), ref, "synced")
+    monkeypatch.setattr(SimDevices, "synchronize", lambda self: SimDevices._drain(self))
+    with pytest.raises(Exception, match="uploads on the default stream may not have landed"):
+        run_gpu(sym, 2, vals, gpu_devices=SimDevices(2, fetch_emulation))
+
+
+class _MutatingOp:
+    """An op kernel that writes its input and then fails the first time (on device arrays, as
+    a NumPy kernel that mixes in a NumPy array can after an in-place step), then works."""
+    name = "mutating_test_op"
+
+    def __init__(self):
+        self.calls = 0
+
+    def forward(self, attrs, inputs, ctx):
+        self.calls += 1
+        inputs[0] += 1.0
+        if self.calls == 1:
+            raise TypeError("cannot mix device and host arrays")
+        return [inputs[0] * 2.0]
+
+
+def test_dispatch_probe_leaves_inputs_untouched(exec_models, fetch_emulation):
+    """The first try of an op type's NumPy kernel on device arrays runs on copies: a kernel
+    that writes an input and then raises leaves the real input as it was for the host kernel
+    (the old code retried on the host with the input already changed)."""
+    from autotile.backend.gpu_runtime import _GpuSubOps
+    from autotile.ops.registry import KernelContext
+
+    sym, shapes, _ = exec_models.MODELS["mlp"]()
+    eg = transform(sym, at.plan(sym, devices=1, shapes=shapes))
+    rt = GpuRuntime(eg, devices=SimDevices(1, fetch_emulation))
+    runner = _GpuSubOps(eg, rt)
+    x = np.arange(4.0)
+    outs = runner.kernel(None, _MutatingOp(), {}, [x], KernelContext(is_train=True, xp=np))
+    assert rt.kernel_paths["mutating_test_op"] == "host" and "cannot mix" in rt.no_dispatch["mutating_test_op"]
+    np.testing.assert_array_equal(np.asarray(outs[0]), (np.arange(4.0) + 1.0) * 2.0)  # one +1, on the host

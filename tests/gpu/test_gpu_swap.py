@@ -46,7 +46,8 @@ def test_stand_in_catches_a_missing_swap_wait(exec_models, swap_models, fetch_em
     ref = exec_models.reference_step(sym, shapes, vals)
     wait = SimDevices.wait
     monkeypatch.setattr(SimDevices, "wait",
-                        lambda self, stream, event: None if stream.name.startswith("swap") else wait(self, stream, event))
+                        lambda self, worker, stream, event: None if stream.name.startswith("swap")
+                        else wait(self, worker, stream, event))
     wrong = 0
     for seed in range(6):
         try:

@@ -168,3 +168,50 @@ def test_row_runs_copy_the_region(seed):
     np.testing.assert_array_equal(dst, _expected(value, dlo, dhi, pieces, False, np.float64))
     if list(src.shape) == list(dst.shape) == [h - l for l, h in zip(lo, hi)] and src.size:
         assert len(runs) == 1 and runs[0][2] == src.nbytes
+
+
+def _misaligned(a: np.ndarray, offset: int):
+    """A copy of `a` whose data starts `offset` bytes past a 16-byte boundary (and the raw
+    buffer that keeps it alive): the kernel widens copies to 16/8/4/2-byte units only where
+    every row start is aligned to the unit."""
+    raw = np.zeros(a.nbytes + 64, np.uint8)
+    start = (-raw.ctypes.data) % 16 + offset
+    view = raw[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    view[...] = a
+    return view, raw
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_kernel_body_rows_units_and_alignment(fetch_emulation, seed):
+    """Larger boxes than above, sources and destinations at every alignment, blocks of 1 to
+    256 threads: the collapsed rows, the widened copy units (16 bytes down to 1), the thread
+    groups per row and the unrolled loads give NumPy's slicing result."""
+    rng = np.random.default_rng(7000 + seed)
+    for it in range(60):
+        ndim = int(rng.integers(1, 5))
+        full = tuple(int(v) for v in rng.integers(1, 12, size=ndim))
+        dtype = [np.int8, np.float16, np.float32, np.float64][it % 4]
+        accumulate = it % 5 == 0 and dtype in (np.float32, np.float64)
+        value = (rng.standard_normal(full) * 50).astype(dtype)
+        dlo = [int(rng.integers(0, s)) for s in full]
+        dhi = [int(rng.integers(l + 1, s + 1)) for l, s in zip(dlo, full)]
+        pieces = []
+        for _ in range(int(rng.integers(1, 4)) if accumulate else 1):
+            lo = [int(rng.integers(l, h)) for l, h in zip(dlo, dhi)]
+            hi = [int(rng.integers(l + 1, h + 1)) for l, h in zip(lo, dhi)]
+            pieces.append(([int(rng.integers(0, l + 1)) for l in lo],
+                           [int(rng.integers(h, s + 1)) for h, s in zip(hi, full)], lo, hi))
+        itemsize = np.dtype(dtype).itemsize
+        keep, srcs = [], []
+        for s in _sources(value, pieces):
+            v, raw = _misaligned(s, itemsize * int(rng.integers(0, 4)))
+            srcs.append(v)
+            keep.append(raw)
+        dst, raw = _misaligned(np.zeros([h - l for l, h in zip(dlo, dhi)], dtype), itemsize * int(rng.integers(0, 2)))
+        grid = (int(rng.integers(1, 5)), int(rng.integers(1, 3)), int(rng.choice([1, 3, 8, 32, 256])))
+        _emulate(fetch_emulation, dst, dlo, srcs, pieces, accumulate, grid)
+        want = _expected(value, dlo, dhi, pieces, accumulate, dtype)
+        if accumulate:
+            np.testing.assert_allclose(dst, want, rtol=1e-5, atol=1e-3, err_msg=f"case {it}")
+        else:
+            assert dst.tobytes() == want.tobytes(), f"case {it}: {full} {dtype} {pieces} grid {grid}"

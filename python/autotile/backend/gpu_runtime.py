@@ -4,7 +4,11 @@ Worker i runs on GPU i % n_gpus (workers share a GPU when there are fewer GPUs t
 workers; each keeps its own memory pool, arena and streams). Per worker:
 
 * one memory pool (``cupy.cuda.MemoryPool``) and one arena allocated from it once, laid out
-  by the static memory plan; kernel temporaries come from the same pool;
+  by the static memory plan; kernel temporaries come from the same pool. Each pool is capped
+  at its worker's share of the GPU's free memory (workers sharing a GPU cannot take each
+  other's share; CuPy keeps freed blocks per stream, so they do not reuse each other's blocks
+  anyway), and ``stats['pool_bytes']`` reports what each pool holds after the step beside its
+  arena: the temporaries the static plan does not count;
 * a compute stream (sub-operators), a copy stream (MultiFetch) and a swap stream (the
   swap-outs and swap-ins of a swapped plan, exec/swap_plan.h, in the device's copy schedule
   order) between the arena and a host pool in pinned (page-locked) host memory, so the
@@ -86,9 +90,13 @@ class CupyDevices:
         self.n_gpus = len(ids)
         self.gpu = [ids[w % len(ids)] for w in range(workers)]
         self.pools, self.streams = [], []
+        sharing = {g: self.gpu.count(g) for g in set(self.gpu)}
+        self.pool_limits = []
         for w in range(workers):
             with cp.cuda.Device(self.gpu[w]):
-                self.pools.append(cp.cuda.MemoryPool())
+                pool = cp.cuda.MemoryPool()
+                self.pool_limits.append(self._cap(pool, sharing[self.gpu[w]]))
+                self.pools.append(pool)
                 self.streams.append(tuple(cp.cuda.Stream(non_blocking=True) for _ in range(3)))
         used = sorted(set(self.gpu))
         self.peer = {}
@@ -98,6 +106,21 @@ class CupyDevices:
                     self.peer[a, b] = self._enable_peer(a, b)
         self._kernels: Dict[int, dict] = {}
         self.kernel_source = None
+
+    def _cap(self, pool, sharing: int) -> Optional[int]:
+        """Caps `pool` at an equal share of the current GPU's free memory among the `sharing`
+        workers on it (less 5% for CUDA's own use); returns the cap (None if not set)."""
+        try:
+            free, _total = self.cp.cuda.runtime.memGetInfo()
+        except Exception:  # a stand-in without memGetInfo: leave the pool uncapped
+            return None
+        cap = int(free * 0.95) // max(1, sharing)
+        pool.set_limit(size=cap)
+        return cap
+
+    def pool_bytes(self) -> List[int]:
+        """Bytes each worker's pool holds now (arena, staging and cached temporaries)."""
+        return [int(p.total_bytes()) for p in self.pools]
 
     def _enable_peer(self, a: int, b: int) -> bool:
         """Lets GPU a's kernels read GPU b's memory (UVA); False where the pair cannot."""
@@ -173,11 +196,15 @@ class CupyDevices:
         with self.cp.cuda.Device(self.gpu[worker]):
             return self.cp.cuda.Event(disable_timing=True)
 
-    def record(self, event, stream):
-        event.record(stream)
+    def record(self, worker: int, event, stream):
+        """Records `event` on worker's `stream` (with the worker's GPU current, as CUDA asks)."""
+        with self.cp.cuda.Device(self.gpu[worker]):
+            event.record(stream)
 
-    def wait(self, stream, event):
-        stream.wait_event(event)
+    def wait(self, worker: int, stream, event):
+        """Makes worker's `stream` wait for `event`, which may belong to another GPU."""
+        with self.cp.cuda.Device(self.gpu[worker]):
+            stream.wait_event(event)
 
     def enqueue(self, worker: int, stream, fn):
         """Runs `fn` with worker's GPU, pool and `stream` current: what it launches goes on `stream`."""
@@ -248,20 +275,42 @@ class _GpuSubOps(SubOpRunner):
                 rt.kernel_paths[name] = "gpu"
                 return impl(attrs, inputs, ctx)
             if rt.dispatch and name not in rt.no_dispatch:
-                state = ctx.rng.bit_generator.state if ctx.rng is not None else None
-                try:
-                    outs = [o if isinstance(o, self.xp.ndarray) else self.xp.asarray(o)
-                            for o in opdef.forward(attrs, inputs, ctx)]
+                if rt.kernel_paths.get(name) == "dispatch":  # known to work: no fallback hides a failure
+                    return self._as_device(opdef.forward(attrs, inputs, ctx))
+                outs = self._probe(name, opdef, attrs, inputs, ctx)
+                if outs is not None:
                     rt.kernel_paths[name] = "dispatch"
                     return outs
-                except Exception as e:
-                    if _is_oom(e):
-                        raise
-                    if state is not None:
-                        ctx.rng.bit_generator.state = state  # the host kernel draws the same numbers
-                    rt.no_dispatch[name] = f"{type(e).__name__}: {e}"[:200]
         rt.kernel_paths[name] = "host"
         return rt.host_kernel(opdef, attrs, inputs, ctx)
+
+    def _as_device(self, outs):
+        return [o if isinstance(o, self.xp.ndarray) else self.xp.asarray(o) for o in outs]
+
+    def _probe(self, name, opdef, attrs, inputs, ctx):
+        """First call of an op type without a GPU kernel: its NumPy kernel on device copies of
+        the inputs, so a kernel that writes an input and then fails leaves the real inputs as
+        they were for the host kernel; the outputs, or None (the reason kept) when it raised."""
+        xp = self.xp
+        copies = [x.copy() if isinstance(x, xp.ndarray) and not (x.ndim and not any(x.strides)) else x
+                  for x in inputs]  # shape-only stand-ins (all strides 0) stay as they are
+        n_aux = len(ctx.aux)
+        aux_in = copies[len(copies) - n_aux:] if n_aux else []
+        pctx = KernelContext(is_train=ctx.is_train, aux=list(aux_in), rng=ctx.rng, xp=xp, key=ctx.key)
+        state = ctx.rng.bit_generator.state if ctx.rng is not None else None
+        try:
+            outs = self._as_device(opdef.forward(attrs, copies, pctx))
+        except Exception as e:
+            if _is_oom(e):
+                raise
+            if state is not None:
+                ctx.rng.bit_generator.state = state  # the host kernel draws the same numbers
+            self.rt.no_dispatch[name] = f"{type(e).__name__}: {e}"[:200]
+            return None
+        for i, value in enumerate(pctx.aux):  # new auxiliary states (BatchNorm) reach the runner
+            if value is not aux_in[i]:
+                ctx.aux[i] = value
+        return outs
 
 
 class GpuRuntime:
@@ -347,6 +396,7 @@ class GpuRuntime:
             elif op["accumulate"]:
                 gpu_fetch.kernel_name(dtype, True)  # raises for non-float accumulation
             self._fetch[i] = (runs, launch, staging)
+        self.dev.synchronize()  # the record lists' uploads (default stream) land before any launch
 
     # ------------------------------------------------------------------ data in / out
     def load(self, values: Dict[str, np.ndarray]):
@@ -356,6 +406,9 @@ class GpuRuntime:
                 self.views[b][...] = value
             else:
                 self.dev.upload(self.eg.buffers[b]["device"], self.views[b], value)
+        # uploads go on each GPU's legacy default stream, which the workers' non-blocking
+        # streams do not wait for: the first kernels could read a tile before it lands
+        self.dev.synchronize()
 
     def gather(self, name: str) -> np.ndarray:
         """The full value of tensor `name` on the host, assembled from the tiles (partials summed)."""
@@ -473,7 +526,7 @@ class GpuRuntime:
                     sj = stream_of[j]
                     if sj == sid or waited.get((sid, sj), -1) >= seq[j]:
                         continue  # same stream (in order), or a later op of that stream already waited on
-                    dev.wait(stream, events[j])
+                    dev.wait(w, stream, events[j])
                     waited[sid, sj] = seq[j]
                     n_waits += 1
                 if swap:
@@ -483,7 +536,7 @@ class GpuRuntime:
                 else:
                     dev.enqueue(w, stream, lambda op=op, w=w, s=stream: self._compute(op, w, s, is_train, rngs[w]))
                 events[i] = dev.event(w)
-                dev.record(events[i], stream)
+                dev.record(w, events[i], stream)
             except Exception as e:
                 raise self._op_error(e, op, w) from None
             stream_of[i] = sid
@@ -505,6 +558,7 @@ class GpuRuntime:
                 "multifetch_kernel": getattr(dev, "kernel_source", None),
                 "arena_bytes": [int(b) for b in eg.core.arena_bytes], "staging_bytes": list(self.staging_bytes),
                 "host_pool_bytes": [int(b) for b in eg.core.host_bytes], "swap_bytes": swap_bytes,
+                "pool_bytes": dev.pool_bytes() if hasattr(dev, "pool_bytes") else None,
                 **dev.describe()}
 
     def _op_error(self, e, op, w) -> Error:

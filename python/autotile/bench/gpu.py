@@ -1,24 +1,30 @@
 """GPU runtime benchmarks (needs CuPy and a CUDA GPU; exits with a message otherwise).
 
-1. MultiFetch bandwidth: assembling a region from k pieces with one launch of the CUDA
-   MultiFetch kernel (csrc/cuda/multifetch.cu) vs cudaMemcpyAsync device-to-device of the same
-   bytes (contiguous), on GPU 0, and GPU 1 -> GPU 0 through peer access when there are two.
-2. Step time of AlexNet and VGG-16 training steps: 1 worker vs 8 workers sharing GPU 0.
+1. MultiFetch bandwidth (docs/gpu.md): one launch of the CUDA MultiFetch kernel
+   (csrc/cuda/multifetch.cu) assembling an NCHW activation from its tiles (batch, channel,
+   height, width and 2x2 spatial splits) or cutting one tile out of it, against
+   cudaMemcpyAsync device to device of the same bytes (and cudaMemcpy2DAsync per piece where
+   the region is 2-D after merging dims); every result checked against CuPy slicing. Then
+   contiguous pieces of 4 KiB to 64 MiB: kernel vs one cudaMemcpyAsync per piece (where the
+   copy engine wins), and the peer-access / cudaMemcpyPeerAsync path of each GPU pair.
+2. Step time of AlexNet and VGG-16 training steps on GPU 0: 1 worker vs 8 workers sharing it
+   (the overhead of partitioning when the hardware does not grow), with each worker's pool
+   beside its arena.
+3. Kernel time per op (the GPU runtime's kernels at AlexNet's layer shapes) against CuPy's own
+   ops and, where PyTorch is installed, cuDNN/cuBLAS through PyTorch.
 
-    autotile bench gpu [--quick] [--steps N]
+    autotile bench gpu [--quick] [--steps N] [--only multifetch,steps,ops]
 
 Writes bench/out/gpu.json."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 
 import numpy as np
 
 from .common import table, write_json
-
 
 
 def _gpu():
@@ -36,63 +42,176 @@ def _gpu():
 
 
 def _time_gpu(cp, fn, repeat=20):
+    """Median seconds of `fn` (GPU work on the current stream) over `repeat` event-timed runs."""
     fn()
-    start, stop = cp.cuda.Event(), cp.cuda.Event()
-    start.record()
+    times = []
     for _ in range(repeat):
+        start, stop = cp.cuda.Event(), cp.cuda.Event()
+        start.record()
         fn()
-    stop.record()
-    stop.synchronize()
-    return cp.cuda.get_elapsed_time(start, stop) / 1e3 / repeat
+        stop.record()
+        stop.synchronize()
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+    return float(np.median(times))
+
+
+# ----------------------------------------------------------------------------- MultiFetch
+
+def _splits(shape):
+    """(name, tile boxes) of the NCHW split patterns: each box (lo, hi) is one piece."""
+    n, c, h, w = shape
+
+    def grid(parts):
+        boxes = [([], [])]
+        for d, k in enumerate(parts):
+            step = shape[d] // k
+            boxes = [(lo + [i * step], hi + [(i + 1) * step]) for lo, hi in boxes for i in range(k)]
+        return boxes
+
+    return [("batch / 4", grid((4, 1, 1, 1))), ("channel / 4", grid((1, 4, 1, 1))),
+            ("height / 4", grid((1, 1, 4, 1))), ("width / 2", grid((1, 1, 1, 2))),
+            ("width / 4", grid((1, 1, 1, 4))), ("height / 2 x width / 2", grid((1, 1, 2, 2)))]
+
+
+def _launch(cp, kernels, records, n_pieces):
+    """One float32 MultiFetch launch over `records` (as the runtime does it)."""
+    from autotile.backend import gpu_fetch
+
+    grid, block = gpu_fetch.launch_grid(records)
+    d_rec = cp.asarray(records)
+    kern = kernels[gpu_fetch.kernel_name(np.float32, False)]
+    return lambda: kern(grid, block, (d_rec, np.int32(n_pieces)))
 
 
 def multifetch_bandwidth(cp, quick: bool):
     from autotile.backend import gpu_fetch
 
     kernels, source = gpu_fetch.load_kernels(cp, 0)
+    rt = cp.cuda.runtime
     rows = []
-    sizes = [1 << 20, 16 << 20] if quick else [1 << 20, 16 << 20, 64 << 20, 256 << 20]
-    src_gpus = [0] + ([1] if cp.cuda.runtime.getDeviceCount() > 1 else [])
-    for src_gpu in src_gpus:
-        if src_gpu != 0:
-            if not cp.cuda.runtime.deviceCanAccessPeer(0, src_gpu):
-                rows.append([f"{src_gpu}->0", "-", "-", "no peer access", "-", "-"])
-                continue
-            with cp.cuda.Device(0):
-                try:
-                    cp.cuda.runtime.deviceEnablePeerAccess(src_gpu)
-                except Exception:
-                    pass
-        for nbytes in sizes:
-            for k in (1, 4):
-                n = nbytes // 4
-                cols = 1024
-                rws = n // cols
-                with cp.cuda.Device(src_gpu):
-                    srcs = [cp.random.standard_normal((rws // k, cols), dtype=cp.float32) for _ in range(k)]
-                with cp.cuda.Device(0):
-                    dst = cp.empty((rws // k * k, cols), cp.float32)
-                    pieces = [(s.data.ptr, [i * (rws // k), 0], list(s.shape), [i * (rws // k), 0],
-                               [(i + 1) * (rws // k), cols]) for i, s in enumerate(srcs)]
-                    rec = gpu_fetch.pack_records(dst.data.ptr, [0, 0], list(dst.shape), pieces)
-                    grid, block = gpu_fetch.launch_grid(rec)
-                    d_rec = cp.asarray(rec)
-                    kern = kernels["autotile_multifetch_copy4"]
-                    t_mf = _time_gpu(cp, lambda: kern(grid, block, (d_rec, np.int32(k))))
-                    ok = all(bool((dst[i * (rws // k):(i + 1) * (rws // k)] == cp.asarray(s)).all())
-                             for i, s in enumerate(srcs))
+    shapes = [(8, 64, 56, 56)] if quick else [(32, 64, 56, 56), (64, 256, 28, 28)]
+    for shape in shapes:
+        full = cp.random.standard_normal(shape, dtype=cp.float32)
+        nbytes = full.nbytes
+        scratch = cp.empty_like(full)
+        t_memcpy = _time_gpu(cp, lambda: rt.memcpyAsync(scratch.data.ptr, full.data.ptr, nbytes,
+                                                          rt.memcpyDeviceToDevice, cp.cuda.get_current_stream().ptr))
+        for name, boxes in _splits(shape):
+            tiles = [cp.ascontiguousarray(full[tuple(slice(l, h) for l, h in zip(lo, hi))]) for lo, hi in boxes]
+            # gather: the whole activation from its tiles (pieces contiguous in the source)
+            dst = cp.zeros_like(full)
+            rec = gpu_fetch.pack_records(dst.data.ptr, [0] * 4, list(shape),
+                                         [(t.data.ptr, lo, list(t.shape), lo, hi) for t, (lo, hi) in zip(tiles, boxes)])
+            t_kernel = _time_gpu(cp, _launch(cp, kernels, rec, len(boxes)))
+            ok = bool((dst == full).all())
+            t_2d = _memcpy2d_time(cp, dst, tiles, boxes, shape)
+            rows.append([str(shape), f"gather {name}", len(boxes), nbytes / 2**20, nbytes / t_kernel / 1e9,
+                         nbytes / t_memcpy / 1e9, t_memcpy / t_kernel, nbytes / t_2d / 1e9 if t_2d else "-",
+                         "ok" if ok else "WRONG"])
+            # cut: the first tile out of the whole activation (strided source)
+            lo, hi = boxes[0]
+            tile = cp.zeros(tiles[0].shape, cp.float32)
+            rec = gpu_fetch.pack_records(tile.data.ptr, lo, list(tile.shape), [(full.data.ptr, [0] * 4, list(shape), lo, hi)])
+            t_cut = _time_gpu(cp, _launch(cp, kernels, rec, 1))
+            tb = tile.nbytes
+            t_mc = _time_gpu(cp, lambda: rt.memcpyAsync(scratch.data.ptr, full.data.ptr, tb, rt.memcpyDeviceToDevice,
+                                                          cp.cuda.get_current_stream().ptr))
+            rows.append([str(shape), f"cut {name}", 1, tb / 2**20, tb / t_cut / 1e9, tb / t_mc / 1e9, t_mc / t_cut, "-",
+                         "ok" if bool((tile == tiles[0]).all()) else "WRONG"])
+            del tiles, dst, tile
+    heads = ["tensor", "fetch", "pieces", "MiB", "kernel GB/s", "memcpy GB/s", "kernel/memcpy", "memcpy2D GB/s",
+             "check"]
+    print(f"MultiFetch kernel ({source.split(':')[0]}) vs cudaMemcpyAsync D2D of the same bytes "
+          f"(GB/s = bytes moved / time; the copy reads and writes each byte once)")
+    print(table(heads, rows))
+    return {"kernel_source": source, "nchw": [dict(zip(heads, r)) for r in rows],
+            "piece_sizes": piece_size_crossover(cp, kernels, quick), "paths": peer_paths(cp)}
 
-                    def memcpy():
-                        for i, s in enumerate(srcs):
-                            cp.cuda.runtime.memcpyPeerAsync(dst[i * (rws // k)].data.ptr, 0, s.data.ptr, src_gpu,
-                                                            s.nbytes, cp.cuda.get_current_stream().ptr)
 
-                    t_cp = _time_gpu(cp, memcpy)
-                moved = dst.nbytes
-                rows.append([f"{src_gpu}->0", moved >> 20, k, source.split(":")[0], moved / t_mf / 1e9,
-                             moved / t_cp / 1e9, "ok" if ok else "WRONG"])
-    print(table(["gpus", "MiB", "pieces", "kernel", "multifetch GB/s", "memcpy GB/s", "check"], rows))
-    return [dict(zip(["gpus", "MiB", "pieces", "kernel", "multifetch_GBps", "memcpy_GBps", "check"], r)) for r in rows]
+def _memcpy2d_time(cp, dst, tiles, boxes, shape):
+    """Seconds of one cudaMemcpy2DAsync per tile into `dst`, where each tile's rows (the row
+    runs of the memcpy fallback, gpu_fetch.row_runs) are equally long and evenly spaced in
+    both buffers; None where some tile is not one 2-D copy."""
+    from autotile.backend import gpu_fetch
+
+    rt = cp.cuda.runtime
+    plans = []
+    for t, (lo, hi) in zip(tiles, boxes):
+        runs = gpu_fetch.row_runs(lo, list(t.shape), [0] * len(shape), list(shape), lo, hi, 4)
+        src_off, dst_off, width = runs[:, 0], runs[:, 1], runs[:, 2]
+        if len(runs) > 1 and (len(set(width)) != 1 or len(set(np.diff(src_off))) != 1
+                              or len(set(np.diff(dst_off))) != 1):
+            return None
+        spitch = int(src_off[1] - src_off[0]) if len(runs) > 1 else int(width[0])
+        dpitch = int(dst_off[1] - dst_off[0]) if len(runs) > 1 else int(width[0])
+        plans.append((dst.data.ptr + int(dst_off[0]), dpitch, t.data.ptr + int(src_off[0]), spitch, int(width[0]),
+                      len(runs)))
+
+    def run():
+        st = cp.cuda.get_current_stream().ptr
+        for d, dp, src, sp, w, h in plans:
+            rt.memcpy2DAsync(d, dp, src, sp, w, h, rt.memcpyDeviceToDevice, st)
+
+    return _time_gpu(cp, run)
+
+
+def piece_size_crossover(cp, kernels, quick: bool):
+    """Contiguous pieces of one size: the kernel (one launch for 4 pieces) against one
+    cudaMemcpyAsync per piece (copy engine); the runtime could pick the faster per size."""
+    from autotile.backend import gpu_fetch
+
+    rt = cp.cuda.runtime
+    rows = []
+    sizes = [4 << 10, 64 << 10, 1 << 20, 16 << 20] if quick else [4 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20,
+                                                                  16 << 20, 64 << 20]
+    k = 4
+    for size in sizes:
+        n = size // 4
+        srcs = [cp.random.standard_normal(n, dtype=cp.float32) for _ in range(k)]
+        dst = cp.empty(n * k, cp.float32)
+        rec = gpu_fetch.pack_records(dst.data.ptr, [0], [n * k], [(s.data.ptr, [i * n], [n], [i * n], [(i + 1) * n])
+                                                                  for i, s in enumerate(srcs)])
+        t_kernel = _time_gpu(cp, _launch(cp, kernels, rec, k))
+
+        def memcpys():
+            st = cp.cuda.get_current_stream().ptr
+            for i, s in enumerate(srcs):
+                rt.memcpyAsync(dst.data.ptr + i * size, s.data.ptr, size, rt.memcpyDeviceToDevice, st)
+
+        t_memcpy = _time_gpu(cp, memcpys)
+        rows.append([size >> 10, k, k * size / t_kernel / 1e9, k * size / t_memcpy / 1e9,
+                     "kernel" if t_kernel <= t_memcpy else "memcpy"])
+    heads = ["piece KiB", "pieces", "kernel GB/s", "memcpy per piece GB/s", "faster"]
+    print("Contiguous pieces: one MultiFetch launch vs one cudaMemcpyAsync per piece")
+    print(table(heads, rows))
+    return [dict(zip(heads, r)) for r in rows]
+
+
+def peer_paths(cp):
+    """The path the GPU runtime takes for each ordered GPU pair (CupyDevices.can_read)."""
+    from autotile.backend.gpu_runtime import CupyDevices
+
+    n = cp.cuda.runtime.getDeviceCount()
+    dev = CupyDevices(n, cupy=cp)
+    pairs = {f"{a}->{b}": dev.can_read(a, b) for a in range(n) for b in range(n)}
+    print(f"MultiFetch paths between the {n} visible GPU(s) (reader->holder): {pairs}"
+          + ("" if n > 1 else "; one GPU: every piece is local, peer access and cudaMemcpyPeerAsync are not exercised"))
+    return pairs
+
+
+# ----------------------------------------------------------------------------- training steps
+
+def _zoo_values(sym):
+    shapes = {n.name: tuple(int(v) for v in n.attrs["__shape__"].strip("()").split(",") if v.strip())
+              for n in sym.topo_nodes() if n.is_variable and "__shape__" in n.attrs
+              and (n.name == "data" or n.name.endswith("label"))}
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    rng = np.random.default_rng(0)
+    vals = {}
+    for a, s in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
+        vals[a] = (rng.integers(0, 10, size=s) if a.endswith("label") else rng.standard_normal(s) * 0.01
+                   ).astype(np.float32)
+    return shapes, vals
 
 
 def step_times(cp, quick: bool, steps: int):
@@ -101,19 +220,12 @@ def step_times(cp, quick: bool, steps: int):
     from autotile.backend.tiles import step_inputs
     from autotile.execgraph import transform
 
-    models = [("alexnet", at.models.alexnet(batch=16 if quick else 64)),
-              ("vgg16", at.models.vgg(16, batch=4 if quick else 32))]
+    models = [("alexnet", 16 if quick else 128, lambda b: at.models.alexnet(batch=b)),
+              ("vgg16", 4 if quick else 32, lambda b: at.models.vgg(16, batch=b))]
     rows = []
-    for name, sym in models:
-        shapes = {n.name: tuple(int(v) for v in n.attrs["__shape__"].strip("()").split(",") if v.strip())
-                  for n in sym.topo_nodes() if n.is_variable and "__shape__" in n.attrs
-                  and (n.name == "data" or n.name.endswith("label"))}
-        arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
-        rng = np.random.default_rng(0)
-        vals = {}
-        for a, s in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
-            vals[a] = (rng.integers(0, 10, size=s) if a.endswith("label") else rng.standard_normal(s) * 0.01
-                       ).astype(np.float32)
+    for name, batch, build in models:
+        sym = build(batch)
+        shapes, vals = _zoo_values(sym)
         for workers in (1, 8):
             try:
                 plan = at.plan(sym, devices=workers, shapes=shapes)
@@ -121,32 +233,154 @@ def step_times(cp, quick: bool, steps: int):
                 rt = GpuRuntime(eg, devices=CupyDevices(workers, cupy=cp, gpu_ids=[0]))
                 rt.load(step_inputs(eg, vals))
                 rt.run()  # warm-up: kernel compilation, pools
-                times = []
+                times, enq = [], []
                 for _ in range(steps):
                     t0 = time.perf_counter()
                     st = rt.run()
                     times.append(time.perf_counter() - t0)
-                rows.append([name, workers, float(np.median(times)), st["enqueue_seconds"], len(st["kernels"]["host"]),
-                             plan.comm_bytes / 2**20, max(eg.core.arena_bytes) / 2**20])
+                    enq.append(st["enqueue_seconds"])
+                arena = max(int(b) for b in eg.core.arena_bytes)
+                pool = max(st["pool_bytes"]) if st.get("pool_bytes") else 0
+                rows.append([name, batch, workers, float(np.median(times)), float(np.median(enq)),
+                             len(eg.ops), ",".join(st["kernels"]["host"]) or "-", plan.comm_bytes / 2**20,
+                             arena / 2**20, pool / 2**20])
                 del rt
                 cp.get_default_memory_pool().free_all_blocks()
             except Exception as e:
-                rows.append([name, workers, f"failed: {type(e).__name__}: {str(e)[:80]}", "-", "-", "-", "-"])
-    print(table(["model", "workers", "step s", "enqueue s", "host ops", "comm MiB", "arena MiB/worker"], rows))
-    return [dict(zip(["model", "workers", "step_s", "enqueue_s", "host_ops", "comm_MiB", "arena_MiB"], r)) for r in rows]
+                rows.append([name, batch, workers, f"failed: {type(e).__name__}: {str(e)[:160]}"] + ["-"] * 6)
+    heads = ["model", "batch", "workers", "step s", "enqueue s", "ops", "host ops", "comm MiB", "arena MiB/worker",
+             "pool MiB/worker"]
+    print("Training steps on GPU 0 (median of the timed steps; 8 workers share the one GPU)")
+    print(table(heads, rows))
+    by = {(r[0], r[2]): r[3] for r in rows if isinstance(r[3], float)}
+    for name, _, _ in models:
+        if (name, 1) in by and (name, 8) in by:
+            print(f"{name}: 8 workers / 1 worker step time = {by[name, 8] / by[name, 1]:.2f}x")
+    return [dict(zip(heads, r)) for r in rows]
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+# ----------------------------------------------------------------------------- kernels per op
+
+def _op_cases(b: int):
+    """AlexNet's layer shapes at batch b: (label, op, attrs, input shapes)."""
+    conv1 = dict(kernel=(11, 11), stride=(4, 4), pad=(2, 2), num_filter=64)
+    conv3 = dict(kernel=(3, 3), stride=(1, 1), pad=(1, 1), num_filter=384)
+    pool = dict(kernel=(3, 3), stride=(2, 2), pool_type="max")
+    return [
+        ("conv1 fwd", "Convolution", conv1, [(b, 3, 224, 224), (64, 3, 11, 11), (64,)]),
+        ("conv3 fwd", "Convolution", conv3, [(b, 192, 13, 13), (384, 192, 3, 3), (384,)]),
+        ("conv3 bwd data", "_backward_Convolution_data", conv3, [(b, 384, 13, 13), (384, 192, 3, 3),
+                                                                 (b, 192, 13, 13)]),
+        ("conv3 bwd weight", "_backward_Convolution_weight", conv3, [(b, 384, 13, 13), (b, 192, 13, 13)]),
+        ("pool1 fwd (max 3x3/2)", "Pooling", pool, [(b, 64, 55, 55)]),
+        ("pool1 bwd", "_backward_Pooling", pool, [(b, 64, 27, 27), (b, 64, 55, 55)]),
+        ("fc6 fwd", "FullyConnected", dict(num_hidden=4096), [(b, 9216), (4096, 9216), (4096,)]),
+        ("fc6 bwd data", "_backward_FullyConnected_data", dict(num_hidden=4096), [(b, 4096), (4096, 9216),
+                                                                                  (b, 9216)]),
+        ("relu fwd", "Activation", dict(act_type="relu"), [(b, 4096)]),
+        ("relu conv1 out", "Activation", dict(act_type="relu"), [(b, 64, 55, 55)]),
+    ]
+
+
+def _reference(cp, torch, label, op, attrs, arrays):
+    """The same op through CuPy's own routines or PyTorch (cuDNN/cuBLAS); None if neither has it."""
+    if op == "FullyConnected":
+        return "cupy matmul", lambda: arrays[0] @ arrays[1].T + arrays[2]
+    if op == "_backward_FullyConnected_data":
+        return "cupy matmul", lambda: arrays[0] @ arrays[1]
+    if op == "Activation":
+        return "cupy maximum", lambda: cp.maximum(arrays[0], 0)
+    if torch is None:
+        return None, None
+    t = [torch.as_tensor(a, device="cuda") for a in arrays]
+    F = torch.nn.functional
+    if op == "Convolution":
+        return "torch conv2d", lambda: F.conv2d(t[0], t[1], t[2], stride=attrs["stride"], padding=attrs["pad"])
+    if op == "_backward_Convolution_data":
+        return "torch conv2d_input", lambda: torch.nn.grad.conv2d_input(t[2].shape, t[1], t[0], stride=attrs["stride"],
+                                                                        padding=attrs["pad"])
+    if op == "_backward_Convolution_weight":
+        w_shape = (attrs["num_filter"], t[1].shape[1]) + tuple(attrs["kernel"])
+        return "torch conv2d_weight", lambda: torch.nn.grad.conv2d_weight(t[1], w_shape, t[0], stride=attrs["stride"],
+                                                                          padding=attrs["pad"])
+    if op == "Pooling":
+        return "torch max_pool2d", lambda: F.max_pool2d(t[0], attrs["kernel"], attrs["stride"])
+    if op == "_backward_Pooling":
+        x = t[1].clone().requires_grad_(True)
+        y = F.max_pool2d(x, attrs["kernel"], attrs["stride"])
+        return "torch max_pool2d backward", lambda: torch.autograd.grad(y, x, t[0], retain_graph=True)
+    return None, None
+
+
+def op_times(cp, quick: bool):
+    from autotile.backend.gpu_kernels import KERNELS
+    from autotile.ops import registry
+    from autotile.ops.registry import KernelContext
+
+    try:
+        import torch
+
+        if not torch.cuda.is_available():
+            torch = None
+    except ImportError:
+        torch = None
+    rows = []
+    rng = np.random.default_rng(0)
+    for label, op, raw, in_shapes in _op_cases(8 if quick else 64):
+        opdef = registry.get(op)
+        attrs = registry.parse_attrs(opdef, {k: registry.format_value(v) for k, v in raw.items()})
+        arrays = [cp.asarray(rng.standard_normal(s).astype(np.float32)) for s in in_shapes]
+        ctx = KernelContext(is_train=True, xp=cp)
+        ours = KERNELS.get(op) or opdef.forward
+        t_ours = _time_gpu(cp, lambda: ours(attrs, arrays, ctx), repeat=10)
+        name, ref = _reference(cp, torch, label, op, raw, arrays)
+        if ref is not None:
+            if name.startswith("torch"):
+                torch.cuda.synchronize()
+                ref()
+                torch.cuda.synchronize()
+                t0 = time.perf_counter()
+                for _ in range(10):
+                    ref()
+                torch.cuda.synchronize()
+                t_ref = (time.perf_counter() - t0) / 10
+            else:
+                t_ref = _time_gpu(cp, ref, repeat=10)
+            rows.append([label, op, t_ours * 1e3, name, t_ref * 1e3, t_ours / t_ref])
+        else:
+            rows.append([label, op, t_ours * 1e3, "-", "-", "-"])
+    heads = ["layer", "op", "autotile ms", "reference", "reference ms", "autotile/reference"]
+    print("Kernel time per op (GPU runtime kernels under CuPy vs CuPy's own ops / PyTorch cuDNN and cuBLAS)")
+    print(table(heads, rows))
+    return [dict(zip(heads, r)) for r in rows]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(prog="autotile bench gpu", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes and batches")
-    p.add_argument("--steps", type=int, default=3)
-    args = p.parse_args()
+    p.add_argument("--steps", type=int, default=5, help="timed training steps per row (default 5)")
+    p.add_argument("--only", default="multifetch,steps,ops",
+                   help="comma-separated parts to run: multifetch, steps, ops (default all)")
+    args = p.parse_args(argv)
+    parts = [s.strip() for s in args.only.split(",") if s.strip()]
+    bad = [s for s in parts if s not in ("multifetch", "steps", "ops")]
+    if bad or args.steps < 1:
+        p.error(f"--only takes multifetch, steps, ops (got {bad})" if bad else "--steps must be at least 1")
     cp, why = _gpu()
     if cp is None:
-        print(f"bench/gpu.py: {why}; nothing to measure (this benchmark needs a CUDA GPU)")
+        print(f"autotile bench gpu: {why}; nothing to measure (this benchmark needs a CUDA GPU)")
         return 0
-    print(f"GPU 0: {cp.cuda.runtime.getDeviceProperties(0)['name'].decode()}")
-    out = {"multifetch": multifetch_bandwidth(cp, args.quick), "steps": step_times(cp, args.quick, args.steps)}
+    props = cp.cuda.runtime.getDeviceProperties(0)
+    out = {"device": props["name"].decode(), "date": time.strftime("%Y-%m-%d"),
+           "cuda_runtime": cp.cuda.runtime.runtimeGetVersion(), "driver": cp.cuda.runtime.driverGetVersion(),
+           "cupy": cp.__version__}
+    print(f"GPU 0: {out['device']}, CUDA runtime {out['cuda_runtime']}, driver {out['driver']}, CuPy {cp.__version__}")
+    if "multifetch" in parts:
+        out["multifetch"] = multifetch_bandwidth(cp, args.quick)
+    if "steps" in parts:
+        out["steps"] = step_times(cp, args.quick, args.steps)
+    if "ops" in parts:
+        out["ops"] = op_times(cp, args.quick)
     print("wrote", write_json("gpu.json", out))
     return 0
 

@@ -158,34 +158,29 @@ def _infer_shape(attrs, in_shapes):
 
 # ----------------------------------------------------------------------------- kernels
 
-def _pad2(x: np.ndarray, lo: Sequence[int], hi: Sequence[int]) -> np.ndarray:
-    """x zero-padded by lo[i] before and hi[i] after spatial dim i (negative amounts crop)."""
-    crop = (slice(None), slice(None)) + tuple(slice(max(0, -a), x.shape[2 + i] - max(0, -b))
-                                              for i, (a, b) in enumerate(zip(lo, hi)))
-    x = x[crop]
-    if not any(v > 0 for v in tuple(lo) + tuple(hi)):
-        return x
-    widths = [(0, 0), (0, 0)] + [(max(0, a), max(0, b)) for a, b in zip(lo, hi)]
-    return np.pad(x, widths, mode="constant")
+def _xp(ctx):
+    """The kernels' array module: numpy, or cupy when the GPU runtime runs them on device tiles."""
+    return ctx.xp if ctx is not None and getattr(ctx, "xp", None) is not None else np
 
 
-def conv_forward(x: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
-    """Grouped N-D convolution of x (N, C, *S) with w (Cout, Cin_g, *K), no bias."""
+def conv_forward(x, w, geo: Geometry, xp=np):
+    """Grouped N-D convolution of x (N, C, *S) with w (Cout, Cin_g, *K), no bias (im2col +
+    GEMM: cuBLAS under CuPy)."""
     nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
-    xpad = _pad2(x, geo.pad_lo, geo.pad_hi)
-    out = np.empty((x.shape[0], geo.cout) + geo.out, dtype=np.result_type(x, w))
+    xpad = im2col.pad_or_crop(x, geo.pad_lo, geo.pad_hi, xp=xp)
+    out = xp.empty((x.shape[0], geo.cout) + geo.out, dtype=np.result_type(x.dtype, w.dtype))
     red = tuple(range(1, 2 + nd))  # (ci, k...) in both the weights and the window view
     per_item = g_in * int(np.prod(geo.kernel)) * int(np.prod(geo.out))
     for chunk in im2col.batch_chunks(x.shape[0], per_item):
-        cols = im2col.windows(xpad[chunk], geo.kernel, geo.stride, geo.dilate, geo.out)
+        cols = im2col.windows(xpad[chunk], geo.kernel, geo.stride, geo.dilate, geo.out, xp=xp)
         for g in range(geo.groups):
             wg = w[g * g_out:(g + 1) * g_out]
-            yg = np.tensordot(wg, cols[:, g * g_in:(g + 1) * g_in], axes=(red, red))  # (Cout_g, n, *O)
-            out[chunk, g * g_out:(g + 1) * g_out] = np.moveaxis(yg, 0, 1)
+            yg = xp.tensordot(wg, cols[:, g * g_in:(g + 1) * g_in], axes=(red, red))  # (Cout_g, n, *O)
+            out[chunk, g * g_out:(g + 1) * g_out] = xp.moveaxis(yg, 0, 1)
     return out
 
 
-def conv_backward_data(dy: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarray:
+def conv_backward_data(dy, w, geo: Geometry, xp=np):
     """d data of the convolution: columns w^T . dy scattered back onto the input (col2im)."""
     nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
     # col2im writes (O-1)*s + span positions; the padded input may be shorter (a tile whose
@@ -193,29 +188,30 @@ def conv_backward_data(dy: np.ndarray, w: np.ndarray, geo: Geometry) -> np.ndarr
     padded = tuple(max(s + lo + hi, (o - 1) * st + d * (k - 1) + 1)
                    for s, lo, hi, o, st, d, k in zip(geo.spatial, geo.pad_lo, geo.pad_hi, geo.out, geo.stride,
                                                      geo.dilate, geo.kernel))
-    dxpad = np.zeros((dy.shape[0], geo.cin) + padded, dtype=np.result_type(dy, w))
+    dxpad = xp.zeros((dy.shape[0], geo.cin) + padded, dtype=np.result_type(dy.dtype, w.dtype))
     for g in range(geo.groups):
         wg = w[g * g_out:(g + 1) * g_out]
-        cols = np.tensordot(wg, dy[:, g * g_out:(g + 1) * g_out], axes=([0], [1]))  # (Cin_g, *K, N, *O)
-        cols = np.moveaxis(cols, 1 + nd, 0)  # (N, Cin_g, *K, *O)
+        cols = xp.tensordot(wg, dy[:, g * g_out:(g + 1) * g_out], axes=([0], [1]))  # (Cin_g, *K, N, *O)
+        cols = xp.moveaxis(cols, 1 + nd, 0)  # (N, Cin_g, *K, *O)
         im2col.col2im_add(dxpad[:, g * g_in:(g + 1) * g_in], cols, geo.kernel, geo.stride, geo.dilate)
     # a negative pad before means the tile starts before the region written: zeros there
-    return np.ascontiguousarray(_pad2(dxpad, [-v for v in geo.pad_lo],
-                                      [s - p + v for s, p, v in zip(geo.spatial, padded, geo.pad_lo)]))
+    return xp.ascontiguousarray(im2col.pad_or_crop(dxpad, [-v for v in geo.pad_lo],
+                                                   [s - p + v for s, p, v in zip(geo.spatial, padded, geo.pad_lo)],
+                                                   xp=xp))
 
 
-def conv_backward_weight(dy: np.ndarray, x: np.ndarray, geo: Geometry) -> np.ndarray:
+def conv_backward_weight(dy, x, geo: Geometry, xp=np):
     """d weight of the convolution: dy contracted with the input windows over n and o."""
     nd, g_in, g_out = geo.nd, geo.cin_g, geo.cout_g
-    xpad = _pad2(x, geo.pad_lo, geo.pad_hi)
-    dw = np.zeros(geo.weight_shape, dtype=np.result_type(dy, x))
+    xpad = im2col.pad_or_crop(x, geo.pad_lo, geo.pad_hi, xp=xp)
+    dw = xp.zeros(geo.weight_shape, dtype=np.result_type(dy.dtype, x.dtype))
     dy_axes = (0,) + tuple(range(2, 2 + nd))
     col_axes = (0,) + tuple(range(2 + nd, 2 + 2 * nd))
     per_item = g_in * int(np.prod(geo.kernel)) * int(np.prod(geo.out))
     for chunk in im2col.batch_chunks(x.shape[0], per_item):
-        cols = im2col.windows(xpad[chunk], geo.kernel, geo.stride, geo.dilate, geo.out)
+        cols = im2col.windows(xpad[chunk], geo.kernel, geo.stride, geo.dilate, geo.out, xp=xp)
         for g in range(geo.groups):
-            dw[g * g_out:(g + 1) * g_out] += np.tensordot(
+            dw[g * g_out:(g + 1) * g_out] += xp.tensordot(
                 dy[chunk, g * g_out:(g + 1) * g_out], cols[:, g * g_in:(g + 1) * g_in], axes=(dy_axes, col_axes))
     return dw
 
@@ -240,7 +236,7 @@ def _forward(attrs, inputs, ctx):
     geo = _kernel_geometry(_from_inputs(_depthwise_tile(attrs, x.shape[1], w.shape), w.shape[0]), x.shape)
     if tuple(w.shape) != geo.weight_shape:
         raise ValueError(f"weight has shape {tuple(w.shape)}, expected {geo.weight_shape}")
-    y = conv_forward(x, w, geo)
+    y = conv_forward(x, w, geo, _xp(ctx))
     if not attrs["no_bias"]:
         y += inputs[2].reshape((1, -1) + (1,) * geo.nd)
     return [y.astype(x.dtype, copy=False)]
@@ -464,7 +460,7 @@ def _bwd_data_forward(attrs, inputs, ctx):
     if donor is not None:
         attrs = _depthwise_tile(attrs, donor[1], w.shape)
     geo = _kernel_geometry(attrs, _data_shape_from(attrs, dy.shape, w.shape, donor))
-    return [conv_backward_data(dy, w, geo).astype(dy.dtype, copy=False)]
+    return [conv_backward_data(dy, w, geo, _xp(ctx)).astype(dy.dtype, copy=False)]
 
 
 def _bwd_data_tdl(attrs, in_shapes, out_shapes):
@@ -513,7 +509,7 @@ def _bwd_weight_forward(attrs, inputs, ctx):
     attrs = _from_inputs(attrs, dy.shape[1])
     attrs = _depthwise_tile(attrs, x.shape[1], (dy.shape[1], 1))
     geo = _kernel_geometry(attrs, x.shape)
-    return [conv_backward_weight(dy, x, geo).astype(dy.dtype, copy=False)]
+    return [conv_backward_weight(dy, x, geo, _xp(ctx)).astype(dy.dtype, copy=False)]
 
 
 def _bwd_weight_tdl(attrs, in_shapes, out_shapes):

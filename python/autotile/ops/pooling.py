@@ -173,6 +173,23 @@ class Frame:
         return im2col.windows(xpad, geo.kernel, geo.stride, (1,) * geo.nd, self.wn, xp=xp)
 
 
+_DEVICE_DIVISORS: dict = {}
+
+
+def _divisor(frame: Frame, geo: Geometry, include_pad: bool, dtype, xp=np):
+    """Avg pooling's divisors at the frame's windows. On a device (CuPy) an array of the
+    data's dtype, built once per geometry and GPU: a float64 upload per call cost a host to
+    device copy each time and turned the float32 division into a float64 one."""
+    if xp is np:
+        return frame.counts(geo, include_pad)
+    key = (xp.cuda.Device().id, np.dtype(dtype).str, tuple(geo.shape), geo.kernel, geo.stride, geo.pad,
+           frame.wlo, frame.wn, bool(include_pad))
+    div = _DEVICE_DIVISORS.get(key)
+    if div is None:
+        div = _DEVICE_DIVISORS[key] = xp.asarray(frame.counts(geo, include_pad).astype(dtype))
+    return div
+
+
 def _forward(attrs, inputs, ctx):
     x = inputs[0]
     xp = _xp(ctx)
@@ -184,7 +201,7 @@ def _forward(attrs, inputs, ctx):
     else:
         y = frame.windows(x, geo, 0, xp).sum(axis=k_axes)
         if attrs["pool_type"] == "avg":
-            y = y / xp.asarray(frame.counts(geo, attrs["count_include_pad"] is not False))
+            y = y / _divisor(frame, geo, attrs["count_include_pad"] is not False, y.dtype, xp)
     return [xp.ascontiguousarray(y).astype(x.dtype, copy=False)]
 
 
@@ -211,7 +228,7 @@ def pool_backward(attrs, dy, x, geo: Geometry, xp=np):
     else:
         g = dy
         if attrs["pool_type"] == "avg":
-            g = dy / xp.asarray(frame.counts(geo, attrs["count_include_pad"] is not False))
+            g = dy / _divisor(frame, geo, attrs["count_include_pad"] is not False, dy.dtype, xp)
         cols = xp.broadcast_to(g.reshape(tuple(g.shape[:2]) + (1,) * nd + frame.wn),
                                tuple(dy.shape[:2]) + k_shape + frame.wn)
     span = xp.zeros(tuple(dy.shape[:2]) + frame.span, dtype=dy.dtype)  # input rows origin .. origin + span
