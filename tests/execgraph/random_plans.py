@@ -63,11 +63,11 @@ def _vars(tdl, ins, outs, k, counts):
     return result or ["replicate"]
 
 
-def lowered_training_graph(sym, shapes):
+def lowered_training_graph(sym, shapes, optimizer="sgd", optimizer_args=None):
     """The core graph of `sym`'s training step at `shapes`, as at.plan / at.transform build it."""
     from autotile.autodiff import training_graph
     from autotile.planner.lower import lower
 
-    tg = training_graph(sym, shapes=shapes)
+    tg = training_graph(sym, optimizer=optimizer, optimizer_args=optimizer_args, shapes=shapes)
     return lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
                  {g: f for f, g in tg.gradient_entry.items()})

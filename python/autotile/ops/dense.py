@@ -76,6 +76,14 @@ def _data_vars(attrs, data_shape):
     return lead, ["k"], "k"
 
 
+def _inner_flat_vars(attrs, data_shape):
+    """The TDL variables of data's non-leading flattened dims (k1, k2...): vetoed. A slab of
+    one of them reads weight columns strided through the whole row (3*k0 + k1), of which
+    its region holds the hull; the kernel's matmul needs exactly the columns of its slab."""
+    _, red, _ = _data_vars(attrs, data_shape)
+    return red[1:] if attrs["flatten"] else []
+
+
 def _tdl(attrs, in_shapes, out_shapes):
     lead, red, wk = _data_vars(attrs, in_shapes[0])
     data_idx = lead + red
@@ -122,7 +130,7 @@ register(OpDef(
     forward=_forward,
     gradient=_gradient,
     tdl=_tdl,
-    extra={"tile_attrs": _fc_tile},
+    extra={"tile_attrs": _fc_tile, "no_split": lambda a, i, o: _inner_flat_vars(a, i[0])},
     doc="out = flatten(data) . weight^T + bias",
 ))
 
@@ -158,7 +166,7 @@ register(OpDef(
     infer_shape=_bwd_data_shape,
     forward=_bwd_data_forward,
     tdl=_bwd_data_tdl,
-    extra={"tile_attrs": _fc_backward_tile},
+    extra={"tile_attrs": _fc_backward_tile, "no_split": lambda a, i, o: _inner_flat_vars(a, i[2])},
 ))
 
 
@@ -170,6 +178,9 @@ def _bwd_weight_shape(attrs, in_shapes):
 def _bwd_weight_forward(attrs, inputs, ctx):
     dy, x = inputs
     dy2t, x2 = dy.reshape(-1, attrs["num_hidden"]).T, _as2d(attrs, x)
+    if attrs["tile_cols"]:  # a slab of kk inside the whole rows of data's tile
+        first, count = attrs["tile_cols"]
+        x2 = x2[:, first:first + count]
     out = _matmul_out(ctx, dy2t, x2, (dy2t.shape[0], x2.shape[1]))
     if out is not None:
         np.matmul(dy2t, x2, out=out)
@@ -186,8 +197,8 @@ def _bwd_weight_tdl(attrs, in_shapes, out_shapes):
 def _unflatten(attrs, data_shape):
     """Index expressions of data's non-batch dims in terms of the flattened index kk.
     Only the leading non-batch dim is affine in kk (kk / stride); the others use % and are
-    written as ':' (whole dim), which keeps the analysis exact for splits of kk that align
-    with the leading dim (the only ones the planner can use)."""
+    written as ':' (whole dim): a slab of kk reads the whole rows it touches, and the tile
+    hook tells the kernel which of their columns are its own."""
     if not attrs["flatten"]:
         return "kk"
     rest = list(data_shape[1:])
@@ -197,14 +208,28 @@ def _unflatten(attrs, data_shape):
     return ", ".join([f"kk / {stride}"] + [":"] * (len(rest) - 1))
 
 
+def _bwd_weight_tile(attrs, ins, outs, in_shapes, out_shapes):
+    """dw's slab of kk may start and end inside a row of data's leading non-batch dim (a
+    3-way split of 2 rows of 3): data's tile then holds whole rows, and the kernel keeps
+    the columns of its slab (tile_cols = first column in the tile's flattened data, count)."""
+    (dlo, _), (olo, ohi) = ins[1], outs[0]
+    shape = in_shapes[1]
+    if attrs["flatten"] and len(shape) > 1:
+        start = dlo[1] * int(np.prod(shape[2:]))
+    else:
+        start = dlo[-1]
+    return {**_fc_backward_tile(attrs, ins, outs, in_shapes, out_shapes),
+            "tile_cols": (olo[1] - start, ohi[1] - olo[1])}
+
+
 register(OpDef(
     name="_backward_FullyConnected_weight",
-    params=_BWD_PARAMS,
+    params={**_BWD_PARAMS, "tile_cols": Param("shape", ())},  # tile_cols: set by the tile hook only
     arguments=lambda a: ["dy", "data"],
     infer_shape=_bwd_weight_shape,
     forward=_bwd_weight_forward,
     tdl=_bwd_weight_tdl,
-    extra={"tile_attrs": _fc_backward_tile},
+    extra={"tile_attrs": _bwd_weight_tile},
 ))
 
 

@@ -82,7 +82,9 @@ def _forward(attrs, inputs, ctx):
     return [x * mask, mask]
 
 
-def _tile(attrs, ins, outs, in_shapes, out_shapes):
+def draw_tile_attrs(attrs, ins, outs, in_shapes, out_shapes):
+    """Tile hook of ops drawing random numbers per element: where the tile starts and the
+    whole output's shape (tile_lo, tile_full), so a tile draws its part of the whole."""
     (lo, _hi) = outs[0]
     return {**attrs, "tile_lo": tuple(lo), "tile_full": tuple(out_shapes[0])}
 
@@ -118,7 +120,7 @@ register(OpDef(
     gradient=_gradient,
     tdl=_tdl,
     elementwise=True,
-    extra={"tile_attrs": _tile},
+    extra={"tile_attrs": draw_tile_attrs},
     doc="Dropout: keeps each element with probability 1-p and scales it by 1/(1-p) (training only).",
 ))
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..errors import Error
 from ._ew_util import cast, fmt, same_shape
+from .dropout import draw_tile_attrs
 from .registry import OpDef, Param, register
 from .tdl_helpers import access, header, index_vars
 
@@ -65,8 +66,24 @@ def _infer_shape(attrs, in_shapes):
     return [data, tuple(gamma)], [data]
 
 
+#: set by the tile hook (rrelu only): where the tile starts and the whole tensor's shape
+_TILE_PARAMS = {"tile_lo": Param("shape", ()), "tile_full": Param("shape", ())}
+
+
+def _tile(attrs, ins, outs, in_shapes, out_shapes):
+    return draw_tile_attrs(attrs, ins, outs, in_shapes, out_shapes) if attrs["act_type"] == "rrelu" else attrs
+
+
 def _rrelu_mask(attrs, x, ctx):
     lo, hi = attrs["lower_bound"], attrs["upper_bound"]
+    if ctx.is_train and ctx.key is not None:
+        # Slopes are a function of (node key, global element index), as Dropout's draws: a
+        # tile draws the whole tensor's slopes and keeps its part, so a partitioned step uses
+        # the slopes the single-device step uses.
+        full = tuple(attrs.get("tile_full") or ()) or x.shape
+        start = tuple(attrs.get("tile_lo") or ()) or (0,) * x.ndim
+        slopes = np.random.default_rng(ctx.key).uniform(lo, hi, size=full)
+        return slopes[tuple(slice(s, s + n) for s, n in zip(start, x.shape))].astype(x.dtype)
     if ctx.is_train:
         rng = ctx.rng if ctx.rng is not None else np.random.default_rng(0)  # deterministic fallback
         return rng.uniform(lo, hi, size=x.shape).astype(x.dtype)
@@ -135,7 +152,7 @@ def _tdl(attrs, in_shapes, out_shapes):
 
 register(OpDef(
     name="LeakyReLU",
-    params=_PARAMS,
+    params={**_PARAMS, **_TILE_PARAMS},
     arguments=_args,
     outputs=_outputs,
     visible_outputs=lambda attrs: 1,
@@ -144,6 +161,7 @@ register(OpDef(
     gradient=_gradient,
     tdl=_tdl,
     doc="Leaky rectified linear units: leaky, elu, selu, gelu, prelu, rrelu (MXNet's LeakyReLU).",
+    extra={"tile_attrs": _tile},
 ))
 
 # ----------------------------------------------------------------------------- backward ops

@@ -120,13 +120,21 @@ def _make_gradient(name):
     return gradient
 
 
+def _reduction_vars(attrs, in_shapes, out_shapes):
+    """The reduced axes' TDL variables: max/min/prod veto splitting them. A split reduction
+    leaves partial outputs, and the execution graph combines partials by summing them
+    (MultiFetch accumulates), which is right for sum and mean only."""
+    return [f"r{d}" for d in _axes("max", attrs, in_shapes[0])]
+
+
 _COUNT = {"count": Param("optional_int", None)}  # set on tiles only (see _mean_tile)
 
 for _name, _doc in [("sum", "Sum"), ("mean", "Mean"), ("max", "Maximum"), ("min", "Minimum"), ("prod", "Product")]:
     register(OpDef(
         name=_name,
         params=dict(_PARAMS, **(_COUNT if _name == "mean" else {})),
-        extra={"tile_attrs": _mean_tile} if _name == "mean" else {},
+        extra=({"tile_attrs": _mean_tile} if _name == "mean" else
+               {"no_split": _reduction_vars} if _name in ("max", "min", "prod") else {}),
         infer_shape=_make_infer(_name),
         forward=_make_forward(_name),
         gradient=_make_gradient(_name),

@@ -1,0 +1,316 @@
+"""Strategy validator: every partition strategy of every op, checked against one device.
+
+In the spirit of PyTorch DTensor's sharding-strategy checker. For one op configuration (a
+:class:`Case`: op, attributes, input shapes and value kinds) it builds the op's training
+step (the forward node, every backward node its gradient creates and the weight updates),
+and for each k-device cut in `FACTORS` (2-way, 3-way, nested 2x2) it runs that step on
+virtual devices under plans that split *every* node of the step along each strategy the TDL
+analysis yields for it (respecting the op's ``__no_split__`` veto, as the planner does). The
+execution graph runs each sub-operator's kernel on its tiles with the attributes of the op's
+tile hook, fetches halos and reduces partial results; the outcome must equal the op's
+single-device step in float64: every output, every gradient, every updated weight and every
+auxiliary state (BatchNorm's moving statistics), compared both ways so a missing or extra
+gradient fails. A plan runs each node along its j-th strategy (cycling), so the number of
+steps per cut is the largest strategy count of one node; when a step disagrees, the nodes
+are split one at a time to name the (node, op, strategy) at fault.
+
+The op under test really is split: a strategy row of a node is a variable of its TDL at the
+composed split count (the execution-graph builder refuses a plan whose variable the TDL does
+not allow), and :func:`check_case` records, per registered op, the (cut, strategy) pairs it
+ran, so a sweep can tell which ops were never split and why.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import zlib
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import numpy as np
+
+import autotile as at
+from autotile.planner.plan import Plan
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "execgraph"))
+from random_plans import _vars, lowered_training_graph  # noqa: E402
+
+from autotile.backend.multi_device import run_multi_device  # noqa: E402
+
+#: the cuts every case runs at: 2-way, 3-way and two nested 2-way cuts
+FACTORS: Tuple[Tuple[int, ...], ...] = ((2,), (3,), (2, 2))
+RTOL, ATOL = 1e-9, 1e-10
+
+
+@dataclass(frozen=True)
+class In:
+    """One input of a case. `kind` draws its values: normal, positive (0.5..2), nonzero (away
+    from 0), unit (-0.9..0.9), binary (0/1), index:N (integers in [0, N)), label:N (class
+    labels, fed as data). `data` inputs are fed, not trained (no gradient, no update)."""
+
+    shape: Tuple[int, ...]
+    kind: str = "normal"
+    data: bool = False
+
+
+@dataclass
+class Case:
+    """One op configuration: `op` applied to `inputs` (in the op's argument order) with `attrs`.
+    `xfail` names a known bug (the case must fail until it is fixed); `optimizer` trains the
+    weights (sgd, sgd with momentum, adam) so the update ops are split too."""
+
+    op: str
+    attrs: dict
+    inputs: Sequence[In]
+    optimizer: str = "sgd"
+    optimizer_args: Optional[dict] = None
+    xfail: Optional[str] = None
+    label: str = ""
+
+    @property
+    def id(self) -> str:
+        text = ",".join(f"{k}={_short(v)}" for k, v in sorted(self.attrs.items()))
+        shapes = "|".join("x".join(map(str, i.shape)) or "s" for i in self.inputs)
+        opt = "" if self.optimizer == "sgd" else f"[{self.optimizer}]"
+        return f"{self.op}({text}){shapes}{opt}{self.label}"
+
+
+def _short(v) -> str:
+    return "x".join(map(str, v)) if isinstance(v, (tuple, list)) else str(v)
+
+
+def draw(kind: str, shape, rng) -> np.ndarray:
+    """Values of one input of kind `kind` (see :class:`In`), float64."""
+    if kind == "normal":
+        return rng.standard_normal(shape)
+    if kind == "positive":
+        return rng.uniform(0.5, 2.0, shape)
+    if kind == "nonzero":
+        return rng.uniform(0.5, 2.0, shape) * rng.choice([-1.0, 1.0], shape)
+    if kind == "unit":
+        return rng.uniform(-0.9, 0.9, shape)
+    if kind == "binary":
+        return rng.integers(0, 2, shape).astype(np.float64)
+    if kind.startswith(("index:", "label:")):
+        return rng.integers(0, int(kind.split(":")[1]), shape).astype(np.float64)
+    raise ValueError(f"unknown input kind {kind!r}")
+
+
+@dataclass
+class Step:
+    """A case made runnable: its symbol, every value a step is fed (weights, data, aux and
+    head gradients), and the lowered training graph the plans are made for."""
+
+    case: Case
+    sym: object
+    values: Dict[str, np.ndarray]
+    data: Dict[str, np.ndarray]
+    params: Dict[str, np.ndarray]
+    aux: Dict[str, np.ndarray]
+    head_grads: Dict[str, np.ndarray]
+    lowered: object
+
+
+def build(case: Case) -> Step:
+    """The one-op symbol of `case` with seeded values (float64), and its lowered step."""
+    rng = np.random.default_rng(zlib.crc32(case.id.encode()))
+    op = at.ops.get(case.op)
+    parsed = at.ops.parse_attrs(op, {k: at.ops.registry.format_value(v) for k, v in case.attrs.items()}, "op")
+    names = op.arguments(parsed)
+    if len(names) != len(case.inputs):
+        raise ValueError(f"{case.id}: {len(case.inputs)} inputs for arguments {names}")
+    args, data, params = [], {}, {}
+    for name, spec in zip(names, case.inputs):
+        vname = f"in_{name}"
+        attr = {"__data__": "1"} if spec.data or spec.kind.startswith("label:") else None
+        args.append(at.sym.Variable(vname, shape=spec.shape, attr=attr))
+        (data if attr else params)[vname] = draw(spec.kind, spec.shape, rng)
+    from autotile.symbol.ops_api import create
+
+    sym = create(case.op, *args, name="op", **case.attrs)
+    shapes = {n: v.shape for n, v in data.items()}
+    aux = {}
+    aux_names = sym.list_auxiliary_states()
+    if aux_names:
+        _, _, aux_shapes = sym.infer_shape(**shapes, **{n: v.shape for n, v in params.items()})
+        for n, s in zip(aux_names, aux_shapes):
+            aux[n] = rng.uniform(0.5, 1.5, s) if "var" in n else rng.standard_normal(s)
+    low = lowered_training_graph(sym, shapes, case.optimizer, case.optimizer_args)
+    heads = {}
+    for out in sym.list_outputs():
+        hname = f"{out}_head_grad"
+        if hname in low.tensor_names:
+            heads[out] = rng.standard_normal(low.tensor_shapes[low.tensor_names.index(hname)])
+    values = {**params, **data, **aux, **{f"{o}_head_grad": g for o, g in heads.items()}}
+    return Step(case, sym, values, data, params, aux, heads, low)
+
+
+def reference(step: Step):
+    """The single-device training step (the oracle)."""
+    c = step.case
+    return at.backend.run(step.sym, devices=1, inputs=step.data, params=step.params, aux=step.aux, train=True,
+                          head_grads=step.head_grads or None, optimizer=c.optimizer, optimizer_args=c.optimizer_args)
+
+
+def compare_results(got, want, where: str, rtol: float = RTOL, atol: float = ATOL) -> None:
+    """Asserts two step results agree: outputs (count and values), and gradients, updated
+    weights, optimizer states and aux states by name in both directions (a missing or extra
+    entry fails)."""
+    assert len(got.outputs) == len(want.outputs), f"{where}: {len(got.outputs)} outputs, want {len(want.outputs)}"
+    for i, (g, w) in enumerate(zip(got.outputs, want.outputs)):
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=f"{where}: output {i}")
+    for what in ("grads", "params", "states", "aux"):
+        g, w = getattr(got, what) or {}, getattr(want, what) or {}
+        assert set(g) == set(w), f"{where}: {what} {sorted(g)} != single device {sorted(w)}"
+        for name in w:
+            np.testing.assert_allclose(g[name], w[name], rtol=rtol, atol=atol, err_msg=f"{where}: {what}[{name}]")
+
+
+def strategy_rows(lowered, node_id: int, factors: Sequence[int]) -> List[List[str]]:
+    """Every per-cut strategy row of a node at `factors` (a TDL variable per cut, composed
+    split counts allowed by the TDL), without the variables the node vetoes."""
+    node = lowered.core.node(node_id)
+    ins = [lowered.tensor_shapes[t] for t in node["inputs"]]
+    outs = [lowered.tensor_shapes[t] for t in node["outputs"]]
+    vetoed = set(node["attrs"].get("__no_split__", "").split(","))
+    rows: List[List[str]] = [[]]
+    for k in factors:
+        grown = []
+        for row in rows:
+            counts: Dict[str, int] = {}
+            for var, f in zip(row, factors):
+                counts[var] = counts.get(var, 1) * f
+            grown += [row + [v] for v in _vars(node["tdl"], ins, outs, k, counts) if v not in ("replicate", *vetoed)]
+        rows = grown
+    return rows
+
+
+def vetoed_vars(lowered, node_id: int) -> List[str]:
+    """The TDL variables the node vetoes (``__no_split__``)."""
+    return [v for v in lowered.core.node(node_id)["attrs"].get("__no_split__", "").split(",") if v]
+
+
+def make_plan(lowered, factors: Sequence[int], strategies: Dict[str, List[str]], optimizer: str = "sgd") -> Plan:
+    """A plan with every tensor replicated and the given nodes split (the others replicated)."""
+    rep = ["replicate"] * len(factors)
+    rows = {name: list(strategies.get(name, rep)) for name in lowered.node_names}
+    return Plan(algorithm="validator", devices=int(np.prod(factors)), factors=list(factors),
+                cut_costs=[0.0] * len(factors), comm_bytes=0.0, search_seconds=0.0,
+                tensor_tilings={name: list(rep) for name in lowered.tensor_names}, node_strategies=rows,
+                tensor_shapes=dict(zip(lowered.tensor_names, lowered.tensor_shapes)),
+                param_names=list(lowered.param_names), optimizer=optimizer)
+
+
+@dataclass
+class Report:
+    """What :func:`check_case` ran: per registered op, the (cut, strategy row) pairs checked,
+    the nodes never split (with why), and the number of (op, config, strategy) triples."""
+
+    checked: Dict[str, set] = field(default_factory=dict)
+    unsplit: Dict[str, str] = field(default_factory=dict)
+    #: ops that never appear in a step themselves: the ops autodiff lowers them into
+    lowered: Dict[str, set] = field(default_factory=dict)
+    triples: int = 0
+    steps: int = 0
+
+    def merge(self, other: "Report") -> None:
+        for op, rows in other.checked.items():
+            self.checked.setdefault(op, set()).update(rows)
+        for op, into in other.lowered.items():
+            self.lowered.setdefault(op, set()).update(into)
+        for op, why in other.unsplit.items():
+            self.unsplit.setdefault(op, why)
+        self.triples += other.triples
+        self.steps += other.steps
+
+
+def _run(step: Step, plan: Plan):
+    c = step.case
+    return run_multi_device(step.sym, plan.devices, step.values, plan=plan, optimizer=c.optimizer,
+                            optimizer_args=c.optimizer_args)
+
+
+def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol: float = RTOL,
+               atol: float = ATOL) -> Report:
+    """Validates every strategy of every node of `case`'s training step at each cut of
+    `factors_list` against the single-device step; returns what was covered. Raises
+    AssertionError naming the case, cut, node, op and strategy at fault."""
+    step = build(case)
+    want = reference(step)
+    low = step.lowered
+    ops = {name: low.core.node(i)["op"] for i, name in enumerate(low.node_names)}
+    report = Report()
+    split_somewhere = set()
+    for factors in factors_list:
+        rows = {name: strategy_rows(low, i, factors) for i, name in enumerate(low.node_names)}
+        for j in range(max((len(r) for r in rows.values()), default=0)):
+            chosen = {name: r[j % len(r)] for name, r in rows.items() if r}
+            plan = make_plan(low, factors, chosen, case.optimizer)
+            where = f"{case.id} cut {list(factors)} plan {chosen}"
+            try:
+                got = _run(step, plan)
+                compare_results(got, want, where, rtol, atol)
+            except Exception as e:  # name the node at fault, then re-raise
+                raise AssertionError(_blame(step, want, factors, chosen, ops, rtol, atol) or f"{where}: {e}") from e
+            report.steps += 1
+            for name, row in chosen.items():
+                split_somewhere.add(name)
+                report.checked.setdefault(ops[name], set()).add((tuple(factors), tuple(row)))
+        report.triples += sum(len(r) for r in rows.values())
+    if case.op not in ops.values() and at.ops.get(case.op).name not in ops.values():
+        report.lowered.setdefault(at.ops.get(case.op).name, set()).update(
+            op for name, op in ops.items() if name == "op" or name.startswith("op_"))
+    for i, name in enumerate(low.node_names):
+        if name not in split_somewhere:
+            veto = vetoed_vars(low, i)
+            why = f"vetoes {veto}" if veto else "no TDL strategy at these shapes"
+            report.unsplit.setdefault(ops[name], f"{case.id}: node {name}: {why}")
+    return report
+
+
+def _blame(step: Step, want, factors, chosen, ops, rtol, atol) -> Optional[str]:
+    """The first node that, split alone along its strategy, breaks the step (a message)."""
+    for name, row in chosen.items():
+        plan = make_plan(step.lowered, factors, {name: row}, step.case.optimizer)
+        where = f"{step.case.id} cut {list(factors)}: node {name} (op {ops[name]}) split along {row}"
+        try:
+            compare_results(_run(step, plan), want, where, rtol, atol)
+        except Exception as e:
+            return f"{where}: {type(e).__name__}: {e}"
+    return None
+
+
+def uncovered(report: Report, registered: Sequence[str]) -> Dict[str, str]:
+    """Registered ops never split in a checked step, each with the reason known. An op the
+    step lowers into others (BatchNorm into _bn_moments/_bn_stats/_bn_apply) counts as
+    covered when each of those was split."""
+    out = {}
+    for op in sorted(registered):
+        if op in report.checked:
+            continue
+        into = report.lowered.get(op)
+        if into and all(o in report.checked for o in into):
+            continue
+        if into:
+            out[op] = f"lowered into {sorted(into)}, of which {sorted(o for o in into if o not in report.checked)} never split"
+        else:
+            out[op] = report.unsplit.get(op, "no case reaches it")
+    return out
+
+
+def summary(report: Report, registered: Sequence[str]) -> str:
+    """A printable account: counts, per-op strategies covered, and ops not covered."""
+    lines = [f"strategy validator: {report.triples} (op, config, strategy) triples in {report.steps} "
+             f"k-device steps; {len(report.checked)} of {len(registered)} registered ops split"]
+    for op in sorted(report.checked):
+        by_cut: Dict[str, List[str]] = {}
+        for factors, row in sorted(report.checked[op]):
+            by_cut.setdefault("x".join(map(str, factors)), []).append("/".join(row))
+        lines.append(f"  {op}: " + "; ".join(f"{cut}: {', '.join(sorted(set(v)))}" for cut, v in by_cut.items()))
+    for op in sorted(report.lowered):
+        lines.append(f"  {op}: lowered into {', '.join(sorted(report.lowered[op]))}")
+    missing = uncovered(report, registered)
+    if missing:
+        lines.append(f"not covered ({len(missing)}):")
+        lines += [f"  {op}: {why}" for op, why in missing.items()]
+    return "\n".join(lines)

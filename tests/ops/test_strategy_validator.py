@@ -1,0 +1,129 @@
+"""The strategy validator (strategy_validator.py) on generated op configurations
+(strategy_configs.py): every partition strategy of the forward op, of each backward op and
+of the weight updates, at 2-way, 3-way and nested 2x2 cuts, equals the single-device step
+in float64 (outputs, gradients, updated weights, optimizer and aux states, both ways).
+
+The CI sample runs one configuration per op plus the regression cases of the bugs the
+validator found; the whole sweep (slow) runs every configuration at more cuts and prints
+how many (op, config, strategy) triples it checked, which ops and strategies it covered and
+which registered ops it could not split, with the reason."""
+import numpy as np
+import pytest
+
+import autotile as at
+
+pytest.importorskip("autotile._core")
+
+from strategy_configs import CASES, REGRESSIONS, SAMPLE  # noqa: E402
+from strategy_validator import FACTORS, Case, In, Report, check_case, compare_results, summary, uncovered  # noqa: E402
+
+#: cuts the slow sweep adds: a 4-way split of one variable, 2x3 and three nested 2-way cuts
+SLOW_FACTORS = FACTORS + ((4,), (2, 3), (2, 2, 2))
+
+
+def _registered():
+    return sorted({op.name for op in at.ops.all_ops().values()})
+
+
+def _param(case):
+    marks = [pytest.mark.xfail(reason=case.xfail, strict=True)] if case.xfail else []
+    return pytest.param(case, id=case.id, marks=marks)
+
+
+def _assert_split(case, report):
+    """The op under test (or each op it lowers into) ran split in a checked step."""
+    name = at.ops.get(case.op).name
+    ops = report.lowered.get(name) or {name}
+    never = sorted(op for op in ops if op not in report.checked)
+    assert not never, f"{case.id}: {never} never split: {[report.unsplit.get(op) for op in never]}"
+
+
+#: reports of the sample's cases by id, shared with the coverage test (run alone, it checks them)
+_REPORTS = {}
+
+
+def _sample_report(case):
+    if case.id not in _REPORTS:
+        _REPORTS[case.id] = check_case(case)
+    return _REPORTS[case.id]
+
+
+_VETO_FIXES = {c.id for c in REGRESSIONS if c.op in ("max", "min", "prod")}  # fixed by vetoing the split
+
+
+@pytest.mark.parametrize("case", [_param(c) for c in SAMPLE])
+def test_every_strategy_equals_one_device(case):
+    report = _sample_report(case)
+    if case.id not in _VETO_FIXES:
+        _assert_split(case, report)
+
+
+def test_sample_covers_every_registered_op():
+    """Every registered op runs split in a checked k-device step of the sample (ops lowered
+    into others through those): the list of ops never split is empty."""
+    report = Report()
+    for case in SAMPLE:
+        if not case.xfail:
+            report.merge(_sample_report(case))
+    missing = uncovered(report, _registered())
+    assert not missing, summary(report, _registered())
+
+
+def test_a_missing_gradient_or_aux_state_fails():
+    """compare_results checks names both ways and the aux states (the weak _check did not)."""
+    case = Case("BatchNorm", {"fix_gamma": False}, [In((4, 6, 2)), In((6,), "positive"), In((6,))])
+    from strategy_validator import build, reference
+
+    want = reference(build(case))
+    compare_results(want, want, "same")
+    for what in ("grads", "aux"):
+        got = reference(build(case))
+        getattr(got, what).pop(sorted(getattr(got, what))[0])
+        with pytest.raises(AssertionError, match=what):
+            compare_results(got, want, "missing")
+        with pytest.raises(AssertionError, match=what):
+            compare_results(want, got, "extra")
+    got = reference(build(case))
+    name = sorted(got.aux)[0]
+    got.aux[name] = got.aux[name] + 1e-6
+    with pytest.raises(AssertionError, match=name):
+        compare_results(got, want, "moving stats")
+    got.outputs.append(np.zeros(1))
+    with pytest.raises(AssertionError, match="outputs"):
+        compare_results(got, want, "extra output")
+
+
+def test_a_wrong_strategy_is_named():
+    """A kernel that is wrong on tiles (mean without its tile hook divides by the tile's
+    count) is caught, and the message names the node, op and strategy."""
+    op = at.ops.get("mean")
+    hook = op.extra.pop("tile_attrs")
+    try:
+        with pytest.raises(AssertionError, match=r"node op \(op mean\) split along \['r1'\]"):
+            check_case(Case("mean", {"axis": (1,)}, [In((4, 6))]), FACTORS[:1])
+    finally:
+        op.extra["tile_attrs"] = hook
+
+
+@pytest.mark.slow
+def test_full_sweep(capsys):
+    """Every configuration at every cut of SLOW_FACTORS; prints the coverage account."""
+    total, failures, xpassed = Report(), [], []
+    for case in CASES:
+        try:
+            total.merge(check_case(case, SLOW_FACTORS))
+        except AssertionError as e:
+            if not case.xfail:
+                failures.append(str(e)[:2000])
+            continue
+        if case.xfail:
+            xpassed.append(case.id)
+    registered = _registered()
+    with capsys.disabled():
+        print()
+        print(f"{len(CASES)} configurations, cuts {[list(f) for f in SLOW_FACTORS]}")
+        print(summary(total, registered))
+        print(f"known bugs (xfail): {[c.id for c in CASES if c.xfail]}; now passing: {xpassed}")
+    assert not failures, "\n\n".join(failures)
+    assert not xpassed, f"known bugs now pass (drop their xfail): {xpassed}"
+    assert not uncovered(total, registered), summary(total, registered)
