@@ -86,9 +86,15 @@ def cast_inputs(sym, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     unless a Variable's ``__dtype__`` says otherwise), so every device count computes on the
     same numbers. Inputs declared integer (token ids) stay integer; an integer a float dtype
     cannot hold exactly (> 2^24 for float32) is refused naming the input."""
+    from .ops.gather import check_index_inputs
     from .symbol.infer import infer_entry_types
 
-    todo = [n for n in values if np.asarray(values[n]).dtype.kind in "biu"]
+    for name, v in values.items():  # strings or objects would fail (or turn NaN) deep in a kernel
+        kind = np.asarray(v).dtype.kind
+        if kind not in "biufc":
+            raise Error(f"input '{name}' holds {np.asarray(v).dtype} data, not numbers: pass a numeric array")
+    check_index_inputs(sym, values)
+    todo = [n for n in values if np.asarray(values[n]).dtype.kind in "biuf"]
     if not todo:
         return values
     types = infer_entry_types(sym, {})
@@ -97,6 +103,20 @@ def cast_inputs(sym, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     for name in todo:
         value = np.asarray(values[name])
         target = np.dtype(declared.get(name, "float32"))
+        if value.dtype.kind == "f":
+            if target.kind in "iub" and value.size:  # token ids given as floats: 3.5 is not an id
+                bad = ~np.isfinite(value) | (value != np.trunc(value))
+                if bad.any():
+                    raise Error(f"input '{name}' is declared {target.name} but holds {value[bad].reshape(-1)[0]}, "
+                                "which is not an integer")
+                if target.kind in "iu":
+                    info = np.iinfo(target)
+                    lo, hi = float(value.min()), float(value.max())
+                    if lo < info.min or hi > info.max:
+                        raise Error(f"input '{name}' holds {lo if lo < info.min else hi}, outside the range of its "
+                                    f"declared dtype {target.name}")
+                result[name] = value.astype(target)
+            continue
         if target.kind in "iub":
             if value.size and target.kind in "iu" and value.dtype.kind in "iu":
                 info = np.iinfo(target)

@@ -225,7 +225,7 @@ def cmd_run(args) -> int:
     import numpy as np
 
     from . import backend
-    from .training import sgd_args, softmax_loss
+    from .training import check_finite_loss, sgd_args, softmax_loss
 
     sym = load_model(args)
     if not args.inference:  # a model without a loss (an exported classifier) gets one, and we say which
@@ -278,6 +278,8 @@ def cmd_run(args) -> int:
             loss, what = float(np.mean(out)), "output mean"
         print(f"step {step + 1}/{args.steps}: {what} {loss:.6f}  time {time.perf_counter() - t0:.3f}s")
         del res, out  # its gradients would otherwise stay resident through the next step
+        if not args.inference:  # stop as `autotile train` does: later steps would only compute NaN
+            check_finite_loss(loss, f"step {step + 1}", args.lr)
     return 0
 
 

@@ -133,6 +133,10 @@ def _read_array(r: _Reader, index: int) -> Optional[np.ndarray]:
 
 def loads(data: bytes, source: str = "<bytes>") -> Loaded:
     """Arrays from the bytes of an MXNet NDArray file (see :func:`load`)."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise Error(f"nd.loads needs the file's bytes (bytes, bytearray or memoryview), got "
+                    f"{type(data).__name__}" + (": read the file in binary mode ('rb') or use nd.load(path)"
+                                                 if isinstance(data, str) else ""))
     r = _Reader(bytes(data), source)
     header = r.unpack("Q", "list magic")
     if header != LIST_MAGIC:
@@ -177,13 +181,11 @@ def load(fname: Union[str, os.PathLike]) -> Loaded:
     magic number or sparse storage."""
     if isinstance(fname, bool) or not isinstance(fname, (str, bytes, int, os.PathLike)):
         raise Error(f"nd.load needs a file path, got {type(fname).__name__}")
+    from .file_read import read_regular_file
+
     source = f"<fd {fname}>" if isinstance(fname, int) else os.fsdecode(fname)
-    try:
-        with open(fname, "rb", closefd=not isinstance(fname, int)) as f:  # an fd stays the caller's
-            data = f.read()
-    except OSError as e:
-        raise Error(f"cannot read NDArray file '{source}': {e}") from None
-    return loads(data, source)
+    # a regular file only (a FIFO would block, /dev/zero never end), read to its size; an fd stays the caller's
+    return loads(read_regular_file(fname, "NDArray file"), source)
 
 
 def _array_bytes(name: str, value, np_shape: bool) -> bytes:

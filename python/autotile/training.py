@@ -13,6 +13,9 @@ name the zoo's ``mlp-digits`` and ``cnn-digits``.
 """
 from __future__ import annotations
 
+import math
+import numbers
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -59,9 +62,22 @@ class History:
 def sgd_args(lr: float, batch: int) -> dict:
     """SGD arguments as MXNet's Module sets them: the learning rate and rescale_grad = 1/batch
     (SoftmaxOutput's gradient is summed over the batch)."""
-    if not lr > 0:
-        raise Error(f"the learning rate must be positive, got {lr}")
+    check_lr(lr)
     return {"lr": float(lr), "rescale_grad": 1.0 / max(1, batch)}
+
+
+def check_lr(lr) -> float:
+    """`lr` as a positive finite float; Error naming it otherwise (``lr='x'``, 0, inf)."""
+    if isinstance(lr, bool) or not isinstance(lr, numbers.Real) or not math.isfinite(lr) or not lr > 0:
+        raise Error(f"the learning rate must be positive, got {lr!r} (lr: a positive finite number)")
+    return float(lr)
+
+
+def check_finite_loss(loss: float, where: str, lr: float) -> None:
+    """Error when a step's loss is NaN or infinite: training diverged at `where` (e.g. "step 3");
+    the usual cause is a learning rate too large for the model."""
+    if not math.isfinite(loss):
+        raise Error(f"training diverged at {where} (loss {loss}): lower --lr (now {lr:g}), e.g. --lr {lr / 10:g}")
 
 
 def softmax_loss(probs: np.ndarray, labels: np.ndarray):
@@ -169,11 +185,18 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
         raise Error(f"batch must be a positive integer, got {batch!r}")
     if data not in training_data.DATASETS:
         raise Error(f"unknown data set '{data}' (known: {', '.join(training_data.DATASETS)})")
+    lr = check_lr(lr)
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
+        raise Error(f"seed must be a non-negative integer, got {seed!r}")
+    for key, value in (("plot", plot), ("save", save)):
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise Error(f"{key} must be a file path, got {type(value).__name__}")
     out = sys.stdout if out is None else out
     sym, name = resolve_model(model, data, batch)
     arg_shapes, aux_shapes = param_shapes(sym)
     data_name, label_name = _io_names(sym, arg_shapes)
     batch = arg_shapes[data_name][0]
+    training_data.check_size(data, arg_shapes[data_name][1:], batch)  # before allocating the data set
     ds = training_data.load(data, arg_shapes[data_name][1:], _classes(sym), batch, seed=seed)
     steps = len(ds.x_train) // batch
     if steps == 0:
@@ -204,7 +227,7 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
             loss, acc = softmax_loss(res.outputs[0], ds.y_train[idx])
             if not np.isfinite(loss):
                 bar.close()
-                raise Error(f"training diverged at epoch {epoch} step {s + 1} (loss {loss}): lower --lr (now {lr})")
+                check_finite_loss(loss, f"epoch {epoch} step {s + 1}", lr)
             hist.step_losses.append(loss)
             losses.append(loss)
             accs.append(acc)

@@ -8,6 +8,7 @@ clusters, one per class around a random centre, in whatever input shape the mode
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -78,11 +79,37 @@ def synthetic(sample_shape: Sequence[int], classes: int, train_size: int, test_s
     return Dataset("synthetic", x_train, y_train, x_test, y_test, classes)
 
 
+#: samples of the digits training split (1,797 images, a quarter held out for testing)
+DIGITS_TRAIN = 1347
+#: the most bytes the synthetic data set may take (train and test, float32)
+MAX_SYNTHETIC_BYTES = 1 << 30
+
+
+def synthetic_sizes(batch: int):
+    """(train, test) sample counts of the synthetic data set for `batch`."""
+    train_size = max(16 * batch, 512)
+    return train_size, max(train_size // 4, batch)
+
+
+def check_size(name: str, sample_shape: Sequence[int], batch: int) -> None:
+    """Error, before anything is allocated, when `batch` cannot be trained on data set `name`:
+    larger than the digits training split, or a synthetic set of more than 1 GiB."""
+    if name == "digits" and batch > DIGITS_TRAIN:
+        raise Error(f"batch {batch} is larger than the {DIGITS_TRAIN} training samples of 'digits'")
+    if name == "synthetic":
+        samples = sum(synthetic_sizes(batch))
+        size = samples * 4 * math.prod(int(d) for d in sample_shape)
+        if size > MAX_SYNTHETIC_BYTES:
+            raise Error(f"batch {batch} needs a synthetic data set of {samples} samples of shape "
+                        f"{tuple(sample_shape)} ({size / 2 ** 30:.1f} GiB, 16 batches to train on), more than "
+                        f"its {MAX_SYNTHETIC_BYTES >> 30} GiB bound: use a smaller batch")
+
+
 def load(name: str, sample_shape: Sequence[int], classes: int, batch: int, seed: int = 0) -> Dataset:
     """Data set `name` shaped for a model taking `sample_shape` per sample with `classes` outputs."""
     if name == "digits":
         return digits(sample_shape, classes, seed=seed)
     if name == "synthetic":
-        train_size = max(16 * batch, 512)
-        return synthetic(sample_shape, classes, train_size, max(train_size // 4, batch), seed=seed)
+        train_size, test_size = synthetic_sizes(batch)
+        return synthetic(sample_shape, classes, train_size, test_size, seed=seed)
     raise Error(f"unknown data set '{name}' (known: {', '.join(DATASETS)})")

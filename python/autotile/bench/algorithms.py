@@ -66,9 +66,9 @@ def main(argv=None) -> int:
         print(text + "\n")
     common.write_json("algorithms.json", {"devices": DEVICES, "profiles": [hw.to_dict() for hw in profiles],
                                           "results": raw, "tables": tables})
-    _plot(raw, profiles[0], [m for m, _ in models])
-    print(f"{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('algorithms.json')}, "
-          f"plot {common.out_path('algorithms.png')}")
+    png = common.plot_or_note(_plot, raw, profiles[0], [m for m, _ in models])
+    print(f"{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('algorithms.json')}"
+          + (f", plot {png}" if png else ""))
     return 0
 
 
@@ -91,8 +91,8 @@ def _plot(raw, hw, models):
         ax.set_ylabel("step seconds")
         ax.set_title(f"{model} on {DEVICES} x {hw.name} (simulated)", fontsize=9)
         ax.legend(fontsize=7)
-    common.save_figure(fig, "algorithms.png")
+    return common.save_figure(fig, "algorithms.png")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

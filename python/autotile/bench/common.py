@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
 import time
 from typing import Callable, List, Sequence
 
@@ -78,9 +79,51 @@ def arg_parser(description: str):
 
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="small sizes (CI smoke run, < 2 minutes)")
-    p.add_argument("--profile", action="append", default=None,
+    p.add_argument("--profile", action="append", default=None, type=profile_arg,
                    help="hardware profile name or JSON path (repeatable; default per benchmark)")
     return p
+
+
+def profile_arg(text: str):
+    """--profile: the loaded profile (load_profile passes it through), or a usage error (exit 2)
+    naming the shipped profiles, before any work."""
+    import argparse
+
+    from autotile.errors import Error
+    from autotile.sim import load_profile
+
+    try:
+        return load_profile(text)
+    except Error as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def run_main(main) -> int:
+    """Exit status of a benchmark's `main`: an autotile Error (a bad profile file, a model that
+    cannot be planned) is one line on stderr and status 1, not a traceback."""
+    from autotile.errors import Error
+
+    try:
+        return main() or 0
+    except Error as e:
+        print(f"autotile bench: error: {e}", file=sys.stderr)
+        return 1
+
+
+#: how to install what draws the benchmarks' plots
+PLOT_EXTRA = "pip install 'autotile[plot]'"
+
+
+def plot_or_note(draw, *args, **kwargs):
+    """`draw(*args, **kwargs)` (it writes a figure and returns its path) when matplotlib is
+    installed; else None and one line on stderr naming the extra that adds it: a missing
+    plotting library costs the plot only, never the tables or the JSON."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        print(f"note: no plot written: matplotlib is not installed ({PLOT_EXTRA} adds it)", file=sys.stderr)
+        return None
+    return draw(*args, **kwargs)
 
 
 def error_text(e: BaseException, width: int = 60) -> str:

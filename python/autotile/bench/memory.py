@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from .common import out_path, table, write_json
+from .common import out_path, plot_or_note, pyplot, run_main, table, write_json
 
 import autotile as at  # noqa: E402
 
@@ -112,20 +112,13 @@ def main(argv=None):
     print(table(["model", "serial MB", "ideal MB", "ctrl MB", "ctrl/ideal", "comm MB", "(ctrl-comm)/ideal",
                  "no-ctrl MB", "no-ctrl/ideal"], rows))
     path = write_json("memory.json", results)
-    plot(results, out_path("memory.png"))
-    print(f"\nwrote {path} and {out_path('memory.png')}")
+    png = plot_or_note(plot, results, out_path("memory.png")) if results else None
+    print(f"\nwrote {path}" + (f" and {png}" if png else ""))
 
 
 def plot(results, path):
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        return
-    if not results:
-        return
+    """Bar chart of the per-device peaks against the ideal share; returns its path."""
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 3.5))
     names = [r["model"] for r in results]
     xs = range(len(results))
@@ -142,7 +135,8 @@ def plot(results, path):
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -330,4 +330,4 @@ def width_sweep(args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

@@ -55,9 +55,9 @@ def main(argv=None) -> int:
         print(text + "\n")
     common.write_json("mlp.json", {"profiles": [hw.to_dict() for hw in profiles], "results": raw,
                                    "tables": tables})
-    _plot(raw, profiles[0], configs, device_counts)
-    print(f"{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('mlp.json')}, "
-          f"plot {common.out_path('mlp.png')}")
+    png = common.plot_or_note(_plot, raw, profiles[0], configs, device_counts)
+    print(f"{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('mlp.json')}"
+          + (f", plot {png}" if png else ""))
     return 0
 
 
@@ -86,8 +86,8 @@ def _plot(raw, hw, configs, device_counts):
         ax.set_ylabel("step ms (hatched: comm overhead)")
         ax.set_title(f"MLP {hidden}x{hidden}, batch {batch} ({hw.name}, simulated)", fontsize=9)
         ax.legend(fontsize=7)
-    common.save_figure(fig, "mlp.png")
+    return common.save_figure(fig, "mlp.png")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

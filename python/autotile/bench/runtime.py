@@ -23,7 +23,7 @@ import os
 import subprocess
 import sys
 
-from .common import median_seconds, random_step_values, table, write_json
+from .common import median_seconds, random_step_values, run_main, table, write_json
 
 import numpy as np  # noqa: E402
 
@@ -287,4 +287,4 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

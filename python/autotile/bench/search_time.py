@@ -23,7 +23,7 @@ import os
 import sys
 import time
 
-from .common import pyplot, save_figure, table, write_json
+from .common import plot_or_note, pyplot, run_main, save_figure, table, write_json
 
 
 #: Tofu Table 1: search time of their algorithm on 8 GPUs
@@ -143,9 +143,10 @@ def main(argv=None):
     result = {"quick": args.quick, "headline": headline(repeat), "depth": depth_sweep(depths, mlps, repeat),
               "devices": device_sweep(devices, repeat)}
     result["bench_seconds"] = time.perf_counter() - t0
-    print(f"\nwrote {write_json('search_time.json', result)} and {plot(result)} "
-          f"({result['bench_seconds']:.0f} s)")
+    png = plot_or_note(plot, result)
+    print(f"\nwrote {write_json('search_time.json', result)}" + (f" and {png}" if png else "")
+          + f" ({result['bench_seconds']:.0f} s)")
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_main(main))

@@ -266,7 +266,7 @@ def main(argv=None) -> int:
     print(f"\ncalibration: {path}; {time.perf_counter() - t_start:.0f}s")
     common.write_json("sim_validate.json", {"rows": raw, "calibration": path, "machine": machine,
                                             "fitted_profile": devices_out[2].hw.to_dict() if devices_out[2] else None})
-    _plot(raw)
+    common.plot_or_note(_plot, raw)
     return 0
 
 
@@ -296,4 +296,4 @@ def _plot(raw):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

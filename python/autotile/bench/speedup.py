@@ -81,9 +81,9 @@ def main(argv=None) -> int:
         print("not available:\n  " + "\n  ".join(errors[:12]))
     common.write_json("speedup.json", {"devices": DEVICES, "profiles": [hw.to_dict() for hw in profiles],
                                        "results": raw, "tables": tables})
-    _plot(raw, profiles, models, algorithms)
-    print(f"\n{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('speedup.json')}, "
-          f"plot {common.out_path('speedup.png')}")
+    png = common.plot_or_note(_plot, raw, profiles, models, algorithms)
+    print(f"\n{time.perf_counter() - t0:.0f}s; raw numbers in {common.out_path('speedup.json')}"
+          + (f", plot {png}" if png else ""))
     return 0
 
 
@@ -107,8 +107,8 @@ def _plot(raw, profiles, models, algorithms):
             ax.set_xlabel("batch")
             ax.set_ylabel("speedup over 1 device")
             ax.legend(fontsize=7)
-    common.save_figure(fig, "speedup.png")
+    return common.save_figure(fig, "speedup.png")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(common.run_main(main))

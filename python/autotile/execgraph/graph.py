@@ -150,9 +150,12 @@ def lower_for_plan(sym, plan, replicate_fallback: bool = False, optimizer_args: 
 
 
 def node_ids(lowered: LoweredGraph, order: Optional[Sequence]) -> Optional[List[int]]:
-    """Node ids of a schedule given by node names or ids (None stays None: the default)."""
+    """Node ids of a schedule given by node names or ids (None stays None: the default).
+    Error naming the argument unless it lists every node of the graph once."""
     if order is None:
         return None
+    if isinstance(order, (str, bytes)) or not hasattr(order, "__iter__"):
+        raise Error(f"order must be a list of node names or ids (every node once), got {type(order).__name__}")
     index = {n: i for i, n in enumerate(lowered.node_names)}
     ids = []
     for v in order:
@@ -160,11 +163,34 @@ def node_ids(lowered: LoweredGraph, order: Optional[Sequence]) -> Optional[List[
             if v not in index:
                 raise Error(f"schedule order: no node '{v}' in the graph")
             ids.append(index[v])
-        elif isinstance(v, (int,)) or hasattr(v, "__index__"):
-            ids.append(int(v))
+        elif not isinstance(v, bool) and hasattr(v, "__index__"):
+            ids.append(v.__index__())
         else:
             raise Error(f"schedule order: {v!r} is neither a node name nor a node id")
+    if not ids:  # the core reads an empty order as "the default": say so instead of ignoring it
+        raise Error(f"schedule order: 0 nodes given, the graph has {len(index)} (order must list every node "
+                    "once; order=None gives the default schedule)")
     return ids
+
+
+def check_batch(sym, plan) -> None:
+    """Error when `sym` declares an input shape other than the one `plan` was made for (a plan
+    for batch 64 handed a model built for batch 32), unless it is the shape the planned model
+    declared before ``at.plan(..., batch=B)`` overrode it (``plan.declared_shapes``)."""
+    from ..symbol.infer import _declared_shape
+
+    if plan.declared_shapes is None:  # a plan written before the field: nothing to compare with
+        return
+    for node in sym.topo_nodes():
+        if not node.is_variable or node.name not in plan.input_shapes:
+            continue
+        declared = _declared_shape(node)
+        made = tuple(plan.input_shapes[node.name])
+        if not declared or len(declared) != len(made) or tuple(declared[1:]) != made[1:]:
+            continue  # other dims differ: another graph, which the tensor shapes name
+        if tuple(declared) not in (made, tuple(plan.declared_shapes.get(node.name, made))):
+            raise Error(f"plan was made for another batch: input '{node.name}' is {made} in the plan "
+                        f"(batch {plan.batch}), the model declares {tuple(declared)}")
 
 
 def transform(model, plan, control_deps: bool = True, device_memory: Optional[int] = None,
@@ -189,6 +215,7 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     from ..planner.memory_fit import parse_bytes
 
     check_plan(plan)
+    given_memory = device_memory is not None
     if device_memory is not None:
         device_memory = parse_bytes(device_memory)
     budget = device_memory if device_memory is not None else getattr(plan, "swap_budget", None)
@@ -199,6 +226,7 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     if device_memory is None and swap:
         device_memory = budget
     sym = as_symbol(model, batch=plan.batch)
+    check_batch(sym, plan)
     tg, lowered = lower_for_plan(sym, plan, replicate_fallback, optimizer_args, dtypes)
     names = lowered.tensor_names
     missing = [n for n in names if n not in plan.tensor_tilings]
@@ -224,6 +252,8 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
         over = [(d, b) for d, b in enumerate(core.arena_bytes) if b > device_memory]
         if over:
             need = ", ".join(f"device {d}: {b / 1e6:.1f} MB" for d, b in over[:8])
-            raise Error(f"the plan needs more than device_memory={device_memory / 1e6:.1f} MB on "
+            # name the budget where it came from: the argument, or the plan's own swap_budget
+            budget_name = "device_memory" if given_memory else "the plan's swap_budget"
+            raise Error(f"the plan needs more than {budget_name}={device_memory / 1e6:.1f} MB on "
                         f"{len(over)} device(s){' even with swapping' if swap else ''}: {need}")
     return eg

@@ -1,10 +1,14 @@
-"""Embedding: out[..., :] = weight[data[...], :] (MXNet semantics).
+"""Embedding: out[..., :] = weight[data[...], :] (MXNet semantics, or ONNX Gather's).
 
-Indices arrive as floats (MXNet's default data dtype); they are truncated to integers and
-*clipped* to [0, input_dim - 1], as MXNet 1.x's Embedding does in forward and backward
-(checked against MXNet 1.9.1: -1 reads row 0, input_dim + 3 reads the last row), so no
-index raises. The gradient of weight is a scatter-add of dy's rows (repeated indices
-accumulate); data gets none. sparse_grad is accepted; the gradient is always dense.
+With ``mode="clip"`` (the default, MXNet's) indices arrive as floats (MXNet's default data
+dtype); they are truncated to integers and *clipped* to [0, input_dim - 1], as MXNet 1.x's
+Embedding does in forward and backward (checked against MXNet 1.9.1: -1 reads row 0,
+input_dim + 3 reads the last row), so no index raises. With ``mode="raise"`` (ONNX Gather,
+as onnxruntime computes it) ids lie in [-input_dim, input_dim), negative ones counting from
+the end (-1 is the last row); an id outside that range, or a float id that is not an
+integer, is an Error naming the value. The gradient of weight is a scatter-add of dy's rows
+(repeated indices accumulate); data gets none. sparse_grad is accepted; the gradient is
+always dense.
 
 TDL: the row read depends on data's values, which an affine index cannot say, so weight's
 row dim is ':'; splitting the batch dims or the output_dim column is exact. The backward
@@ -16,12 +20,19 @@ import numpy as np
 
 from ._axes import need_shapes
 from ._tiles import box_shape
+from .gather import map_indices
 from .registry import OpDef, Param, register
 from .tdl_helpers import access, index_vars
 
 
-def _rows(data, input_dim):
-    return np.clip(np.asarray(data).astype(np.int64), 0, input_dim - 1)
+_MODES = ("clip", "raise")
+
+
+def _rows(op, data, attrs):
+    """The weight rows `data` reads under the op's mode (module doc)."""
+    if attrs["mode"] == "raise":
+        return map_indices(op, data, attrs["input_dim"], "raise", what="the vocabulary (input_dim)")
+    return np.clip(np.asarray(data).astype(np.int64), 0, attrs["input_dim"] - 1)
 
 
 def _infer(attrs, in_shapes):
@@ -36,7 +47,7 @@ def _infer_type(attrs, in_dtypes):
 
 def _forward(attrs, inputs, ctx):
     data, weight = inputs
-    return [weight[_rows(data, attrs["input_dim"])]]
+    return [weight[_rows("Embedding", data, attrs)]]
 
 
 def _tdl(attrs, in_shapes, out_shapes):
@@ -50,6 +61,8 @@ _PARAMS = {
     "output_dim": Param("int", required=True),
     "dtype": Param("str", "float32", choices=("float16", "float32", "float64", "uint8", "int8", "int32", "int64")),
     "sparse_grad": Param("bool", False),
+    #: "clip" (MXNet) or "raise" (ONNX Gather: negative ids from the end, out of range an Error)
+    "mode": Param("str", "clip", choices=_MODES),
 }
 
 register(OpDef(
@@ -60,7 +73,8 @@ register(OpDef(
     infer_type=_infer_type,
     forward=_forward,
     gradient=lambda ctx: [None, ctx.op("_backward_Embedding", ctx.out_grads[0], ctx.inputs[0],
-                                       input_dim=ctx.attrs["input_dim"], output_dim=ctx.attrs["output_dim"])],
+                                       input_dim=ctx.attrs["input_dim"], output_dim=ctx.attrs["output_dim"],
+                                       mode=ctx.attrs["mode"])],
     tdl=_tdl,
     doc="Look up rows of weight (input_dim, output_dim) at the indices in data.",
 ))
@@ -77,7 +91,7 @@ def _bwd_forward(attrs, inputs, ctx):
     """Rows [row_begin, row_begin + num_rows) of the weight gradient (all rows by default)."""
     dy, data = inputs
     n = attrs["num_rows"] if attrs["num_rows"] is not None else attrs["input_dim"]
-    rows = _rows(data, attrs["input_dim"]).reshape(-1) - attrs["row_begin"]
+    rows = _rows("_backward_Embedding", data, attrs).reshape(-1) - attrs["row_begin"]
     keep = (rows >= 0) & (rows < n)
     dw = np.zeros((n, attrs["output_dim"]), dtype=dy.dtype)
     np.add.at(dw, rows[keep], dy.reshape(-1, attrs["output_dim"])[keep])
@@ -99,12 +113,13 @@ register(OpDef(
     name="_backward_Embedding",
     params={"input_dim": Param("int", required=True), "output_dim": Param("int", required=True),
             # set on tiles only: the block of weight rows this tile accumulates
-            "row_begin": Param("int", 0), "num_rows": Param("optional_int", None)},
+            "row_begin": Param("int", 0), "num_rows": Param("optional_int", None),
+            "mode": Param("str", "clip", choices=_MODES)},
     arguments=lambda attrs: ["dy", "data"],
     extra={"tile_attrs": _bwd_tile},
     infer_shape=_bwd_infer,
     infer_type=lambda attrs, t: ([t[0], t[1] or "float32"], [t[0] or "float32"]),
     forward=_bwd_forward,
     tdl=_bwd_tdl,
-    doc="Gradient of Embedding's weight: dy rows scatter-added at the (clipped) indices.",
+    doc="Gradient of Embedding's weight: dy rows scatter-added at the indices (clipped or, mode raise, checked).",
 ))

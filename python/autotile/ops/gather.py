@@ -53,7 +53,12 @@ def _as_int(indices):
 
 
 def map_indices(op: str, indices, n: int, mode: str = "raise", what: str = "axis"):
-    """Indices into a dim of size `n` as positions in [0, n) under `mode` (see module doc)."""
+    """Indices into a dim of size `n` as positions in [0, n) under `mode` (see module doc).
+    Under "raise" (ONNX semantics) a float index that is not an integer is an Error too."""
+    if mode == "raise":
+        bad = _not_integral(indices)
+        if bad is not None:
+            raise Error(f"{op}: index {bad} is not an integer (indices into {what} of size {n})")
     idx = _as_int(indices)
     if n <= 0:
         raise Error(f"{op}: cannot gather from an empty {what} (size {n})")
@@ -66,6 +71,50 @@ def map_indices(op: str, indices, n: int, mode: str = "raise", what: str = "axis
         raise Error(f"{op}: index {int(idx[bad].reshape(-1)[0])} is out of range for {what} of size {n} "
                     f"(valid: [-{n}, {n}))")
     return np.where(idx < 0, idx + n, idx)
+
+
+def _not_integral(indices):
+    """The first value of a float index array that is not an integer (NaN, inf, 3.5), else None."""
+    idx = np.asarray(indices)
+    if idx.dtype.kind not in "fc":
+        return None
+    bad = ~np.isfinite(idx) | (idx != np.trunc(idx))
+    return idx[bad].reshape(-1)[0].item() if bad.any() else None
+
+
+def check_index_inputs(sym, values) -> None:
+    """Ids fed from the model's inputs to a gather with ONNX semantics (Embedding or take with
+    mode "raise"): Error naming the input, the node and the bad value before anything runs (the
+    kernels refuse them too, but cannot name the input)."""
+    by_name = {}
+    for node in sym.topo_nodes():
+        if node.op not in ("Embedding", "take") or len(node.inputs) < 2:
+            continue
+        attrs = node.parsed_attrs()
+        if attrs.get("mode") != "raise":
+            continue
+        table, ids = (node.inputs[1][0], node.inputs[0][0]) if node.op == "Embedding" else \
+            (node.inputs[0][0], node.inputs[1][0])
+        if not ids.is_variable or ids.name not in values:
+            continue
+        if node.op == "Embedding":
+            n = attrs["input_dim"]
+        elif table.is_variable and table.name in values and np.ndim(values[table.name]) > 0:
+            shape = np.shape(values[table.name])
+            n = shape[norm_axis("take", attrs["axis"], len(shape), shape=shape)]
+        else:
+            continue
+        by_name.setdefault(ids.name, (node, n))
+    for name, (node, n) in by_name.items():
+        where = f"node '{node.name}' ({node.op}) gathers from {n} rows"
+        bad = _not_integral(values[name])
+        if bad is not None:
+            raise Error(f"input '{name}' holds the id {bad}, which is not an integer ({where})")
+        idx = _as_int(values[name])
+        out = (idx < -n) | (idx >= n)
+        if out.any():
+            raise Error(f"input '{name}' holds the id {int(idx[out].reshape(-1)[0])}, out of range: {where}, "
+                        f"so ids must lie in [-{n}, {n}) (negative ones count from the end)")
 
 
 def scatter_rows(target, rows, vals):

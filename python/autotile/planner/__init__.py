@@ -58,6 +58,19 @@ def _unknown_batch_only(node) -> bool:
     return len(shape) >= 1 and shape[0] in (0, None) and all(d is not None and d > 0 for d in shape[1:])
 
 
+def declared_input_shapes(sym, in_shapes) -> Dict[str, tuple]:
+    """The shapes `sym`'s inputs declare where `in_shapes` (what a plan is made for) differ
+    from them: the model a plan overrode the batch of (``at.plan(sym, batch=B)``)."""
+    from ..symbol.infer import _declared_shape
+
+    out = {}
+    for node in sym.topo_nodes():
+        declared = _declared_shape(node) if node.is_variable and node.name in in_shapes else None
+        if declared is not None and tuple(declared) != tuple(in_shapes[node.name]):
+            out[node.name] = tuple(declared)
+    return out
+
+
 def with_head_grads(tg, shapes: Dict[str, tuple]) -> Dict[str, tuple]:
     """`shapes` plus the shapes of the training graph's head-gradient inputs (those of the
     non-loss outputs they belong to)."""
@@ -131,10 +144,16 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         raise Error("plan needs devices= (a device count) or mesh= (named axes)")
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
+    if devices > layout_rules.MAX_DEVICES:  # before building the graph and factoring the count
+        raise Error(f"devices must be at most {layout_rules.MAX_DEVICES}, got {devices}")
     if algorithm not in ALGORITHMS:
         raise Error(f"unknown algorithm '{algorithm}' (choose from {', '.join(ALGORITHMS)})")
-    if batch is not None and (not isinstance(batch, int) or batch < 1):
+    if batch is not None and (not isinstance(batch, int) or isinstance(batch, bool) or batch < 1):
         raise Error(f"batch must be a positive integer, got {batch!r}")
+    if device_memory is not None:  # a bad budget is refused before the graph is built
+        from .memory_fit import parse_bytes
+
+        device_memory = parse_bytes(device_memory)
     t0 = time.perf_counter()
     sym, tg, in_shapes, lowered = lowered_training_graph(model, shapes, batch, optimizer, replicate_fallback, train)
     lower_seconds = time.perf_counter() - t0
@@ -176,7 +195,6 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     if device_memory is not None:
         from . import memory_fit
 
-        device_memory = memory_fit.parse_bytes(device_memory)
         if algorithm in ("tofu", "ilp", "data", "bruteforce"):
             raw, peak, weight, _ = memory_fit.fit(search, lowered, devices, device_memory)
         else:  # the layer-wise baselines fix their own layouts: only check them
@@ -200,6 +218,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         batch=batch if batch is not None else (next(iter(in_shapes.values()))[0] if in_shapes else None),
         num_groups=int(raw.get("num_groups", 0)), num_levels=int(raw.get("num_levels", 0)),
         optimizer=optimizer if train else "", input_shapes=in_shapes, train=train)
+    result.declared_shapes = declared_input_shapes(sym, in_shapes)
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
     result.device_memory, result.peak_memory, result.memory_weight = device_memory, peak, weight
     result.swap_budget = raw.get("swap_budget")

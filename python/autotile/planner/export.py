@@ -63,6 +63,9 @@ def _mesh_dims(plan, granularity: str):
 def _layouts(plan, granularity: Optional[str]):
     """Per exported tensor, its per-mesh-dim placement; picks cut granularity when the axis
     granularity cannot express some tensor (unless `granularity` forces one)."""
+    if granularity not in (None, "axis", "cut"):
+        raise Error(f"granularity must be 'axis', 'cut' or None (axis when it can express the plan), "
+                    f"got {granularity!r}")
     tensors = _exported_tensors(plan)
     for g in ([granularity] if granularity else ["axis", "cut"]):
         names, sizes, cut_dim = _mesh_dims(plan, g)

@@ -15,12 +15,15 @@ axis the mesh lacks is an Error naming the rule and the tensor.
 from __future__ import annotations
 
 import fnmatch
+import math
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import Error
 
 #: The axis name of a plain device count (``devices=k`` is the one-axis mesh).
 DEFAULT_AXIS = "devices"
+#: The most devices a plan may have (AT_MAX_DEVICES of the C API, csrc/include/autotile/c_api.h).
+MAX_DEVICES = 4096
 
 
 def _prime_factors(n: int) -> List[int]:
@@ -43,10 +46,13 @@ def check_mesh(mesh) -> Dict[str, int]:
             name, sep, size = part.partition("=")
             if not sep or not name.strip():
                 raise Error(f"mesh: expected 'axis=size' entries separated by commas, got {part!r}")
+            name = name.strip()
+            if name in pairs:  # a dict would keep the last size silently
+                raise Error(f"mesh: axis '{name}' is given twice ({name}={pairs[name]} and {part})")
             try:
-                pairs[name.strip()] = int(size)
+                pairs[name] = int(size)
             except ValueError:
-                raise Error(f"mesh: the size of axis '{name.strip()}' must be an integer, got {size!r}") from None
+                raise Error(f"mesh: the size of axis '{name}' must be an integer, got {size!r}") from None
         mesh = pairs
     if not isinstance(mesh, Mapping) or not mesh:
         raise Error(f"mesh must be a non-empty dict {{axis name: size}}, got {mesh!r}")
@@ -57,6 +63,9 @@ def check_mesh(mesh) -> Dict[str, int]:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise Error(f"mesh: axis '{name}' must have a positive integer size, got {size!r}")
         out[name] = size
+    total = math.prod(out.values())
+    if total > MAX_DEVICES:  # before anything factors the sizes (a huge prime would take forever)
+        raise Error(f"mesh {out} has {total} devices, more than the {MAX_DEVICES} autotile plans for")
     return out
 
 
@@ -220,5 +229,7 @@ def parse_rule(text: str) -> Tuple[str, Dict[int, str]]:
             d = None
         if not eq or d is None or not axis.strip():
             raise Error(f"layout rule {text!r}: {part!r} is not DIM=AXIS (e.g. 0=model)")
+        if d in dims:
+            raise Error(f"layout rule {text!r}: dimension {d} is given twice ({d}={dims[d]} and {part})")
         dims[d] = axis.strip()
     return pattern, dims

@@ -22,6 +22,10 @@ _UNITS = {"": 1, "b": 1, "k": 1000, "kb": 1000, "m": 1000 ** 2, "mb": 1000 ** 2,
           "t": 1000 ** 4, "tb": 1000 ** 4, "kib": 1024, "mib": 1024 ** 2, "gib": 1024 ** 3, "tib": 1024 ** 4}
 
 
+#: The largest budget: the core keeps byte counts in int64.
+MAX_BYTES = 2 ** 63 - 1
+
+
 def parse_bytes(value, what: str = "device_memory") -> int:
     """A byte count from an int or a string with a unit ("16GiB", "512 MB", "1.5e9")."""
     if isinstance(value, bool):
@@ -29,11 +33,15 @@ def parse_bytes(value, what: str = "device_memory") -> int:
     if isinstance(value, (int, float)):
         if not math.isfinite(value) or value <= 0:
             raise Error(f"{what} must be a positive number of bytes, got {value!r}")
+        if value > MAX_BYTES:
+            raise Error(f"{what}={value!r} bytes is more than any device holds (at most 2^63 - 1 bytes)")
         return int(value)
     if isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
         if m and m.group(2).lower() in _UNITS:
             n = float(m.group(1)) * _UNITS[m.group(2).lower()]
+            if n > MAX_BYTES:  # '1e309' is inf: no int, and no budget the core could hold
+                raise Error(f"{what}={value!r} is more than any device holds (at most 2^63 - 1 bytes)")
             if n > 0:
                 return int(n)
         raise Error(f"{what}={value!r}: expected a positive size with a unit of B, KB, MB, GB, TB, KiB, MiB, GiB "

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
@@ -26,7 +27,7 @@ _FIELD_KINDS = {
     "batch": "int?", "num_groups": "int", "num_levels": "int", "optimizer": "str", "input_shapes": "dict[shape]",
     "mesh": "dict[int]", "cut_axes": "list[str]", "device_memory": "int?", "peak_memory": "int?",
     "memory_weight": "num", "swap_budget": "int?", "train": "bool", "cut_solvers": "list[str]",
-    "optimality_gaps": "list[num?]",
+    "optimality_gaps": "list[num?]", "declared_shapes": "dict[shape]?",
 }
 
 
@@ -43,6 +44,17 @@ def _is_kind(value, kind: str) -> bool:
     if kind == "num":
         return isinstance(value, (int, float)) and not isinstance(value, bool)
     return isinstance(value, {"int": int, "str": str, "bool": bool}[kind]) and (kind == "bool" or not isinstance(value, bool))
+
+
+def _unique_keys(pairs) -> dict:
+    """A JSON object as a dict; Error on a key given twice (json keeps the last one silently:
+    a mesh {"batch": 2, "batch": 4} would lose an axis)."""
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise Error(f"plan JSON: key '{key}' appears twice in one object")
+        out[key] = value
+    return out
 
 
 @dataclass
@@ -96,6 +108,10 @@ class Plan:
     #: bound; None: not known)
     cut_solvers: List[str] = field(default_factory=list)
     optimality_gaps: List[Optional[float]] = field(default_factory=list)
+    #: the input shapes the planned model itself declared, where they differ from
+    #: input_shapes only by the batch= the plan was made for (None: a plan written before this
+    #: field, not checked); transform accepts a model declaring either
+    declared_shapes: Optional[Dict[str, Tuple[int, ...]]] = None
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -167,7 +183,42 @@ class Plan:
             if not isinstance(strategies, list) or len(strategies) != cuts or \
                     not all(isinstance(x, str) for x in strategies):
                 raise Error(f"plan: node '{name}' has strategies {strategies!r}, expected {cuts} names (one per cut)")
+        self._validate_mesh()
+        for name in ("device_memory", "swap_budget"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise Error(f"plan: {name} must be a positive number of bytes or null, got {value!r}")
+        if self.peak_memory is not None and self.peak_memory < 0:
+            raise Error(f"plan: peak_memory must be a non-negative number of bytes or null, got {self.peak_memory!r}")
+        if not math.isfinite(self.memory_weight) or self.memory_weight < 0:
+            raise Error(f"plan: memory_weight must be a non-negative finite number, got {self.memory_weight!r}")
         return self
+
+    def _validate_mesh(self) -> None:
+        """The mesh's sizes multiply to devices, cut_axes has one mesh axis per cut, and each
+        axis's cut factors multiply to its size (an empty mesh and cut_axes: the plain
+        {"devices": k} of plans written before meshes)."""
+        if not self.mesh and not self.cut_axes:
+            return
+        if not self.mesh:
+            raise Error(f"plan: cut_axes {self.cut_axes} name mesh axes, but the plan has no mesh")
+        bad = next((a for a, k in self.mesh.items() if k < 1), None)
+        if bad is not None:
+            raise Error(f"plan: mesh axis '{bad}' has size {self.mesh[bad]}, not a positive integer")
+        size = math.prod(self.mesh.values())
+        if size != self.devices:
+            raise Error(f"plan: mesh {self.mesh} has {size} devices, not devices={self.devices}")
+        if len(self.cut_axes) != len(self.factors):
+            raise Error(f"plan: cut_axes {self.cut_axes} has {len(self.cut_axes)} entries, expected one mesh axis "
+                        f"per cut ({len(self.factors)} cuts)")
+        unknown = [a for a in self.cut_axes if a not in self.mesh]
+        if unknown:
+            raise Error(f"plan: cut_axes names '{unknown[0]}', which is not an axis of the mesh "
+                        f"({', '.join(self.mesh)})")
+        for axis, k in self.mesh.items():
+            cut = math.prod(f for f, a in zip(self.factors, self.cut_axes) if a == axis)
+            if cut != k:
+                raise Error(f"plan: the cuts of mesh axis '{axis}' multiply to {cut}, not its size {k}")
 
     # ------------------------------------------------------------------ reports
     def summary(self, max_rows: int = 40) -> str:
@@ -218,20 +269,27 @@ class Plan:
         doc = asdict(self)
         doc["tensor_shapes"] = {k: list(v) for k, v in self.tensor_shapes.items()}
         doc["input_shapes"] = {k: list(v) for k, v in self.input_shapes.items()}
+        if self.declared_shapes is not None:
+            doc["declared_shapes"] = {k: list(v) for k, v in self.declared_shapes.items()}
         doc["format"] = "autotile-plan-1"
         return json.dumps(doc, indent=1)
 
     @classmethod
     def from_json(cls, text: str) -> "Plan":
+        """The plan of :meth:`to_json`'s text, checked against itself (:meth:`validate`)."""
+        if not isinstance(text, (str, bytes, bytearray)):
+            raise Error(f"Plan.from_json needs the JSON text (str), got {type(text).__name__}")
         try:
-            doc = json.loads(text)
+            doc = json.loads(text, object_pairs_hook=_unique_keys)
         except json.JSONDecodeError as e:
             raise Error(f"plan JSON is not valid JSON: {e}") from None
         except RecursionError:  # the decoder recurses once per nesting level
             raise Error("plan JSON is nested too deeply (a plan is a flat object)") from None
         if not isinstance(doc, dict) or doc.pop("format", None) != "autotile-plan-1":
             raise Error("not an autotile plan (missing format 'autotile-plan-1')")
-        for key in ("tensor_shapes", "input_shapes"):
+        for key in ("tensor_shapes", "input_shapes", "declared_shapes"):
+            if key == "declared_shapes" and doc.get(key) is None:
+                continue
             shapes = doc.get(key, {})
             if not isinstance(shapes, dict):
                 raise Error(f"plan JSON: {key} must be an object of shape lists, got {type(shapes).__name__}")

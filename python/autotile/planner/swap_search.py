@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import numbers
 import random
 import sys
 import time
@@ -181,6 +182,30 @@ def _select(pool: List[Gene], steps: Dict[Gene, float], size: int, rng: random.R
     return chosen
 
 
+def _check_search_args(profile, generations, population, mutation, seed, time_limit, temperature) -> None:
+    """Error naming the argument of :func:`genetic_schedule` that is out of range or of the
+    wrong type (before any graph is built)."""
+    from ..sim.hardware import Hardware, load_profile
+
+    def number(v) -> bool:
+        return isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v)
+
+    if not isinstance(profile, (str, Hardware)):
+        raise Error(f"genetic_schedule: profile must be a hardware profile name or Hardware, got "
+                    f"{type(profile).__name__}")
+    load_profile(profile)  # an unknown name is an Error naming the shipped ones
+    for name, value, low in (("generations", generations, 0), ("population", population, 2), ("seed", seed, 0)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise Error(f"genetic_schedule: {name} must be an integer >= {low}, got {value!r}")
+    if not number(mutation) or not 0.0 <= mutation <= 1.0:
+        raise Error(f"genetic_schedule: mutation must be a probability in [0, 1], got {mutation!r}")
+    if not number(temperature) or not temperature > 0:
+        raise Error(f"genetic_schedule: temperature must be a positive number, got {temperature!r}")
+    if time_limit is not None and (not number(time_limit) or time_limit < 0):
+        raise Error(f"genetic_schedule: time_limit must be a non-negative number of seconds or None, "
+                    f"got {time_limit!r}")
+
+
 def genetic_schedule(model, plan, budget=None, profile: str = "dgx-a100", generations: int = 10,
                      population: int = 8, mutation: float = 0.05, seed: int = 0,
                      time_limit: Optional[float] = None, temperature: float = 0.02,
@@ -200,13 +225,7 @@ def genetic_schedule(model, plan, budget=None, profile: str = "dgx-a100", genera
         if budget is None:
             raise Error("genetic_schedule needs a budget: pass budget= (bytes per device) or a plan that swaps")
     budget = parse_bytes(budget, "budget")
-    for name, value, low in (("generations", generations, 0), ("population", population, 2)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise Error(f"genetic_schedule: {name} must be an integer >= {low}, got {value!r}")
-    if not 0.0 <= mutation <= 1.0:
-        raise Error(f"genetic_schedule: mutation must be a probability in [0, 1], got {mutation!r}")
-    if not temperature > 0:
-        raise Error(f"genetic_schedule: temperature must be positive, got {temperature!r}")
+    _check_search_args(profile, generations, population, mutation, seed, time_limit, temperature)
     start = time.perf_counter()
     rng = random.Random(seed)
     space = _Schedules(model, plan, budget, profile)

@@ -383,12 +383,15 @@ def load(fname: str) -> Symbol:
     a path or an open file descriptor (left open: it is the caller's)."""
     if isinstance(fname, bool) or not isinstance(fname, (str, bytes, int, os.PathLike)):
         raise Error(f"sym.load needs a file path, got {type(fname).__name__}")
+    from ..file_read import read_regular_file
+
+    data = read_regular_file(fname, "symbol file")  # not a FIFO or /dev/zero: no hang, no unbounded read
+    source = str(fname) if isinstance(fname, int) else os.fsdecode(fname)
     try:
-        with open(fname, encoding="utf-8", closefd=not isinstance(fname, int)) as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError) as e:
-        raise Error(f"cannot read symbol file '{fname}': {e}") from None
-    return load_json(text, str(fname))
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise Error(f"cannot read symbol file '{source}': {e}") from None
+    return load_json(text, source)
 
 
 def save(sym: Symbol, fname: str) -> None:
