@@ -171,7 +171,9 @@ def test_tdl_describes_the_kernel(case):
     geo_out = naive_conv(vals["data"], vals["weight"], None, stride, pad, dilate, groups).shape
     dy = rng.standard_normal(geo_out)
     common = dict(kernel=kernel, stride=stride, pad=pad, dilate=dilate, num_filter=nf, num_group=groups)
-    check_op_tdl("_backward_Convolution_data", [dy, vals["weight"]], dict(common, data_spatial=shape[2:]), samples=15)
+    depthwise = groups == shape[1] == nf  # dx channel c reads dy and weight channel c: exact
+    check_op_tdl("_backward_Convolution_data", [dy, vals["weight"]], dict(common, data_spatial=shape[2:]),
+                 exact=depthwise, samples=15)
     text = check_op_tdl("_backward_Convolution_data", [dy, vals["weight"], vals["data"]], common, samples=15)
     assert text.startswith("dy, weight, data -> dx:") and "data[" not in text  # data only donates its shape
     check_op_tdl("_backward_Convolution_weight", [dy, vals["data"]], common, exact=exact, samples=15)
@@ -211,3 +213,20 @@ def test_depthwise_channel_tile_runs_with_the_node_attributes():
     battrs = at.ops.parse_attrs(bw, {"kernel": "(3, 3)", "num_filter": "4", "num_group": "4", "pad": "(1, 1)"})
     dw = bw.forward(battrs, [dy, x], KernelContext())[0]
     np.testing.assert_allclose(bw.forward(battrs, [dy[:, 2:], x[:, 2:]], KernelContext())[0], dw[2:], rtol=1e-12)
+
+
+def test_depthwise_data_gradient_splits_channels_as_outputs():
+    """The depthwise data gradient's channel split is an output split of dx (dy and weight
+    read at the same channels), never a reduction over co: a co slab with all the node's
+    groups is no convolution a kernel runs ('num_filter'=288 is not divisible by
+    'num_group'=1152 on EfficientNet's 4-device step)."""
+    from autotile import _core
+
+    op = at.ops.get("_backward_Convolution_data")
+    attrs = at.ops.parse_attrs(op, {"kernel": "(3, 3)", "pad": "(1, 1)", "num_filter": "8", "num_group": "8"})
+    ins, outs = [(2, 8, 6, 6), (8, 1, 3, 3), (2, 8, 6, 6)], [(2, 8, 6, 6)]
+    text = op.tdl(attrs, ins, outs)
+    strategies = {s["var"]: s for s in _core.analyze_tdl(text, ins, outs, 2)["strategies"]}
+    assert "co" not in strategies and not strategies["ci"]["reduction"], text
+    # dy split along its channel dim, weight along its filter dim
+    assert [(i["dim"], i["per_worker"]) for i in strategies["ci"]["inputs"][:2]] == [(1, [(0, 4), (4, 8)]), (0, [(0, 4), (4, 8)])]

@@ -176,3 +176,78 @@ def test_vgg_pooling_is_windowed_and_resnet_pooling_reads_whole_slabs():
         "data -> out: out[n, c, y, x] = maxpool(max(ky, kx) { data[n, c, 2*y + ky, 2*x + kx] })"
     res = at.ops.parse_attrs(op, {"kernel": "(3, 3)", "stride": "(2, 2)", "pad": "(1, 1)"})
     assert op.tdl(res, [(2, 4, 8, 8)], [(2, 4, 4, 4)]) == "data -> out: out[n, c, y, x] = maxpool(data[n, c, :, :])"
+
+
+def _run_tiles_as_the_runtime(op, attrs, inputs, k):
+    """Each worker's kernel on its tiles, as the execution graph runs it (backend/sub_op.py):
+    inputs at the regions the TDL analysis gives, an input the TDL never reads (a shape
+    donor) a broadcast zero of the output tile's shape, attributes from the op's tile hook.
+    Asserts every output slab equals the whole op's; returns the variables split."""
+    from autotile import _core
+    from autotile.execgraph.tile_attrs import tile_attrs
+    from autotile.ops.registry import KernelContext
+
+    in_shapes = [v.shape for v in inputs]
+    ins, outs = op.infer_shape(attrs, list(in_shapes))[:2]
+    full = op.forward(attrs, inputs, KernelContext())[0]
+    strategies = _core.analyze_tdl(op.tdl(attrs, ins, outs), ins, outs, k)["strategies"]
+    for s in strategies:
+        assert not s["reduction"], s  # pooling never reduces across workers
+        make = s["outputs"][0]
+        for w in range(k):
+            n = outs[0][make["dim"]] // k
+            out_lo, out_hi = [0] * len(outs[0]), list(outs[0])
+            out_lo[make["dim"]], out_hi[make["dim"]] = w * n, (w + 1) * n
+            boxes, tiles = [], []
+            for need, x in zip(s["inputs"], inputs):
+                lo, hi = [0] * x.ndim, list(x.shape)
+                if not need["replicate"] and need["per_worker"]:
+                    lo[need["dim"]], hi[need["dim"]] = need["per_worker"][w]
+                boxes.append((tuple(lo), tuple(hi)))
+                if need["read"]:
+                    tiles.append(x[tuple(slice(a, b) for a, b in zip(lo, hi))])
+                else:
+                    tiles.append(np.broadcast_to(np.zeros((), x.dtype), tuple(b - a for a, b in zip(out_lo, out_hi))))
+            a = tile_attrs(op.name, attrs, boxes, [(tuple(out_lo), tuple(out_hi))], in_shapes, outs)
+            got = op.forward(a, tiles, KernelContext())[0]
+            np.testing.assert_allclose(got, full[tuple(slice(a, b) for a, b in zip(out_lo, out_hi))], rtol=1e-12,
+                                       atol=1e-12, err_msg=f"{op.name} {attrs} split {k} ways along {s['var']}")
+    return {s["var"] for s in strategies}
+
+
+TILE_CASES = [  # (data shape, attributes): spatial extents every k in 2, 3, 4 divides
+    ((2, 3, 12, 12), dict(kernel=(1, 1), global_pool=True, pool_type="avg")),
+    ((2, 3, 12, 12), dict(kernel=(1, 1), global_pool=True, pool_type="max")),
+    ((2, 2, 12, 12), dict(kernel=(4, 4), stride=(4, 4), pool_type="avg")),
+    ((2, 2, 12, 12), dict(kernel=(4, 4), stride=(1, 1), pool_type="sum")),
+    ((2, 2, 12, 12), dict(kernel=(3, 3), stride=(1, 1), pad=(1, 1), pool_type="avg")),
+    ((2, 2, 12, 12), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg", pooling_convention="full",
+                          count_include_pad=False)),
+    ((2, 2, 12, 12), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="max")),
+    ((2, 2, 12, 8), dict(kernel=(2, 2), stride=(2, 2), pool_type="max")),
+    ((2, 2, 12), dict(kernel=(3,), stride=(1,), pad=(1,), pool_type="max")),
+    ((1, 2, 4, 6, 12), dict(kernel=(2, 2, 3), stride=(2, 2, 3), pool_type="avg")),
+]
+
+
+@pytest.mark.parametrize("case", TILE_CASES)
+def test_spatial_tiles_reassemble_the_whole_op(case):
+    """Each worker's kernel, run on the regions the TDL analysis gives it with the tile
+    hook's attributes (window frame: the whole op's geometry and divisors), gives its slab
+    of the whole op's output, forward and backward, split 2, 3 and 4 ways along every
+    variable (a spatial split of global average pooling's backward used to divide by the
+    tile's size, k times the gradient, and a window wider than the tile crashed)."""
+    from autotile.ops.registry import format_value
+
+    shape, attrs = case
+    rng = np.random.default_rng(8)
+    x = rng.permutation(np.prod(shape)).reshape(shape) * 0.01  # distinct: each window's max is unique
+    (y,) = forward(single_op("Pooling", ["data"], **attrs), {"data": x})
+    dy = rng.standard_normal(y.shape)
+    split = set()
+    for name, inputs in (("Pooling", [x]), ("_backward_Pooling", [dy, x])):
+        op = at.ops.get(name)
+        parsed = at.ops.parse_attrs(op, {a: format_value(v) for a, v in attrs.items()}, "op")
+        for k in (2, 3, 4):
+            split |= {(name, v) for v in _run_tiles_as_the_runtime(op, parsed, inputs, k)}
+    assert ("_backward_Pooling", "iy" if len(shape) > 3 else "ix") in split, split
