@@ -33,7 +33,7 @@ import autotile as at
 from autotile.planner.plan import Plan
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "execgraph"))
-from random_plans import _vars, lowered_training_graph  # noqa: E402
+from random_plans import _vars, lowered_training_graph, random_plan  # noqa: E402
 
 from autotile.backend.multi_device import run_multi_device  # noqa: E402
 
@@ -190,13 +190,17 @@ def vetoed_vars(lowered, node_id: int) -> List[str]:
     return [v for v in lowered.core.node(node_id)["attrs"].get("__no_split__", "").split(",") if v]
 
 
-def make_plan(lowered, factors: Sequence[int], strategies: Dict[str, List[str]], optimizer: str = "sgd") -> Plan:
-    """A plan with every tensor replicated and the given nodes split (the others replicated)."""
+def make_plan(lowered, factors: Sequence[int], strategies: Dict[str, List[str]], optimizer: str = "sgd",
+              tilings: Optional[Dict[str, List[str]]] = None) -> Plan:
+    """A plan with the given nodes split (the others replicated) and every tensor tiled as
+    `tilings` says (replicated when not given)."""
     rep = ["replicate"] * len(factors)
     rows = {name: list(strategies.get(name, rep)) for name in lowered.node_names}
+    tilings = tilings or {}
     return Plan(algorithm="validator", devices=int(np.prod(factors)), factors=list(factors),
                 cut_costs=[0.0] * len(factors), comm_bytes=0.0, search_seconds=0.0,
-                tensor_tilings={name: list(rep) for name in lowered.tensor_names}, node_strategies=rows,
+                tensor_tilings={name: list(tilings.get(name, rep)) for name in lowered.tensor_names},
+                node_strategies=rows,
                 tensor_shapes=dict(zip(lowered.tensor_names, lowered.tensor_shapes)),
                 param_names=list(lowered.param_names), optimizer=optimizer)
 
@@ -224,6 +228,13 @@ class Report:
         self.steps += other.steps
 
 
+def random_tilings(lowered, factors: Sequence[int], seed: int) -> Dict[str, List[str]]:
+    """Seeded random tensor tilings per cut (split(d), replicate, partial for produced
+    tensors), as tests/execgraph/random_plans draws them: the sub-ops then read their
+    regions from split and partial tiles, and their outputs convert to other layouts."""
+    return random_plan(lowered, list(factors), np.random.default_rng(seed)).tensor_tilings
+
+
 def _run(step: Step, plan: Plan):
     c = step.case
     return run_multi_device(step.sym, plan.devices, step.values, plan=plan, optimizer=c.optimizer,
@@ -231,9 +242,10 @@ def _run(step: Step, plan: Plan):
 
 
 def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol: float = RTOL,
-               atol: float = ATOL) -> Report:
+               atol: float = ATOL, tilings: str = "replicate") -> Report:
     """Validates every strategy of every node of `case`'s training step at each cut of
-    `factors_list` against the single-device step; returns what was covered. Raises
+    `factors_list` against the single-device step; returns what was covered. Tensors are
+    replicated (`tilings="replicate"`), or tiled at random per plan (``"random"``). Raises
     AssertionError naming the case, cut, node, op and strategy at fault."""
     step = build(case)
     want = reference(step)
@@ -245,13 +257,15 @@ def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol
         rows = {name: strategy_rows(low, i, factors) for i, name in enumerate(low.node_names)}
         for j in range(max((len(r) for r in rows.values()), default=0)):
             chosen = {name: r[j % len(r)] for name, r in rows.items() if r}
-            plan = make_plan(low, factors, chosen, case.optimizer)
-            where = f"{case.id} cut {list(factors)} plan {chosen}"
+            tiles = random_tilings(low, factors, j) if tilings == "random" else None
+            plan = make_plan(low, factors, chosen, case.optimizer, tiles)
+            where = f"{case.id} cut {list(factors)} plan {chosen}" + (f" tilings {tiles}" if tiles else "")
             try:
                 got = _run(step, plan)
                 compare_results(got, want, where, rtol, atol)
             except Exception as e:  # name the node at fault, then re-raise
-                raise AssertionError(_blame(step, want, factors, chosen, ops, rtol, atol) or f"{where}: {e}") from e
+                blame = _blame(step, want, factors, chosen, ops, rtol, atol, tiles)
+                raise AssertionError(blame or f"{where}: {type(e).__name__}: {e}") from e
             report.steps += 1
             for name, row in chosen.items():
                 split_somewhere.add(name)
@@ -268,11 +282,12 @@ def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol
     return report
 
 
-def _blame(step: Step, want, factors, chosen, ops, rtol, atol) -> Optional[str]:
+def _blame(step: Step, want, factors, chosen, ops, rtol, atol, tilings=None) -> Optional[str]:
     """The first node that, split alone along its strategy, breaks the step (a message)."""
     for name, row in chosen.items():
-        plan = make_plan(step.lowered, factors, {name: row}, step.case.optimizer)
-        where = f"{step.case.id} cut {list(factors)}: node {name} (op {ops[name]}) split along {row}"
+        plan = make_plan(step.lowered, factors, {name: row}, step.case.optimizer, tilings)
+        where = (f"{step.case.id} cut {list(factors)}: node {name} (op {ops[name]}) split along {row}"
+                 + (f" (tensor tilings {tilings})" if tilings else ""))
         try:
             compare_results(_run(step, plan), want, where, rtol, atol)
         except Exception as e:

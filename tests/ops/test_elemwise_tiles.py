@@ -16,9 +16,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(
 from random_plans import lowered_training_graph, random_plan  # noqa: E402
 
 from autotile.backend.multi_device import run_multi_device  # noqa: E402
-
-
-
+from strategy_validator import compare_results  # noqa: E402
 
 
 def _softmax_head_net():
@@ -42,19 +40,23 @@ def _regression_net():
     return at.sym.Group([a, b])
 
 
-def _check(net, shapes, vals, factors, seed, n_plans=4):
+def _check(net, shapes, vals, factors, seed, n_plans=4, rtol=1e-4, atol=1e-6):
+    """`n_plans` random plans of `net`'s training step at `factors` each equal the single-
+    device step: outputs, gradients, updated params, optimizer and aux states (BatchNorm's
+    moving statistics), by name both ways (strategy_validator.compare_results); and every
+    op node of `net` runs split in at least one of them."""
     low = lowered_training_graph(net, shapes)
     rng = np.random.default_rng(seed)
     ref = at.backend.run(net, inputs={k: vals[k] for k in shapes},
                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    split = set()
     for _ in range(n_plans):
         plan = random_plan(low, factors, rng, input_shapes=shapes)
         res = run_multi_device(net, plan.devices, vals, plan=plan)
-        for got, want in zip(res.outputs, ref.outputs):
-            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-        for p in ref.grads:
-            np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-4, atol=1e-6, err_msg=f"grad of {p}")
-            np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-4, atol=1e-6, err_msg=f"update of {p}")
+        compare_results(res, ref, f"plan {plan.node_strategies}", rtol=rtol, atol=atol)
+        split |= {n for n, row in plan.node_strategies.items() if any(v != "replicate" for v in row)}
+    never = [n.name for n in net.topo_nodes() if not n.is_variable and n.name not in split]
+    assert not never, f"nodes {never} ran split in none of the {n_plans} random plans at {factors}"
 
 
 @pytest.mark.parametrize("factors", [[2], [2, 2]])

@@ -4,7 +4,7 @@ of the weight updates, at 2-way, 3-way and nested 2x2 cuts, equals the single-de
 in float64 (outputs, gradients, updated weights, optimizer and aux states, both ways).
 
 The CI sample runs one configuration per op plus the regression cases of the bugs the
-validator found; the whole sweep (slow) runs every configuration at more cuts and prints
+validator found, with tensors replicated and tiled at random; the whole sweep (slow) runs every configuration at more cuts and prints
 how many (op, config, strategy) triples it checked, which ops and strategies it covered and
 which registered ops it could not split, with the reason."""
 import numpy as np
@@ -43,8 +43,11 @@ _REPORTS = {}
 
 
 def _sample_report(case):
+    """check_case with tensors replicated, then tiled at random (split and partial tiles)."""
     if case.id not in _REPORTS:
-        _REPORTS[case.id] = check_case(case)
+        report = check_case(case)
+        report.merge(check_case(case, tilings="random"))
+        _REPORTS[case.id] = report
     return _REPORTS[case.id]
 
 
@@ -111,7 +114,8 @@ def test_full_sweep(capsys):
     total, failures, xpassed = Report(), [], []
     for case in CASES:
         try:
-            total.merge(check_case(case, SLOW_FACTORS))
+            for tilings in ("replicate", "random"):
+                total.merge(check_case(case, SLOW_FACTORS, tilings=tilings))
         except AssertionError as e:
             if not case.xfail:
                 failures.append(str(e)[:2000])
@@ -121,7 +125,8 @@ def test_full_sweep(capsys):
     registered = _registered()
     with capsys.disabled():
         print()
-        print(f"{len(CASES)} configurations, cuts {[list(f) for f in SLOW_FACTORS]}")
+        print(f"{len(CASES)} configurations, cuts {[list(f) for f in SLOW_FACTORS]}, tensors replicated "
+              f"and tiled at random")
         print(summary(total, registered))
         print(f"known bugs (xfail): {[c.id for c in CASES if c.xfail]}; now passing: {xpassed}")
     assert not failures, "\n\n".join(failures)
