@@ -148,3 +148,36 @@ def test_gather_elements_of_constants_folds(data_shape, idx_shape, axis):
              helper.make_node("Add", ["x", "gf"], ["y"])]
     feeds = {"x": RNG.standard_normal(idx_shape).astype(np.float32)}
     assert_matches_ort(make_model(nodes, {"x": idx_shape}, ["y"], {"data": data, "idx": idx}), feeds)
+
+
+# ----------------------------------------------------------------------------- float64 runs
+
+def _masked_lm(dtype):
+    """Token embedding -> projection -> GPT-2's ``where(causal, scores, mask_value)`` -> softmax,
+    with every float initializer and output in `dtype` (the float64 copy is the oracle)."""
+    f = TensorProto.FLOAT if dtype == np.float32 else TensorProto.DOUBLE
+    rng = np.random.default_rng(5)
+    inits = {"wte": rng.standard_normal((11, 6)), "W": rng.standard_normal((6, 6)), "B": rng.standard_normal(6),
+             "mask_value": np.array(np.finfo(np.float32).min), "causal": np.tril(np.ones((5, 6), bool))}
+    inits = {k: v.astype(np.float32).astype(dtype) if v.dtype.kind == "f" else v for k, v in inits.items()}
+    nodes = [helper.make_node("Gather", ["wte", "ids"], ["emb"]),
+             helper.make_node("MatMul", ["emb", "W"], ["xw"]), helper.make_node("Add", ["xw", "B"], ["scores"]),
+             helper.make_node("Where", ["causal", "scores", "mask_value"], ["masked"]),
+             helper.make_node("Softmax", ["masked"], ["y"], axis=-1)]
+    return make_model(nodes, {"ids": (2, 5)}, ["y"], inits, dtypes={"ids": TensorProto.INT64, "y": f})
+
+
+def test_a_float64_run_of_a_float32_model_computes_in_float64():
+    """The float32 file run with float64 params: every tensor is float64 (the embedding's rows
+    too, which a float32 default would mix into the where), equal to the float64 oracle."""
+    ids = RNG.integers(0, 11, (2, 5)).astype(np.int64)
+    want = run_ort(_masked_lm(np.float64), {"ids": ids})[0]
+    sym = at.onnx.load(_masked_lm(np.float32))
+    params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in sym.params.items()}
+    ref = at.backend.run(sym, inputs={"ids": ids}, params=params, train=True)
+    assert ref.outputs[0].dtype == np.float64
+    np.testing.assert_allclose(ref.outputs[0], want, rtol=1e-12, atol=1e-14)
+    res = at.backend.run(sym, devices=2, inputs={"ids": ids}, params=params, train=True)
+    for name, g in ref.grads.items():
+        assert g.dtype == np.float64 and res.grads[name].dtype == np.float64, name
+        np.testing.assert_allclose(res.grads[name], g, rtol=1e-10, atol=1e-12, err_msg=name)

@@ -17,14 +17,6 @@ from typing import List
 
 from strategy_validator import Case, In
 
-# --------------------------------------------------------------------------- known bugs
-#: Embedding's output dtype (attribute dtype, default float32) differs between one device and a
-#: partitioned step in a float64 run (python/autotile/ops/embedding.py)
-EMBEDDING_DTYPE = ("Embedding with its default dtype='float32' in a float64 step: the single-device step "
-                   "returns float64 rows, the partitioned step float32 ones (1e-8 apart); embedding.py is "
-                   "helper-3's")
-
-
 def _e(op, shape=(4, 6), kind="normal", **attrs) -> Case:
     return Case(op, attrs, [In(shape, kind)])
 
@@ -156,8 +148,7 @@ def shape_cases() -> List[Case]:
         Case("take", {"axis": 1, "mode": "wrap"}, [In((4, 6)), In((2, 3), "index:9", data=True)]),
         Case("Embedding", {"input_dim": 6, "output_dim": 4, "dtype": "float64"},
              [In((4, 3), "index:6", data=True), In((6, 4))]),
-        Case("Embedding", {"input_dim": 6, "output_dim": 4}, [In((4, 3), "index:6", data=True), In((6, 4))],
-             xfail=EMBEDDING_DTYPE),
+        Case("Embedding", {"input_dim": 6, "output_dim": 4}, [In((4, 3), "index:6", data=True), In((6, 4))]),
         Case("gather_nd", {}, [In((4, 6)), In((2, 6), "index:4", data=True)]),
         Case("gather_elements", {"axis": 0}, [In((4, 6)), In((4, 6), "index:4", data=True)]),
         Case("gather_elements", {"axis": 1}, [In((4, 6)), In((4, 3), "index:6", data=True)]),

@@ -42,7 +42,10 @@ def _infer(attrs, in_shapes):
 
 
 def _infer_type(attrs, in_dtypes):
-    return [in_dtypes[0] or "float32", attrs["dtype"]], [attrs["dtype"]]
+    # The table's own dtype, when given, decides (an imported model run in float64);
+    # the dtype attribute (MXNet's) is the default.
+    table = in_dtypes[1] or attrs["dtype"]
+    return [in_dtypes[0] or "float32", table], [table]
 
 
 def _forward(attrs, inputs, ctx):
