@@ -230,3 +230,36 @@ def test_depthwise_data_gradient_splits_channels_as_outputs():
     assert "co" not in strategies and not strategies["ci"]["reduction"], text
     # dy split along its channel dim, weight along its filter dim
     assert [(i["dim"], i["per_worker"]) for i in strategies["ci"]["inputs"][:2]] == [(1, [(0, 4), (4, 8)]), (0, [(0, 4), (4, 8)])]
+
+
+@pytest.mark.parametrize("shape, nf, kernel, stride, groups", [
+    ((2, 3, 64, 64), 32, (3, 3), (2, 2), 1),  # RegNetY's stem
+    ((2, 48, 32, 32), 48, (3, 3), (2, 2), 6),  # its grouped stride-2 conv
+    ((2, 64, 16, 16), 64, (3, 3), (1, 1), 64),  # depthwise
+    ((2, 440, 4, 4), 440, (1, 1), (1, 1), 1),  # a wide 1x1 conv
+])
+def test_float32_kernels_track_float64(shape, nf, kernel, stride, groups):
+    """The float32 forward and gradient kernels lose no more than float32 rounding of the
+    result (relative 1e-5 of each output's largest value) against the same kernels in
+    float64: nothing in the im2col/col2im path accumulates in lower precision."""
+    from autotile.ops.registry import KernelContext, format_value
+
+    rng = np.random.default_rng(9)
+    vals = _inputs(rng, shape, nf, kernel, groups)
+    pad = tuple(k // 2 for k in kernel)
+    common = dict(kernel=kernel, stride=stride, pad=pad, num_filter=nf, num_group=groups)
+    out = at.ops.get("Convolution").forward(
+        at.ops.parse_attrs(at.ops.get("Convolution"), {k: format_value(v) for k, v in common.items()}),
+        [vals["data"], vals["weight"], vals["bias"]], KernelContext())[0]
+    dy = rng.standard_normal(out.shape)
+    calls = [("Convolution", [vals["data"], vals["weight"], vals["bias"]]),
+             ("_backward_Convolution_data", [dy, vals["weight"], vals["data"]]),
+             ("_backward_Convolution_weight", [dy, vals["data"]]),
+             ("_backward_Convolution_bias", [dy])]
+    for name, inputs in calls:
+        op = at.ops.get(name)
+        attrs = at.ops.parse_attrs(op, {k: format_value(v) for k, v in common.items()})
+        want = op.forward(attrs, inputs, KernelContext())[0]
+        got = op.forward(attrs, [x.astype(np.float32) for x in inputs], KernelContext())[0]
+        assert got.dtype == np.float32, name
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max(), err_msg=name)

@@ -251,3 +251,25 @@ def test_spatial_tiles_reassemble_the_whole_op(case):
         for k in (2, 3, 4):
             split |= {(name, v) for v in _run_tiles_as_the_runtime(op, parsed, inputs, k)}
     assert ("_backward_Pooling", "iy" if len(shape) > 3 else "ix") in split, split
+
+
+@pytest.mark.parametrize("shape, attrs", [
+    ((2, 48, 32, 32), dict(kernel=(1, 1), global_pool=True, pool_type="avg")),
+    ((2, 8, 32, 32), dict(kernel=(3, 3), stride=(2, 2), pad=(1, 1), pool_type="avg", count_include_pad=False)),
+])
+def test_float32_kernels_track_float64(shape, attrs):
+    """float32 pooling and its gradient stay within float32 rounding (relative 1e-6 of the
+    largest value) of the float64 kernels: the divisors and col2im sums lose nothing."""
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal(shape)
+    (y,) = forward(single_op("Pooling", ["data"], **attrs), {"data": x})
+    dy = rng.standard_normal(y.shape)
+    from autotile.ops.registry import KernelContext, format_value
+
+    for name, inputs in (("Pooling", [x]), ("_backward_Pooling", [dy, x])):
+        op = at.ops.get(name)
+        parsed = at.ops.parse_attrs(op, {a: format_value(v) for a, v in attrs.items()})
+        want = op.forward(parsed, inputs, KernelContext())[0]
+        got = op.forward(parsed, [v.astype(np.float32) for v in inputs], KernelContext())[0]
+        assert got.dtype == np.float32, name
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max(), err_msg=name)
