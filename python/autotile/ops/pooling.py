@@ -19,6 +19,12 @@ uses windowed indices only where that covers the kernel, else reads the n, c sla
 (':'). The backward reads dy at (i + p) / s for non-overlapping windows, else whole, and max
 pooling reads its data slab whole (a window's first maximum needs the whole window). The
 pooled value is wrapped in an opaque call, so windows are never top-level reductions.
+
+Tiles: a sub-operator computes some windows (output rows, or dy rows for the backward)
+from a slab of data, with the whole op's geometry (see Frame): the tile hooks pass the
+whole data's spatial dims and where the tile's windows, data slab and dx rows lie, so a
+spatial tile of global or average pooling divides by the whole window's count and a
+window wider than the tile's slab runs (the slab's halo is data, not padding).
 """
 from __future__ import annotations
 
