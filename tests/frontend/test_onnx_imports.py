@@ -4,6 +4,7 @@ module of autotile.frontend imports a module that imports it back. Read from the
 import statement at any depth (function-level imports included), so a circle cannot hide
 behind a lazy import."""
 import ast
+import graphlib
 import os
 
 import pytest
@@ -35,21 +36,10 @@ def _graph() -> dict:
 
 
 def test_frontend_modules_import_without_circles():
-    graph = _graph()
-    state = {}
-
-    def visit(module, path):
-        state[module] = "open"
-        for dep in sorted(graph[module]):
-            if state.get(dep) == "open":
-                pytest.fail(f"import circle: {' -> '.join(path + [dep])}")
-            if dep not in state:
-                visit(dep, path + [dep])
-        state[module] = "done"
-
-    for module in sorted(graph):
-        if module not in state:
-            visit(module, [module])
+    try:
+        list(graphlib.TopologicalSorter(_graph()).static_order())
+    except graphlib.CycleError as e:
+        pytest.fail(f"import circle: {' -> '.join(e.args[1])}")
 
 
 def test_families_depend_on_the_registry_only():
