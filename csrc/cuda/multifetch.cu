@@ -19,6 +19,11 @@
 //   record 1 + p    piece p:         [src ptr, ndim, src box lo, src box shape, region lo, region shape]
 // Regions are absolute tensor coordinates; boxes are what a buffer holds. The launcher has
 // checked every region lies inside its source box and the destination box.
+//
+// The records are decoded once per fetch op (autotile_multifetch_prepare, at the runtime's
+// setup): per piece a PieceWork of kWorkBytes with the region collapsed to rows contiguous
+// in both buffers and the widest copy unit the alignment allows. The fetch kernels read it
+// (one block-wide load into shared memory), so no block decodes records or divides per element.
 #if defined(__CUDACC_RTC__)
 // NVRTC has no C++ standard library; runtime/region_index.h includes <cstdint>, which the
 // GPU runtime points at csrc/cuda/nvrtc/ (fixed-width types only).
@@ -65,6 +70,10 @@ struct PieceWork {
   int group = 1;        ///< threads per row (a power of two, at most the block size)
   int64_t chunks = 1;   ///< units of work per row: kUnroll * group units each
 };
+
+/// \brief Bytes the launcher reserves per piece for its PieceWork (gpu_fetch.WORK_BYTES).
+constexpr int kWorkBytes = 1024;
+static_assert(sizeof(PieceWork) <= kWorkBytes && sizeof(PieceWork) % 8 == 0, "PieceWork must fit kWorkBytes");
 
 constexpr int kUnroll = 4;
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
@@ -143,28 +152,31 @@ AT_HD inline void fetch_piece_units(const PieceWork& w, U* dst, const U* src, in
   const int band_row = tid / w.group;
   const int lane = tid % w.group;
   if (band_row >= rows_per_band || w.rows == 0) return;
-  const int64_t bands = (w.rows + rows_per_band - 1) / rows_per_band;
-  const int64_t units = bands * w.chunks;
+  // Short rows (one group covers a row): each thread's kUnroll loads walk kUnroll rows of a
+  // band of kUnroll * rows_per_band rows. Long rows: they walk one row's columns.
+  const bool short_rows = w.chunks == 1 && w.row_len <= w.group;
+  const int64_t band = short_rows ? int64_t(rows_per_band) * kUnroll : rows_per_band;
+  const int64_t units = (w.rows + band - 1) / band * (short_rows ? 1 : w.chunks);
   for (int64_t u = begin; u < units; u += step) {
-    const int64_t row = (u / w.chunks) * rows_per_band + band_row;
-    if (row >= w.rows) continue;
-    const int64_t first = (u % w.chunks) * kUnroll * w.group + lane;
-    const U* s = src + row_offset(w.src, row);
-    U* d = dst + row_offset(w.dst, row);
+    int64_t row = (short_rows ? u : u / w.chunks) * band + band_row;
+    const int64_t first = short_rows ? lane : (u % w.chunks) * kUnroll * w.group + lane;
+    const int64_t row_step = short_rows ? rows_per_band : 0;
+    const int64_t col_step = short_rows ? 0 : w.group;
     U v[kUnroll];
-AT_UNROLL
+    AT_UNROLL
     for (int k = 0; k < kUnroll; ++k) {
-      const int64_t c = first + int64_t(k) * w.group;
-      if (c < w.row_len) v[k] = s[c];
+      const int64_t r = row + k * row_step, c = first + k * col_step;
+      if (r < w.rows && c < w.row_len) v[k] = src[row_offset(w.src, r) + c];
     }
-AT_UNROLL
+    AT_UNROLL
     for (int k = 0; k < kUnroll; ++k) {
-      const int64_t c = first + int64_t(k) * w.group;
-      if (c < w.row_len) {
+      const int64_t r = row + k * row_step, c = first + k * col_step;
+      if (r < w.rows && c < w.row_len) {
+        U* d = dst + row_offset(w.dst, r) + c;
         if constexpr (kAdd)
-          add_to(d + c, v[k]);
+          add_to(d, v[k]);
         else
-          d[c] = v[k];
+          *d = v[k];
       }
     }
   }
@@ -203,16 +215,31 @@ AT_HD inline void fetch_piece(const PieceWork& w, int tid, int block, int64_t be
 }
 
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
+/// \brief Piece p's work (views, collapse, unit), once per fetch op and piece: thread p of
+/// the launch. The fetch kernels then read it instead of each block decoding the records.
+__device__ inline void prepare_works(const int64_t* records, int n_pieces, int elem, bool vector, int block,
+                                     unsigned char* works) {
+  const int p = blockIdx.x * blockDim.x + threadIdx.x;
+  if (p >= n_pieces) return;
+  PieceWork* w = reinterpret_cast<PieceWork*>(works + int64_t(p) * kWorkBytes);
+  if (vector)
+    make_piece_work<true>(records, p, elem, block, w);
+  else
+    make_piece_work<false>(records, p, elem, block, w);
+}
+
 // Grid: x strides over a piece's units of work, y (with a stride of gridDim.y) walks the
-// pieces. Thread 0 of a block builds the piece's work (views, collapse, unit) into shared
-// memory once per piece; no per-element index division is left.
+// pieces. A block copies the piece's prepared work into shared memory with all its threads
+// (one coalesced read of a few hundred bytes); no per-element index division is left.
 template <typename T, bool kAdd>
-__device__ inline void multifetch_kernel(const int64_t* records, int n_pieces) {
+__device__ inline void multifetch_kernel(const unsigned char* works, int n_pieces) {
   // Raw storage: PieceWork's default member initialisers are not allowed on __shared__.
   __shared__ alignas(PieceWork) unsigned char storage[sizeof(PieceWork)];
-  PieceWork* work = reinterpret_cast<PieceWork*>(storage);
+  const PieceWork* work = reinterpret_cast<const PieceWork*>(storage);
   for (int p = blockIdx.y; p < n_pieces; p += gridDim.y) {
-    if (threadIdx.x == 0) make_piece_work<!kAdd>(records, p, sizeof(T), blockDim.x, work);
+    const uint64_t* from = reinterpret_cast<const uint64_t*>(works + int64_t(p) * kWorkBytes);
+    for (int i = threadIdx.x; i < int(sizeof(PieceWork) / 8); i += blockDim.x)
+      reinterpret_cast<uint64_t*>(storage)[i] = from[i];
     __syncthreads();
     fetch_piece<T, kAdd>(*work, threadIdx.x, blockDim.x, blockIdx.x, gridDim.x);
     __syncthreads();
@@ -227,8 +254,8 @@ __device__ inline void multifetch_kernel(const int64_t* records, int n_pieces) {
 // Unmangled entry points for cupy.RawModule.get_function. Copies move elements of 1, 2, 4
 // or 8 bytes (any dtype); accumulation (into a zero-filled destination) is float32/float64.
 #define AT_FETCH_KERNEL(NAME, T, ADD)                                                      \
-  extern "C" __global__ void NAME(const int64_t* records, int n_pieces) {                \
-    autotile::cuda_fetch::multifetch_kernel<T, ADD>(records, n_pieces);                    \
+  extern "C" __global__ void NAME(const unsigned char* works, int n_pieces) {            \
+    autotile::cuda_fetch::multifetch_kernel<T, ADD>(works, n_pieces);                      \
   }
 AT_FETCH_KERNEL(autotile_multifetch_copy1, unsigned char, false)
 AT_FETCH_KERNEL(autotile_multifetch_copy2, unsigned short, false)
@@ -237,6 +264,12 @@ AT_FETCH_KERNEL(autotile_multifetch_copy8, unsigned long long, false)
 AT_FETCH_KERNEL(autotile_multifetch_add_f32, float, true)
 AT_FETCH_KERNEL(autotile_multifetch_add_f64, double, true)
 #undef AT_FETCH_KERNEL
+// Prepares the works of a fetch op once (see prepare_works): elem = element bytes, vector = 1
+// for copies (which may widen the unit), block = the fetch launch's threads per block.
+extern "C" __global__ void autotile_multifetch_prepare(const int64_t* records, int n_pieces, int elem, int vector,
+                                                       int block, unsigned char* works) {
+  autotile::cuda_fetch::prepare_works(records, n_pieces, elem, vector != 0, block, works);
+}
 
 #else  // host C++ compiler: CPU emulation of the kernels for tests
 
@@ -256,6 +289,7 @@ void emulate(const int64_t* records, int n_pieces, int grid_x, int grid_y, int b
 }  // namespace
 
 extern "C" int autotile_multifetch_record_words() { return autotile::cuda_fetch::kRecordWords; }
+extern "C" int autotile_multifetch_work_bytes() { return autotile::cuda_fetch::kWorkBytes; }
 
 /// Runs what a launch of kernel `kind` ("copy<size>" = 1/2/4/8, "add_f32" = 5, "add_f64" = 6)
 /// with the given grid would do, on host memory. Returns 0, or -1 for an unknown kind.

@@ -101,7 +101,8 @@ class SimDevices:
             return "local"
         return "peer" if self.peer else "memcpy"
 
-    def upload_records(self, worker, records):
+    def prepare_fetch(self, worker, name, records, n_pieces):
+        """The host emulation decodes the records itself at each launch: the 'work' is them."""
         r = np.ascontiguousarray(records)
         self.unsynced_uploads += 1
         self._keep.append(r)

@@ -111,15 +111,13 @@ def test_multifetch_kernel_nchw_tiles(dtype, offset):
         dst = dst.reshape(shape)
         rec = gpu_fetch.pack_records(dst.data.ptr, [0] * 4, list(shape),
                                      [(t.data.ptr, lo, list(t.shape), lo, hi) for t, (lo, hi) in zip(tiles, boxes)])
-        grid, block = gpu_fetch.launch_grid(rec)
-        kernels[gpu_fetch.kernel_name(dtype, False)](grid, block, (cp.asarray(rec), np.int32(len(boxes))))
+        gpu_fetch.device_launcher(cp, kernels, gpu_fetch.kernel_name(dtype, False), rec, len(boxes))()
         assert cp.asnumpy(dst).tobytes() == full.tobytes(), f"gather {parts} offset {offset}"
         lo, hi = boxes[-1]
         cut, raw2 = at_offset(tiles[-1].size)
         cut = cut.reshape(tiles[-1].shape)
         rec = gpu_fetch.pack_records(cut.data.ptr, lo, list(cut.shape), [(dst.data.ptr, [0] * 4, list(shape), lo, hi)])
-        grid, block = gpu_fetch.launch_grid(rec)
-        kernels[gpu_fetch.kernel_name(dtype, False)](grid, block, (cp.asarray(rec), np.int32(1)))
+        gpu_fetch.device_launcher(cp, kernels, gpu_fetch.kernel_name(dtype, False), rec, 1)()
         assert cp.asnumpy(cut).tobytes() == np.ascontiguousarray(full[tuple(slice(l, h) for l, h in zip(lo, hi))]
                                                                  ).tobytes(), f"cut {parts} offset {offset}"
 
@@ -135,8 +133,7 @@ def test_multifetch_nvrtc_build_matches_fatbin(monkeypatch):
     cut = cp.zeros((2, 3, 5, 3), cp.float32)
     rec = gpu_fetch.pack_records(cut.data.ptr, [0, 0, 0, 4], [2, 3, 5, 3], [(full.data.ptr, [0] * 4, [2, 3, 5, 7],
                                                                               [0, 0, 0, 4], [2, 3, 5, 7])])
-    grid, block = gpu_fetch.launch_grid(rec)
-    kernels["autotile_multifetch_copy4"](grid, block, (cp.asarray(rec), np.int32(1)))
+    gpu_fetch.device_launcher(cp, kernels, "autotile_multifetch_copy4", rec, 1)()
     assert bool((cut == full[..., 4:]).all())
 
 
@@ -157,7 +154,6 @@ def test_multifetch_kernel_matches_host(accumulate, dtype):
     d_dst = cp.zeros(want.shape, dtype)
     rec = gpu_fetch.pack_records(d_dst.data.ptr, dlo, list(want.shape),
                                  [(d.data.ptr, p[0], list(d.shape), p[2], p[3]) for d, p in zip(d_srcs, pieces)])
-    grid, block = gpu_fetch.launch_grid(rec)
-    kernels[gpu_fetch.kernel_name(dtype, accumulate)](grid, block, (cp.asarray(rec), np.int32(len(pieces))))
+    gpu_fetch.device_launcher(cp, kernels, gpu_fetch.kernel_name(dtype, accumulate), rec, len(pieces))()
     cp.cuda.runtime.deviceSynchronize()
     np.testing.assert_allclose(cp.asnumpy(d_dst), want, rtol=1e-6)

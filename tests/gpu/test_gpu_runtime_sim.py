@@ -141,3 +141,44 @@ def test_dispatch_probe_leaves_inputs_untouched(exec_models, fetch_emulation):
     outs = runner.kernel(None, _MutatingOp(), {}, [x], KernelContext(is_train=True, xp=np))
     assert rt.kernel_paths["mutating_test_op"] == "host" and "cannot mix" in rt.no_dispatch["mutating_test_op"]
     np.testing.assert_array_equal(np.asarray(outs[0]), (np.arange(4.0) + 1.0) * 2.0)  # one +1, on the host
+
+
+def test_large_contiguous_pieces_go_through_the_copy_engine(exec_models, fetch_emulation, monkeypatch):
+    """Copied pieces that are one contiguous run of at least MEMCPY_MIN_BYTES take
+    cudaMemcpyPeerAsync instead of the kernel (local and peer pairs alike); the step is unchanged."""
+    from autotile.backend import gpu_fetch
+
+    monkeypatch.setattr(gpu_fetch, "MEMCPY_MIN_BYTES", 64)
+    sym, shapes, classes = exec_models.MODELS["cnn"]()
+    vals = exec_models.values(sym, shapes, classes)
+    ref = exec_models.reference_step(sym, shapes, vals)
+    dev = SimDevices(4, fetch_emulation, n_gpus=2, peer=True)
+    res = run_gpu(sym, 4, vals, gpu_devices=dev)
+    exec_models.assert_same_step(res, ref, "copy engine for large pieces")
+    assert res.stats["fetch_paths"].get("copy_engine", 0) > 0 and dev.memcpys > 0
+
+
+def _dropout_mlp():
+    x = at.sym.Variable("data")
+    h = at.sym.Activation(at.sym.FullyConnected(x, num_hidden=16, name="fc1"), act_type="relu", name="relu1")
+    h = at.sym.Dropout(h, p=0.5, name="drop")
+    return at.sym.SoftmaxOutput(at.sym.FullyConnected(h, num_hidden=4, name="fc2"), name="softmax")
+
+
+def test_host_kernels_draw_the_nodes_keyed_numbers(fetch_emulation):
+    """An op sent to the host (Dropout, whose NumPy kernel mixes a NumPy mask into device
+    arrays) keeps the node's key: its mask is the one every runtime draws, so the step equals
+    the host runtime's (it drew from the worker's generator before)."""
+    sym = _dropout_mlp()
+    rng = np.random.default_rng(3)
+    shapes = {"data": (8, 12), "softmax_label": (8,)}
+    arg_shapes = dict(zip(sym.list_arguments(), sym.infer_shape(**shapes)[0]))
+    vals = {k: (rng.integers(0, 4, size=s) if k == "softmax_label" else rng.standard_normal(s)).astype(np.float32)
+            for k, s in arg_shapes.items()}
+    inputs = {k: vals[k] for k in shapes}
+    params = {k: v for k, v in vals.items() if k not in shapes}
+    ref = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
+    res = run_gpu(sym, 2, vals, gpu_devices=SimDevices(2, fetch_emulation), host_ops={"Dropout"})
+    assert "Dropout" in res.stats["kernels"]["host"]
+    for p in ref.grads:
+        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-5, atol=1e-6, err_msg=p)

@@ -18,6 +18,12 @@ MAX_RANK = 16  #: kMaxRank of csrc/runtime/region_index.h
 RECORD_WORDS = 2 + 4 * MAX_RANK  #: kRecordWords of csrc/cuda/multifetch.cu
 _SRC_LO, _SRC_SHAPE, _LO, _SHAPE = 2, 2 + MAX_RANK, 2 + 2 * MAX_RANK, 2 + 3 * MAX_RANK
 BLOCK = 256
+WORK_BYTES = 1024  #: kWorkBytes of csrc/cuda/multifetch.cu: the prepared work of one piece
+PREPARE_BLOCK = 128
+#: Contiguous pieces of a copy at least this large go through cudaMemcpyPeerAsync (the copy
+#: engine) rather than the kernel: measured on an H200 (docs/gpu.md), where one
+#: cudaMemcpyAsync per 1 MiB piece beat a kernel launch over four such pieces
+MEMCPY_MIN_BYTES = 1 << 20
 MAX_GRID_X = 1024
 MAX_GRID_Y = 65535
 
@@ -45,7 +51,21 @@ def fatbin_path():
 
 
 KERNEL_NAMES = ("autotile_multifetch_copy1", "autotile_multifetch_copy2", "autotile_multifetch_copy4",
-                "autotile_multifetch_copy8", "autotile_multifetch_add_f32", "autotile_multifetch_add_f64")
+                "autotile_multifetch_copy8", "autotile_multifetch_add_f32", "autotile_multifetch_add_f64",
+                "autotile_multifetch_prepare")
+
+
+def prepare_args(name: str) -> Tuple[int, int]:
+    """(element bytes, whether copies may widen their unit) of fetch kernel `name`: the
+    arguments autotile_multifetch_prepare decodes its records with."""
+    if name.startswith("autotile_multifetch_add_f"):
+        return (4 if name.endswith("32") else 8), 0
+    return int(name[len("autotile_multifetch_copy"):]), 1
+
+
+def prepare_grid(n_pieces: int) -> Tuple[Tuple[int], Tuple[int]]:
+    """(grid, block) of the prepare kernel: one thread per piece."""
+    return (max(1, -(-n_pieces // PREPARE_BLOCK)),), (PREPARE_BLOCK,)
 
 
 def kernel_name(dtype, accumulate: bool) -> str:
@@ -85,6 +105,32 @@ def load_kernels(cupy, device_id: int):
     except Exception as e:
         errors.append(f"NVRTC: {type(e).__name__}: {e}")
     raise Error(f"GPU {device_id}: cannot load the MultiFetch kernel: " + "; ".join(errors))
+
+
+def prepare(kernels: dict, name: str, d_records, n_pieces: int, works):
+    """Launches autotile_multifetch_prepare on the current stream: the records of a fetch
+    op (a device int64 array from pack_records) decoded into `works` (a device uint8 array of
+    n_pieces * WORK_BYTES), which kernel `name` then reads."""
+    elem, vector = prepare_args(name)
+    grid, block = prepare_grid(n_pieces)
+    kernels["autotile_multifetch_prepare"](grid, block, (d_records, np.int32(n_pieces), np.int32(elem),
+                                                         np.int32(vector), np.int32(BLOCK), works))
+
+
+def device_launcher(cupy, kernels: dict, name: str, records: np.ndarray, n_pieces: int):
+    """A callable launching fetch kernel `name` over `records` on the current stream, its
+    pieces' work prepared once on the current device (tests and benchmarks; the runtime
+    prepares through CupyDevices.prepare_fetch)."""
+    d_records = cupy.asarray(records)
+    works = cupy.empty(max(1, n_pieces) * WORK_BYTES, cupy.uint8)
+    prepare(kernels, name, d_records, n_pieces, works)
+    grid, block = launch_grid(records)
+
+    def launch():
+        kernels[name](grid, block, (works, np.int32(n_pieces)))
+
+    launch.buffers = (d_records, works)  # alive as long as the launcher
+    return launch
 
 
 def _word(ptr: int) -> np.int64:

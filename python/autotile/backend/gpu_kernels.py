@@ -11,7 +11,6 @@ their registry kernel on device arrays when that works (NumPy's dispatch protoco
 host (see gpu_runtime.py)."""
 from __future__ import annotations
 
-from typing import Sequence
 
 import numpy as np
 

@@ -30,8 +30,9 @@ op waits on has been recorded before the wait is issued. Kernels, per op type:
 MultiFetch runs the CUDA kernel of csrc/cuda/multifetch.cu (gpu_fetch.py): one launch per
 fetch op over a record list uploaded once; sources on another GPU are read through UVA
 where peer access is enabled, else copied row-run by row-run with cudaMemcpyPeerAsync
-(into a staging buffer first when the fetch accumulates). ``stats['fetch_paths']`` counts
-the pieces per path.
+(into a staging buffer first when the fetch accumulates); a copied piece that is one
+contiguous run of at least gpu_fetch.MEMCPY_MIN_BYTES goes through cudaMemcpyPeerAsync (the
+copy engine) on any path. ``stats['fetch_paths']`` counts the pieces per path.
 
 The device side is behind a small interface (``CupyDevices``); the CPU tests drive the same
 runtime with a NumPy stand-in that defers every stream's work and runs it in random
@@ -105,6 +106,7 @@ class CupyDevices:
                 if a != b:
                     self.peer[a, b] = self._enable_peer(a, b)
         self._kernels: Dict[int, dict] = {}
+        self._keep = []
         self.kernel_source = None
 
     def _cap(self, pool, sharing: int) -> Optional[int]:
@@ -240,9 +242,19 @@ class CupyDevices:
         rt.memcpyAsync(dst_ptr, src_ptr, nbytes, rt.memcpyDeviceToHost if to_host else rt.memcpyHostToDevice,
                        stream.ptr)
 
-    def upload_records(self, worker: int, records: np.ndarray):
-        with self.cp.cuda.Device(self.gpu[worker]):
-            return self.cp.asarray(records)
+    def prepare_fetch(self, worker: int, name: str, records: np.ndarray, n_pieces: int):
+        """Uploads a fetch op's records to worker's GPU and decodes them once into the
+        per-piece work the fetch kernel reads (autotile_multifetch_prepare); the device array
+        of that work. Runs on the default stream: the runtime synchronizes before the step."""
+        cp = self.cp
+        g = self.gpu[worker]
+        kernels = self._load(g)
+        with cp.cuda.Device(g):
+            d_rec = cp.asarray(records)
+            works = self.alloc(worker, n_pieces * gpu_fetch.WORK_BYTES, "MultiFetch piece work")
+            gpu_fetch.prepare(kernels, name, d_rec, n_pieces, works)
+            self._keep.append(d_rec)  # freed by the pool only after the launch has read it
+            return works
 
     def memset0(self, view, stream):
         self.cp.cuda.runtime.memsetAsync(int(view.data.ptr), 0, int(view.nbytes), stream.ptr)
@@ -251,13 +263,16 @@ class CupyDevices:
         self.cp.cuda.runtime.memcpyPeerAsync(dst_ptr, self.gpu[dst_worker], src_ptr, self.gpu[src_worker], nbytes,
                                              stream.ptr)
 
-    def launch_fetch(self, worker: int, stream, name: str, records, n_pieces: int, grid, block):
-        g = self.gpu[worker]
+    def _load(self, g: int) -> dict:
         if g not in self._kernels:
             with self.cp.cuda.Device(g):
                 self._kernels[g], self.kernel_source = gpu_fetch.load_kernels(self.cp, g)
+        return self._kernels[g]
+
+    def launch_fetch(self, worker: int, stream, name: str, works, n_pieces: int, grid, block):
+        kernels = self._load(self.gpu[worker])
         with stream:
-            self._kernels[g][name](grid, block, (records, np.int32(n_pieces)))
+            kernels[name](grid, block, (works, np.int32(n_pieces)))
 
 
 class _GpuSubOps(SubOpRunner):
@@ -371,7 +386,15 @@ class GpuRuntime:
                 sshape = [h - l for l, h in zip(sbuf["lo"], sbuf["hi"])]
                 sptr = dev.ptr(self.views[src])
                 path = dev.can_read(w, sw)
+                if path != "memcpy" and not op["accumulate"]:
+                    one = gpu_fetch.row_runs(sbuf["lo"], sshape, dbuf["lo"], dshape, lo, hi, dtype.itemsize)
+                    if len(one) == 1 and one[0, 2] >= gpu_fetch.MEMCPY_MIN_BYTES:
+                        path = "copy_engine"  # one large contiguous run: cudaMemcpyPeerAsync beats the kernel
+                        so, do, n = (int(v) for v in one[0])
+                        runs.append((sw, sptr + so, dptr + do, n))
                 self.fetch_paths[path] += 1
+                if path == "copy_engine":
+                    continue
                 if path != "memcpy":
                     kernel_pieces.append((sptr, sbuf["lo"], sshape, lo, hi))
                 elif not op["accumulate"]:  # rows straight into the destination
@@ -392,11 +415,12 @@ class GpuRuntime:
                 name = gpu_fetch.kernel_name(dtype, op["accumulate"])
                 records = gpu_fetch.pack_records(dptr, dbuf["lo"], dshape, kernel_pieces)
                 grid, block = gpu_fetch.launch_grid(records)
-                launch = (name, dev.upload_records(w, records), len(kernel_pieces), grid, block)
+                launch = (name, dev.prepare_fetch(w, name, records, len(kernel_pieces)), len(kernel_pieces), grid,
+                          block)
             elif op["accumulate"]:
                 gpu_fetch.kernel_name(dtype, True)  # raises for non-float accumulation
             self._fetch[i] = (runs, launch, staging)
-        self.dev.synchronize()  # the record lists' uploads (default stream) land before any launch
+        self.dev.synchronize()  # the records' uploads and decoding (default stream) land before any launch
 
     # ------------------------------------------------------------------ data in / out
     def load(self, values: Dict[str, np.ndarray]):
@@ -434,7 +458,9 @@ class GpuRuntime:
             else:
                 host.append(self.dev.to_host(w, x, stream))
         n_aux = len(ctx.aux)
-        hctx = KernelContext(is_train=ctx.is_train, aux=host[len(host) - n_aux:] if n_aux else [], rng=ctx.rng, xp=np)
+        # the node's key too: keyed kernels (Dropout) draw the same numbers as on every runtime
+        hctx = KernelContext(is_train=ctx.is_train, aux=host[len(host) - n_aux:] if n_aux else [], rng=ctx.rng, xp=np,
+                             key=ctx.key)
         outs = [np.asarray(o) for o in opdef.forward(attrs, host, hctx)]
         for i, value in enumerate(hctx.aux):  # new auxiliary states (BatchNorm) reach the runner
             if value is not host[len(host) - n_aux + i]:
@@ -458,8 +484,8 @@ class GpuRuntime:
         for sw, sptr, dptr, n in runs:
             self.dev.memcpy(stream, w, dptr, sw, sptr, n)
         if launch is not None:
-            name, records, n_pieces, grid, block = launch
-            self.dev.launch_fetch(w, stream, name, records, n_pieces, grid, block)
+            name, works, n_pieces, grid, block = launch
+            self.dev.launch_fetch(w, stream, name, works, n_pieces, grid, block)
 
     def _swap_op(self, op: dict, w: int, stream) -> int:
         """Enqueues a swap-out (arena -> pinned host pool) or swap-in (back) on the swap
