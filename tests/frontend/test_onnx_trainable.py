@@ -25,19 +25,22 @@ SHAPE = (2, 4, 6)
 
 def _model(kinds=None):
     """scores = x @ W + B; masked_fill(x <= 0, -1e9) as a Where; + rotary buffer; a zeros
-    fill; a scale lifted as ``_tensor_constant0``; a float shape cast to int64 for Reshape."""
+    fill; a scale lifted as ``_tensor_constant0``; Clip bounds; a float shape cast to int64
+    for Reshape."""
     inits = {"W": RNG.standard_normal((6, 6)).astype(np.float32), "B": RNG.standard_normal(6).astype(np.float32),
              "fill": np.array(-1e9, np.float32), "zero": np.array(0.0, np.float32),
              "rotary.cos": RNG.standard_normal((4, 6)).astype(np.float32),
              "zeros": np.zeros(SHAPE, np.float32), "_tensor_constant0": np.array(0.5, np.float32),
-             "shape_f": np.array([2, 24], np.float32)}
+             "shape_f": np.array([2, 24], np.float32), "lo": np.array(-50.0, np.float32),
+             "hi": np.array(50.0, np.float32)}
     nodes = [helper.make_node("MatMul", ["x", "W"], ["xw"]), helper.make_node("Add", ["xw", "B"], ["scores"]),
              helper.make_node("Greater", ["x", "zero"], ["keep"]),
              helper.make_node("Where", ["keep", "scores", "fill"], ["masked"]),
              helper.make_node("Add", ["masked", "rotary.cos"], ["rot"]),
              helper.make_node("Not", ["keep"], ["drop"]),
              helper.make_node("Where", ["drop", "zeros", "rot"], ["cleared"]),
-             helper.make_node("Mul", ["cleared", "_tensor_constant0"], ["scaled"]),
+             helper.make_node("Mul", ["cleared", "_tensor_constant0"], ["scaled0"]),
+             helper.make_node("Clip", ["scaled0", "lo", "hi"], ["scaled"]),  # the dynamo ReLU6's min_val_cast
              helper.make_node("Cast", ["shape_f"], ["shape"], to=TensorProto.INT64),
              helper.make_node("Reshape", ["scaled", "shape"], ["y"])]
     model = make_model(nodes, {"x": SHAPE}, ["y"], inits)

@@ -12,11 +12,11 @@ this order (docs/onnx.md, "Trainable weights and constants"):
    torch.export names lifted constants (``_tensor_constant0``, ``c_lifted_tensor_0``) is one.
 3. Otherwise a float initializer is a weight unless every use of it is a position no gradient
    is wanted at: shape and index arithmetic (Reshape's shape, Slice's bounds, Gather's
-   indices, comparisons, Cast to an integer...), a Where's condition, a *fill value* (a
-   Where branch or Pad's constant value whose elements are all equal: ``masked_fill``'s
-   ``-inf``, a ``zeros`` tensor), reached directly or through data-movement ops (Cast,
-   Reshape, Expand, Unsqueeze, Concat...) that lead only to such positions. Integer and
-   boolean initializers are never trained.
+   indices, comparisons, Cast to an integer...), Clip's bounds, a Where's condition, a *fill
+   value* (a Where branch or Pad's constant value whose elements are all equal:
+   ``masked_fill``'s ``-inf``, a ``zeros`` tensor), reached directly or through data-movement
+   ops (Cast, Reshape, Expand, Unsqueeze, Concat...) that lead only to such positions. Integer
+   and boolean initializers are never trained.
 """
 from __future__ import annotations
 
@@ -33,8 +33,10 @@ NO_GRADIENT = {"Shape", "Size", "Range", "ConstantOfShape", "EyeLike", "Equal", 
                "GreaterOrEqual", "IsNaN", "IsInf", "Not", "And", "Or", "Xor", "Sign", "Floor", "Ceil", "Round",
                "ArgMax", "ArgMin", "NonZero", "OneHot"}
 
-#: op type -> input positions that are shapes, bounds, axes or indices (no gradient flows there)
+#: op type -> input positions that are shapes, bounds, axes or indices (no gradient wanted there;
+#: Clip's min and max are ReLU6's 0 and 6)
 _INDEX_INPUTS: Dict[str, Tuple[int, ...]] = {
+    "Clip": (1, 2),
     "Reshape": (1,), "Expand": (1,), "Tile": (1,), "Slice": (1, 2, 3, 4), "Pad": (1, 3), "Resize": (1, 2, 3),
     "Upsample": (1,), "Squeeze": (1,), "Unsqueeze": (1,), "Split": (1,), "TopK": (1,), "Dropout": (1, 2),
     "CumSum": (1,), "Trilu": (1,), "Gather": (1,), "GatherElements": (1,), "GatherND": (1,), "ScatterND": (1,),
