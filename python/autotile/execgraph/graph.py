@@ -251,9 +251,11 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     if device_memory is not None:
         over = [(d, b) for d, b in enumerate(core.arena_bytes) if b > device_memory]
         if over:
-            need = ", ".join(f"device {d}: {b / 1e6:.1f} MB" for d, b in over[:8])
+            from ..planner.plan import _fmt_bytes
+
+            need = ", ".join(f"device {d}: {_fmt_bytes(b)}" for d, b in over[:8])
             # name the budget where it came from: the argument, or the plan's own swap_budget
             budget_name = "device_memory" if given_memory else "the plan's swap_budget"
-            raise Error(f"the plan needs more than {budget_name}={device_memory / 1e6:.1f} MB on "
+            raise Error(f"the plan needs more than {budget_name}={_fmt_bytes(device_memory)} on "
                         f"{len(over)} device(s){' even with swapping' if swap else ''}: {need}")
     return eg

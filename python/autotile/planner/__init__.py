@@ -99,6 +99,11 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
     sym = as_symbol(model, batch=batch)
     names = default_data_names(sym)
     in_shapes = data_shapes(sym, shapes, batch, names, override_batch=not isinstance(model, (str, os.PathLike)))
+    from ..symbol.infer import infer_entry_shapes
+
+    # The whole forward graph's shapes first: an op whose attributes are wrong (a 5-D kernel, a
+    # zero stride) is then named itself, not a later op whose gradient lacks its input's shape.
+    infer_entry_shapes(sym, {k: v for k, v in in_shapes.items() if k in set(sym.list_inputs())})
     # Shapes let gradient functions fix divisors from whole tensors (a tile must still divide
     # by the whole batch) and record them on the training graph's new inputs.
     tg = training_graph(sym, optimizer=optimizer, shapes=in_shapes) if train else inference_graph(sym)
