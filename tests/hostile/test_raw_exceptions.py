@@ -114,3 +114,15 @@ def test_string_or_object_data_to_backend_run(devices, value):
     params = {"fc_weight": np.zeros((4, 6), np.float32), "fc_bias": np.zeros(4, np.float32)}
     raises_naming(lambda: at.backend.run(_fc(), devices=devices, inputs={"data": value, "softmax_label": np.zeros(8)},
                                          params=params), "input 'data'", "not numbers")
+
+
+@pytest.mark.parametrize("attrs, named", [({"kernel": (3, 3, 3, 3, 3)}, "'kernel'=(3, 3, 3, 3, 3)"),
+                                          ({"kernel": (3, 3), "stride": (0, 0)}, "'stride'=(0, 0)")])
+def test_bad_convolution_attributes_are_named_at_the_convolution(attrs, named):
+    """Not at the Flatten after it, whose gradient lacks the shape the convolution never gave."""
+    conv = at.sym.Convolution(at.sym.Variable("data"), num_filter=4, name="conv", **attrs)
+    net = at.sym.SoftmaxOutput(at.sym.FullyConnected(at.sym.Flatten(conv, name="flat"), num_hidden=2, name="fc"),
+                               name="softmax")
+    msg = raises_naming(lambda: at.plan(net, devices=2, shapes={"data": (2, 3, 8, 8), "softmax_label": (2,)}),
+                        "node 'conv'", "Convolution", named)
+    assert "flat" not in msg
