@@ -86,7 +86,7 @@ def cast_inputs(sym, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     unless a Variable's ``__dtype__`` says otherwise), so every device count computes on the
     same numbers. Inputs declared integer (token ids) stay integer; an integer a float dtype
     cannot hold exactly (> 2^24 for float32) is refused naming the input."""
-    from .ops.gather import check_index_inputs
+    from .ops.gather import check_index_inputs, first_non_integer
     from .symbol.infer import infer_entry_types
 
     for name, v in values.items():  # strings or objects would fail (or turn NaN) deep in a kernel
@@ -103,29 +103,20 @@ def cast_inputs(sym, values: Dict[str, np.ndarray]) -> Dict[str, np.ndarray]:
     for name in todo:
         value = np.asarray(values[name])
         target = np.dtype(declared.get(name, "float32"))
-        if value.dtype.kind == "f":
-            if target.kind in "iub" and value.size:  # token ids given as floats: 3.5 is not an id
-                bad = ~np.isfinite(value) | (value != np.trunc(value))
-                if bad.any():
-                    raise Error(f"input '{name}' is declared {target.name} but holds {value[bad].reshape(-1)[0]}, "
-                                "which is not an integer")
-                if target.kind in "iu":
-                    info = np.iinfo(target)
-                    lo, hi = float(value.min()), float(value.max())
-                    if lo < info.min or hi > info.max:
-                        raise Error(f"input '{name}' holds {lo if lo < info.min else hi}, outside the range of its "
-                                    f"declared dtype {target.name}")
-                result[name] = value.astype(target)
-            continue
         if target.kind in "iub":
-            if value.size and target.kind in "iu" and value.dtype.kind in "iu":
+            bad = first_non_integer(value)  # token ids given as floats: 3.5 is not an id
+            if bad is not None:
+                raise Error(f"input '{name}' is declared {target.name} but holds {bad}, which is not an integer")
+            if value.size and target.kind in "iu" and value.dtype.kind in "iuf":
                 info = np.iinfo(target)
-                lo, hi = int(value.min()), int(value.max())
+                lo, hi = value.min().item(), value.max().item()  # Python numbers: exact comparisons
                 if lo < info.min or hi > info.max:
                     raise Error(f"input '{name}' holds {lo if lo < info.min else hi}, outside the range of its "
                                 f"declared dtype {target.name}")
             result[name] = value.astype(target)
             continue
+        if value.dtype.kind == "f":
+            continue  # float data for a float input: as given
         limit = _EXACT_INT.get(target.name)
         if limit is not None and value.size and value.dtype.kind in "iu":
             largest = max(abs(int(value.min())), abs(int(value.max())))

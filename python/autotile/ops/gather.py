@@ -56,7 +56,7 @@ def map_indices(op: str, indices, n: int, mode: str = "raise", what: str = "axis
     """Indices into a dim of size `n` as positions in [0, n) under `mode` (see module doc).
     Under "raise" (ONNX semantics) a float index that is not an integer is an Error too."""
     if mode == "raise":
-        bad = _not_integral(indices)
+        bad = first_non_integer(indices)
         if bad is not None:
             raise Error(f"{op}: index {bad} is not an integer (indices into {what} of size {n})")
     idx = _as_int(indices)
@@ -73,7 +73,7 @@ def map_indices(op: str, indices, n: int, mode: str = "raise", what: str = "axis
     return np.where(idx < 0, idx + n, idx)
 
 
-def _not_integral(indices):
+def first_non_integer(indices):
     """The first value of a float index array that is not an integer (NaN, inf, 3.5), else None."""
     idx = np.asarray(indices)
     if idx.dtype.kind not in "fc":
@@ -107,7 +107,7 @@ def check_index_inputs(sym, values) -> None:
         by_name.setdefault(ids.name, (node, n))
     for name, (node, n) in by_name.items():
         where = f"node '{node.name}' ({node.op}) gathers from {n} rows"
-        bad = _not_integral(values[name])
+        bad = first_non_integer(values[name])
         if bad is not None:
             raise Error(f"input '{name}' holds the id {bad}, which is not an integer ({where})")
         idx = _as_int(values[name])
