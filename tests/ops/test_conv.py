@@ -242,24 +242,16 @@ def test_float32_kernels_track_float64(shape, nf, kernel, stride, groups):
     """The float32 forward and gradient kernels lose no more than float32 rounding of the
     result (relative 1e-5 of each output's largest value) against the same kernels in
     float64: nothing in the im2col/col2im path accumulates in lower precision."""
-    from autotile.ops.registry import KernelContext, format_value
+    from float32_checks import assert_float32_tracks_float64
 
     rng = np.random.default_rng(9)
     vals = _inputs(rng, shape, nf, kernel, groups)
     pad = tuple(k // 2 for k in kernel)
     common = dict(kernel=kernel, stride=stride, pad=pad, num_filter=nf, num_group=groups)
-    out = at.ops.get("Convolution").forward(
-        at.ops.parse_attrs(at.ops.get("Convolution"), {k: format_value(v) for k, v in common.items()}),
-        [vals["data"], vals["weight"], vals["bias"]], KernelContext())[0]
+    (out,) = forward(single_op("Convolution", ["data", "weight", "bias"], **common), vals)
     dy = rng.standard_normal(out.shape)
-    calls = [("Convolution", [vals["data"], vals["weight"], vals["bias"]]),
-             ("_backward_Convolution_data", [dy, vals["weight"], vals["data"]]),
-             ("_backward_Convolution_weight", [dy, vals["data"]]),
-             ("_backward_Convolution_bias", [dy])]
-    for name, inputs in calls:
-        op = at.ops.get(name)
-        attrs = at.ops.parse_attrs(op, {k: format_value(v) for k, v in common.items()})
-        want = op.forward(attrs, inputs, KernelContext())[0]
-        got = op.forward(attrs, [x.astype(np.float32) for x in inputs], KernelContext())[0]
-        assert got.dtype == np.float32, name
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 * np.abs(want).max(), err_msg=name)
+    for name, inputs in [("Convolution", [vals["data"], vals["weight"], vals["bias"]]),
+                         ("_backward_Convolution_data", [dy, vals["weight"], vals["data"]]),
+                         ("_backward_Convolution_weight", [dy, vals["data"]]),
+                         ("_backward_Convolution_bias", [dy])]:
+        assert_float32_tracks_float64(name, common, inputs, 1e-5)

@@ -264,12 +264,7 @@ def test_float32_kernels_track_float64(shape, attrs):
     x = rng.standard_normal(shape)
     (y,) = forward(single_op("Pooling", ["data"], **attrs), {"data": x})
     dy = rng.standard_normal(y.shape)
-    from autotile.ops.registry import KernelContext, format_value
+    from float32_checks import assert_float32_tracks_float64
 
     for name, inputs in (("Pooling", [x]), ("_backward_Pooling", [dy, x])):
-        op = at.ops.get(name)
-        parsed = at.ops.parse_attrs(op, {a: format_value(v) for a, v in attrs.items()})
-        want = op.forward(parsed, inputs, KernelContext())[0]
-        got = op.forward(parsed, [v.astype(np.float32) for v in inputs], KernelContext())[0]
-        assert got.dtype == np.float32, name
-        np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * np.abs(want).max(), err_msg=name)
+        assert_float32_tracks_float64(name, attrs, inputs, 1e-6)
