@@ -131,14 +131,27 @@ AT_HD inline void make_piece_work(const int64_t* records, int p, int elem, int b
   if (w->chunks < 1) w->chunks = 1;
 }
 
-/// \brief Offset (units) of row `r`'s first unit in a collapsed view.
+/// \brief Offset (units) of row `r`'s first unit in a collapsed view. The outermost dim needs
+/// no division (r < its extent there), and 32-bit division stands in for 64-bit where the
+/// values fit: 64-bit division is a long software sequence on GPUs, paid per row.
 AT_HD inline int64_t row_offset(const RegionView& v, int64_t r) {
   int64_t off = v.base;
-  for (int d = v.ndim - 2; d >= 0 && r > 0; --d) {
+  int d = v.ndim - 2;
+  for (; d > 0 && r > 0; --d) {
     const int64_t extent = v.region_shape[d];
-    off += (r % extent) * v.strides[d];
-    r /= extent;
+    int64_t q, m;
+    if (r <= 0x7fffffff && extent <= 0x7fffffff) {
+      const uint32_t r32 = static_cast<uint32_t>(r), e32 = static_cast<uint32_t>(extent);
+      q = r32 / e32;
+      m = r32 - static_cast<uint32_t>(q) * e32;
+    } else {
+      q = r / extent;
+      m = r - q * extent;
+    }
+    off += m * v.strides[d];
+    r = q;
   }
+  if (d == 0) off += r * v.strides[0];
   return off;
 }
 

@@ -144,9 +144,11 @@ def test_pack_records_rejects_bad_pieces():
 def test_launch_grid():
     rec = gpu_fetch.pack_records(0, [0, 0], [1000, 1000], [(0, [0, 0], [1000, 1000], [0, 0], [1000, 1000]),
                                                          (0, [0, 0], [1000, 1000], [0, 0], [2, 3])])
-    grid, block = gpu_fetch.launch_grid(rec)
-    assert block == (gpu_fetch.BLOCK,) and grid == (gpu_fetch.MAX_GRID_X, 2)
-    grid, _ = gpu_fetch.launch_grid(gpu_fetch.pack_records(0, [0], [10], [(0, [0], [10], [0], [10])]))
+    grid, block = gpu_fetch.launch_grid(rec, 4)  # 4 MB in the largest piece: 123 blocks of 32 KiB
+    assert block == (gpu_fetch.BLOCK,) and grid == (-(-4_000_000 // gpu_fetch.BYTES_PER_BLOCK), 2)
+    grid, _ = gpu_fetch.launch_grid(rec, 400)
+    assert grid == (gpu_fetch.MAX_GRID_X, 2)
+    grid, _ = gpu_fetch.launch_grid(gpu_fetch.pack_records(0, [0], [10], [(0, [0], [10], [0], [10])]), 8)
     assert grid == (1, 1)
 
 

@@ -25,6 +25,9 @@ PREPARE_BLOCK = 128
 #: cudaMemcpyAsync per 1 MiB piece beat a kernel launch over four such pieces
 MEMCPY_MIN_BYTES = 1 << 20
 MAX_GRID_X = 1024
+#: bytes of a piece per block of the launch: two rounds of BLOCK threads x 4 loads (kUnroll)
+#: of 16-byte units
+BYTES_PER_BLOCK = BLOCK * 4 * 16 * 2
 MAX_GRID_Y = 65535
 
 _PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # .../autotile
@@ -124,7 +127,7 @@ def device_launcher(cupy, kernels: dict, name: str, records: np.ndarray, n_piece
     d_records = cupy.asarray(records)
     works = cupy.empty(max(1, n_pieces) * WORK_BYTES, cupy.uint8)
     prepare(kernels, name, d_records, n_pieces, works)
-    grid, block = launch_grid(records)
+    grid, block = launch_grid(records, prepare_args(name)[0])
 
     def launch():
         kernels[name](grid, block, (works, np.int32(n_pieces)))
@@ -170,14 +173,16 @@ def pack_records(dst_ptr: int, dst_lo: Sequence[int], dst_shape: Sequence[int],
     return rec
 
 
-def launch_grid(records: np.ndarray) -> Tuple[Tuple[int, int], Tuple[int]]:
-    """(grid, block) for one launch over `records`: x covers the largest piece (grid-stride
-    beyond MAX_GRID_X blocks), y one piece per block row."""
+def launch_grid(records: np.ndarray, itemsize: int) -> Tuple[Tuple[int, int], Tuple[int]]:
+    """(grid, block) for one launch over `records` of `itemsize`-byte elements: x gives the
+    largest piece a block per BYTES_PER_BLOCK (grid-stride loops beyond MAX_GRID_X blocks:
+    blocks with no work still cost a launch slot and a load of the piece's work), y one piece
+    per block row."""
     n = records.shape[0] - 1
     ndim = int(records[0, 1])
     vols = np.prod(records[1:, _SHAPE:_SHAPE + ndim], axis=1) if n else np.zeros(0)
-    biggest = int(vols.max()) if n else 0
-    grid_x = max(1, min(MAX_GRID_X, -(-biggest // BLOCK)))
+    biggest = int(vols.max()) * int(itemsize) if n else 0
+    grid_x = max(1, min(MAX_GRID_X, -(-biggest // BYTES_PER_BLOCK)))
     return (grid_x, max(1, min(n, MAX_GRID_Y))), (BLOCK,)
 
 

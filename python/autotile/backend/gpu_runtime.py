@@ -414,7 +414,7 @@ class GpuRuntime:
             if kernel_pieces:
                 name = gpu_fetch.kernel_name(dtype, op["accumulate"])
                 records = gpu_fetch.pack_records(dptr, dbuf["lo"], dshape, kernel_pieces)
-                grid, block = gpu_fetch.launch_grid(records)
+                grid, block = gpu_fetch.launch_grid(records, dtype.itemsize)
                 launch = (name, dev.prepare_fetch(w, name, records, len(kernel_pieces)), len(kernel_pieces), grid,
                           block)
             elif op["accumulate"]:

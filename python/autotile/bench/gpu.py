@@ -41,17 +41,21 @@ def _gpu():
     return cupy, None
 
 
-def _time_gpu(cp, fn, repeat=20):
-    """Median seconds of `fn` (GPU work on the current stream) over `repeat` event-timed runs."""
+def _time_gpu(cp, fn, repeat=20, batches=5):
+    """Seconds per call of `fn` (GPU work on the current stream): the median over `batches`
+    of `repeat` back-to-back calls between two events, so the GPU runs them from a full
+    queue and the host's launch overhead is hidden as in a step (one call between events
+    would count the host's time to launch)."""
     fn()
     times = []
-    for _ in range(repeat):
+    for _ in range(batches):
         start, stop = cp.cuda.Event(), cp.cuda.Event()
         start.record()
-        fn()
+        for _ in range(repeat):
+            fn()
         stop.record()
         stop.synchronize()
-        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3)
+        times.append(cp.cuda.get_elapsed_time(start, stop) / 1e3 / repeat)
     return float(np.median(times))
 
 
