@@ -79,7 +79,20 @@ def mixed_net():
     return _head(h), {"data": (6, 2, 12, 12), "softmax_label": (6,)}
 
 
-MODELS = {"depthwise": depthwise_net, "gap": gap_net, "avgpool": avgpool_net, "se": se_net, "mixed": mixed_net}
+def convnext_net():
+    """ConvNeXt's block in small: 4x4/4 patchify conv, 7x7 depthwise conv (pad 3) over a 4x4
+    map (the window is wider than any tile of it), 1x1 expand and project, global average pool."""
+    x = at.sym.Variable("data")
+    h = at.sym.Convolution(x, kernel=(4, 4), stride=(4, 4), num_filter=8, name="patchify")
+    h = at.sym.Convolution(h, kernel=(7, 7), pad=(3, 3), num_filter=8, num_group=8, name="dw7")
+    h = at.sym.Convolution(h, kernel=(1, 1), num_filter=16, name="pw1")
+    h = at.sym.Activation(h, act_type="tanh", name="act")
+    h = at.sym.Convolution(h, kernel=(1, 1), num_filter=8, name="pw2")
+    h = at.sym.Pooling(h, global_pool=True, pool_type="avg", kernel=(1, 1), name="gap")
+    return _head(h), {"data": (6, 3, 16, 16), "softmax_label": (6,)}
+
+
+MODELS = {"convnext": convnext_net, "depthwise": depthwise_net, "gap": gap_net, "avgpool": avgpool_net, "se": se_net, "mixed": mixed_net}
 
 
 def float64_values(sym, shapes, seed=0):
@@ -156,7 +169,7 @@ def test_every_conv_and_pool_split_matches_one_device(model, factors):
     # spatial splits of pooling's backward (where the k x gradient hid) are among them
     pool_bwd = {v for n, v in covered if n.endswith("_backward0") and n.split("_backward")[0] in
                 ("gap", "pool", "pool2", "se_pool", "maxp", "avgp", "sump")}
-    if model in ("gap", "avgpool", "se", "mixed"):
+    if model in ("gap", "avgpool", "se", "mixed") or (model == "convnext" and factors != [3]):
         assert {"iy", "ix"} <= pool_bwd, pool_bwd
 
 
