@@ -91,3 +91,14 @@ def test_train_checks_the_batch_before_allocating_the_data_set(data):
                       + PRINT_PEAK)
     _refused(proc, "batch 1000000")
     assert peak_rss(proc.stdout) < 1 << 30
+
+
+@needs_fifo
+def test_bench_profile_that_is_a_fifo(tmp_path):
+    fifo = tmp_path / "machine.json"
+    os.mkfifo(fifo)
+    proc = run_cli("bench", "mlp", "--quick", "--profile", str(fifo))
+    assert proc.returncode == 2, proc.stderr
+    assert "--profile" in proc.stderr and "FIFO" in proc.stderr and str(fifo) in proc.stderr
+    _refused(_child("from autotile.sim import load_profile; load_profile(sys.argv[1])", str(fifo)),
+             "hardware profile", "FIFO")

@@ -286,11 +286,13 @@ def load_profile(name_or_path: str) -> Hardware:
         os.path.join(PROFILE_DIR, name_or_path + ".json")
     if not os.path.exists(path):
         raise Error(f"unknown hardware profile '{name_or_path}' (shipped: {', '.join(available_profiles())})")
+    from ..file_read import read_regular_file
+
+    text = read_regular_file(path, "hardware profile")  # a FIFO named *.json would block open()
     try:
-        with open(path) as f:
-            doc = json.load(f)
-    except json.JSONDecodeError as e:
-        raise Error(f"{path}: not valid JSON: {e}") from None
+        doc = json.loads(text)
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise Error(f"{path}: not valid JSON: {e or 'nested too deeply'}") from None
     return _parse(doc, path)
 
 
