@@ -230,6 +230,62 @@ def pool_cases() -> List[Case]:
     return cases
 
 
+# --------------------------------------------------------------------------- more axes and sizes
+def axis_cases() -> List[Case]:
+    """Negative and last axes, odd sizes, 3-D/4-D variants and optimizer attributes."""
+    return [
+        Case("sum", {"axis": (-1,), "keepdims": True}, [In((4, 6, 3))]),
+        Case("mean", {"axis": (0, 1, 2)}, [In((4, 6, 2))]),
+        Case("max", {"axis": (0,), "keepdims": True}, [In((4, 6, 3))]),
+        Case("min", {"axis": (2,)}, [In((4, 6, 3))]),
+        Case("prod", {"axis": (-1,), "keepdims": True}, [In((4, 6, 3), "positive")]),
+        Case("log_softmax", {"axis": 0}, [In((4, 6))]),
+        Case("softmax", {"axis": -2}, [In((2, 6, 4))]),
+        Case("cumsum", {"axis": 2, "exclusive": True, "reverse": True}, [In((2, 4, 6))]),
+        Case("trilu", {"upper": True, "k": -1}, [In((6, 4))]),
+        Case("relu", {}, [In((12, 5), "nonzero")]), Case("square", {}, [In((2, 6, 4, 2))]),
+        Case("Activation", {"act_type": "tanh"}, [In((4, 3, 6))]),
+        Case("Cast", {"dtype": "float32"}, [In((4, 6))]),
+        Case("Dropout", {"p": 0.5, "mode": "always"}, [In((4, 6))]),
+        Case("Dropout", {"p": 0.0}, [In((4, 6))]),
+        Case("slice", {"begin": (-3, 1), "end": (None, -1)}, [In((6, 6))]),
+        Case("slice", {"begin": (0, 0, 1), "end": (4, 6, 3), "step": (2, 1, 1)}, [In((4, 6, 3))]),
+        Case("slice_axis", {"axis": -1, "begin": -4, "end": None}, [In((4, 6))]),
+        Case("SliceChannel", {"num_outputs": 2, "axis": -1}, [In((4, 3, 4))]),
+        Case("Concat", {"dim": 2, "num_args": 2}, [In((2, 4, 3)), In((2, 4, 3))]),
+        Case("Concat", {"dim": -1, "num_args": 2}, [In((4, 5)), In((4, 1))]),
+        Case("transpose", {"axes": (0, 2, 3, 1)}, [In((2, 4, 6, 2))]),
+        Case("pad", {"mode": "constant", "pad_width": (0, 0, 0, 0, 2, 1)}, [In((4, 2, 6))]),
+        Case("take", {"axis": 0, "mode": "clip"}, [In((6, 4)), In((4, 3), "index:9", data=True)]),
+        Case("take", {"axis": -1}, [In((2, 3, 6)), In((4,), "index:6", data=True)]),
+        Case("gather_nd", {}, [In((4, 6, 2)), In((2, 3), "index:4", data=True)]),
+        Case("SoftmaxOutput", {"multi_output": True, "use_ignore": True, "ignore_label": 1,
+                               "normalization": "valid"}, [In((4, 3, 6)), In((4, 6), "label:3")]),
+        Case("LayerNorm", {"axis": 0}, [In((4, 6)), In((4,), "positive"), In((4,))]),
+        Case("GroupNorm", {"num_groups": 1}, [In((2, 6, 4)), In((6,), "positive"), In((6,))]),
+        Case("GroupNorm", {"num_groups": 6}, [In((4, 6, 2)), In((6,), "positive"), In((6,))]),
+        Case("BatchNorm", {"fix_gamma": False, "axis": 3}, [In((4, 2, 2, 6)), In((6,), "positive"), In((6,))]),
+        Case("BatchNorm", {"fix_gamma": False, "output_mean_var": True}, [In((4, 6)), In((6,), "positive"), In((6,))]),
+        Case("Convolution", {"kernel": (3, 3), "num_filter": 6, "num_group": 3, "stride": (2, 2)},
+             [In((2, 6, 9, 9)), In((6, 2, 3, 3)), In((6,))]),
+        Case("Convolution", {"kernel": (3, 3), "num_filter": 12, "num_group": 6, "pad": (1, 1)},
+             [In((2, 6, 6, 6)), In((12, 1, 3, 3)), In((12,))]),
+        Case("Convolution", {"kernel": (3, 3, 3), "num_filter": 2, "pad": (1, 1, 1), "stride": (2, 2, 2)},
+             [In((2, 2, 5, 4, 4)), In((2, 2, 3, 3, 3)), In((2,))]),
+        Case("Pooling", {"kernel": (3, 3), "stride": (2, 2), "pool_type": "avg"}, [In((2, 4, 9, 9))]),
+        Case("Pooling", {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "pool_type": "max",
+                         "pooling_convention": "full"}, [In((2, 4, 7, 8))]),
+        Case("Pooling", {"kernel": (2, 2, 2), "stride": (2, 2, 2), "pool_type": "avg"}, [In((2, 2, 4, 4, 4))]),
+        Case("FullyConnected", {"num_hidden": 4}, [In((6, 4)), In((4, 4)), In((4,))], optimizer="adam",
+             optimizer_args={"wd": 0.01, "clip_gradient": 0.5, "rescale_grad": 0.5}),
+        Case("FullyConnected", {"num_hidden": 4}, [In((6, 4)), In((4, 4)), In((4,))], optimizer="momentum",
+             optimizer_args={"momentum": 0.9, "wd": 0.01, "clip_gradient": 0.3}),
+        Case("FullyConnected", {"num_hidden": 4}, [In((6, 4)), In((4, 4)), In((4,))],
+             optimizer_args={"wd": 0.01, "clip_gradient": 0.3, "rescale_grad": 2.0}),
+        Case("dot", {"transpose_b": True}, [In((2, 3, 4)), In((6, 4))]),
+    ]
+
+
 #: the cases of the bugs this validator found (issue 22 and since): each fails on the code
 #: before its fix, and runs in the CI sample
 REGRESSIONS: List[Case] = [
@@ -254,7 +310,7 @@ REGRESSIONS: List[Case] = [
 
 def all_cases() -> List[Case]:
     cases = (elementwise_cases() + broadcast_cases() + reduce_cases() + loss_cases() + shape_cases()
-             + dense_cases() + norm_cases() + conv_cases() + pool_cases())
+             + dense_cases() + norm_cases() + conv_cases() + pool_cases() + axis_cases())
     ids = {c.id for c in cases}
     return cases + [c for c in REGRESSIONS if c.id not in ids]
 

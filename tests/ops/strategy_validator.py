@@ -25,7 +25,7 @@ import os
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -109,6 +109,8 @@ class Step:
     aux: Dict[str, np.ndarray]
     head_grads: Dict[str, np.ndarray]
     lowered: object
+    #: runs a planned step: run_multi_device (the host runtime) or another runtime's
+    runner: Callable = run_multi_device
 
 
 def build(case: Case) -> Step:
@@ -214,17 +216,25 @@ class Report:
     unsplit: Dict[str, str] = field(default_factory=dict)
     #: ops that never appear in a step themselves: the ops autodiff lowers them into
     lowered: Dict[str, set] = field(default_factory=dict)
-    triples: int = 0
+    #: TDL variables an op vetoes (``__no_split__``): strategies the planner never runs
+    vetoed: Dict[str, set] = field(default_factory=dict)
+    #: the (case, node, cut, strategy row) checked; a triple run under several tilings counts once
+    seen: set = field(default_factory=set)
     steps: int = 0
+
+    @property
+    def triples(self) -> int:
+        return len(self.seen)
 
     def merge(self, other: "Report") -> None:
         for op, rows in other.checked.items():
             self.checked.setdefault(op, set()).update(rows)
-        for op, into in other.lowered.items():
-            self.lowered.setdefault(op, set()).update(into)
+        for what in ("lowered", "vetoed"):
+            for op, items in getattr(other, what).items():
+                getattr(self, what).setdefault(op, set()).update(items)
         for op, why in other.unsplit.items():
             self.unsplit.setdefault(op, why)
-        self.triples += other.triples
+        self.seen |= other.seen
         self.steps += other.steps
 
 
@@ -237,17 +247,21 @@ def random_tilings(lowered, factors: Sequence[int], seed: int) -> Dict[str, List
 
 def _run(step: Step, plan: Plan):
     c = step.case
-    return run_multi_device(step.sym, plan.devices, step.values, plan=plan, optimizer=c.optimizer,
-                            optimizer_args=c.optimizer_args)
+    return step.runner(step.sym, plan.devices, step.values, plan=plan, optimizer=c.optimizer,
+                       optimizer_args=c.optimizer_args)
 
 
 def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol: float = RTOL,
-               atol: float = ATOL, tilings: str = "replicate") -> Report:
+               atol: float = ATOL, tilings: str = "replicate", runner: Optional[Callable] = None) -> Report:
     """Validates every strategy of every node of `case`'s training step at each cut of
     `factors_list` against the single-device step; returns what was covered. Tensors are
-    replicated (`tilings="replicate"`), or tiled at random per plan (``"random"``). Raises
-    AssertionError naming the case, cut, node, op and strategy at fault."""
+    replicated (`tilings="replicate"`), or tiled at random per plan (``"random"``). `runner`
+    runs a planned step (default: the host runtime, run_multi_device; the GPU runtime's
+    run_gpu takes the same arguments). Raises AssertionError naming the case, cut, node, op
+    and strategy at fault."""
     step = build(case)
+    if runner is not None:
+        step.runner = runner
     want = reference(step)
     low = step.lowered
     ops = {name: low.core.node(i)["op"] for i, name in enumerate(low.node_names)}
@@ -270,11 +284,13 @@ def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol
             for name, row in chosen.items():
                 split_somewhere.add(name)
                 report.checked.setdefault(ops[name], set()).add((tuple(factors), tuple(row)))
-        report.triples += sum(len(r) for r in rows.values())
+        report.seen.update((case.id, name, tuple(factors), tuple(r)) for name, rs in rows.items() for r in rs)
     if case.op not in ops.values() and at.ops.get(case.op).name not in ops.values():
         report.lowered.setdefault(at.ops.get(case.op).name, set()).update(
             op for name, op in ops.items() if name == "op" or name.startswith("op_"))
     for i, name in enumerate(low.node_names):
+        if vetoed_vars(low, i):
+            report.vetoed.setdefault(ops[name], set()).update(vetoed_vars(low, i))
         if name not in split_somewhere:
             veto = vetoed_vars(low, i)
             why = f"vetoes {veto}" if veto else "no TDL strategy at these shapes"
@@ -315,8 +331,9 @@ def uncovered(report: Report, registered: Sequence[str]) -> Dict[str, str]:
 
 def summary(report: Report, registered: Sequence[str]) -> str:
     """A printable account: counts, per-op strategies covered, and ops not covered."""
+    split = [op for op in registered if op in report.checked]
     lines = [f"strategy validator: {report.triples} (op, config, strategy) triples in {report.steps} "
-             f"k-device steps; {len(report.checked)} of {len(registered)} registered ops split"]
+             f"k-device steps; {len(split)} of {len(registered)} registered ops split"]
     for op in sorted(report.checked):
         by_cut: Dict[str, List[str]] = {}
         for factors, row in sorted(report.checked[op]):
@@ -324,6 +341,9 @@ def summary(report: Report, registered: Sequence[str]) -> str:
         lines.append(f"  {op}: " + "; ".join(f"{cut}: {', '.join(sorted(set(v)))}" for cut, v in by_cut.items()))
     for op in sorted(report.lowered):
         lines.append(f"  {op}: lowered into {', '.join(sorted(report.lowered[op]))}")
+    if report.vetoed:
+        lines.append("vetoed by the op (never planned, not run): "
+                     + "; ".join(f"{op}: {', '.join(sorted(v))}" for op, v in sorted(report.vetoed.items())))
     missing = uncovered(report, registered)
     if missing:
         lines.append(f"not covered ({len(missing)}):")

@@ -42,7 +42,8 @@ def fc_backward_data(attrs, inputs, ctx):
 
 def fc_backward_weight(attrs, inputs, ctx):
     dy, x = inputs
-    return [(dy.reshape(-1, attrs["num_hidden"]).T @ _dense._as2d(attrs, x)).astype(dy.dtype, copy=False)]
+    x2 = _dense.weight_grad_columns(attrs, _dense._as2d(attrs, x))  # a kk slab's own columns
+    return [(dy.reshape(-1, attrs["num_hidden"]).T @ x2).astype(dy.dtype, copy=False)]
 
 
 def fc_backward_bias(attrs, inputs, ctx):

@@ -175,12 +175,19 @@ def _bwd_weight_shape(attrs, in_shapes):
     return [dy, x], [(attrs["num_hidden"], _flat_k(attrs, x))]
 
 
+def weight_grad_columns(attrs, x2):
+    """The columns of flattened data `x2` whose weight gradient a tile computes: all, or on a
+    slab of kk inside the whole rows of data's tile, those the tile hook names (tile_cols).
+    Every runtime's kernel of _backward_FullyConnected_weight goes through it."""
+    if not attrs.get("tile_cols"):
+        return x2
+    first, count = attrs["tile_cols"]
+    return x2[:, first:first + count]
+
+
 def _bwd_weight_forward(attrs, inputs, ctx):
     dy, x = inputs
-    dy2t, x2 = dy.reshape(-1, attrs["num_hidden"]).T, _as2d(attrs, x)
-    if attrs["tile_cols"]:  # a slab of kk inside the whole rows of data's tile
-        first, count = attrs["tile_cols"]
-        x2 = x2[:, first:first + count]
+    dy2t, x2 = dy.reshape(-1, attrs["num_hidden"]).T, weight_grad_columns(attrs, _as2d(attrs, x))
     out = _matmul_out(ctx, dy2t, x2, (dy2t.shape[0], x2.shape[1]))
     if out is not None:
         np.matmul(dy2t, x2, out=out)
