@@ -2,6 +2,7 @@
 
 Every registered operator is available as a constructor: ``sym.Convolution(...)``."""
 from ..ops import registry as _registry
+from . import infer as _infer  # noqa: F401 - registers Symbol.infer_shape/infer_type (symbol.METHODS)
 from .json_io import load, load_json
 from .ops_api import constructor as _constructor
 from .ops_api import create

@@ -6,7 +6,7 @@ from typing import Dict, List, Optional, Tuple
 from ..dtype_flags import dtype_name
 from ..errors import Error
 from ..ops import registry
-from .symbol import Node, Symbol
+from .symbol import Node, Symbol, implements
 
 Shape = Tuple[int, ...]
 
@@ -76,6 +76,7 @@ def infer_entry_shapes(sym: Symbol, shapes: Dict[str, Shape], partial: bool = Fa
     return known
 
 
+@implements("infer_shapes")
 def infer_shapes(sym: Symbol, shapes: Dict[str, Shape], partial: bool = False):
     known = infer_entry_shapes(sym, shapes, partial)
     nodes = sym.topo_nodes()
@@ -135,6 +136,7 @@ def infer_entry_types(sym: Symbol, dtypes: Dict[str, str]) -> Dict[Tuple[int, in
     return known
 
 
+@implements("infer_types")
 def infer_types(sym: Symbol, dtypes: Dict[str, str]):
     known = infer_entry_types(sym, dtypes)
     nodes = {n.name: n for n in sym.topo_nodes() if n.is_variable}

@@ -30,7 +30,7 @@ from typing import Dict, List, Tuple
 
 from ..errors import Error
 from ..ops import registry
-from .symbol import Node, Symbol, topo_sort
+from .symbol import Node, Symbol, implements, topo_sort
 
 MXNET_VERSION = 10901  # what we write: MXNet 1.9.1, MXNET_MAKE_VERSION(1, 9, 1)
 LEGACY_VERSION = 800  # a file without mxnet_version is from MXNet 0.8.0
@@ -118,6 +118,7 @@ def to_dict(sym: Symbol) -> dict:
     }
 
 
+@implements("to_json")
 def to_json(sym: Symbol) -> str:
     """MXNet 1.x symbol JSON text of `sym` (what ``Symbol.tojson()`` returns)."""
     return json.dumps(to_dict(sym), indent=2)
@@ -394,6 +395,7 @@ def load(fname: str) -> Symbol:
     return load_json(text, source)
 
 
+@implements("save")
 def save(sym: Symbol, fname: str) -> None:
     """Write `sym` as an MXNet symbol JSON file."""
     try:

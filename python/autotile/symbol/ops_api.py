@@ -11,9 +11,10 @@ from typing import Optional
 from ..errors import Error
 from ..ops import registry
 from .json_io import apply_compose_var_attrs
-from .symbol import Node, Symbol, Variable, names
+from .symbol import Node, Symbol, Variable, implements, names
 
 
+@implements("create")
 def create(op_name: str, *args, name: Optional[str] = None, attr: Optional[dict] = None, **kwargs) -> Symbol:
     """Apply operator `op_name` to symbols and return the resulting Symbol."""
     op = registry.get(op_name)

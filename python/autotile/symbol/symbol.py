@@ -7,12 +7,28 @@ A node's inputs are its op's arguments followed by its auxiliary states, as in M
 from __future__ import annotations
 
 import itertools
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from ..errors import Error
 from ..ops import registry
 
 Entry = Tuple["Node", int]
+
+#: What Symbol's methods that infer shapes and types, write JSON and apply operators call. The
+#: modules above this one (infer, json_io, ops_api) take a Symbol as an argument and register
+#: their functions here when imported (``autotile.symbol`` imports all of them), so this
+#: module, the lowest of the four, imports none of them back.
+METHODS: Dict[str, Callable] = {}
+
+
+def implements(name: str) -> Callable[[Callable], Callable]:
+    """Decorator of a function of a module above this one: Symbol's methods call it as `name`."""
+
+    def register(fn: Callable) -> Callable:
+        METHODS[name] = fn
+        return fn
+
+    return register
 
 
 class Node:
@@ -188,39 +204,30 @@ class Symbol:
 
         Raises Error naming the node, op and shapes at fault when shapes contradict, or
         naming the inputs whose shapes could not be deduced."""
-        from .infer import infer_shapes
-
-        return infer_shapes(self, shapes, partial=False)
+        return METHODS["infer_shapes"](self, shapes, partial=False)
 
     def infer_shape_partial(self, **shapes):
-        from .infer import infer_shapes
-
-        return infer_shapes(self, shapes, partial=True)
+        return METHODS["infer_shapes"](self, shapes, partial=True)
 
     def infer_type(self, **dtypes):
-        from .infer import infer_types
-
-        return infer_types(self, dtypes)
+        return METHODS["infer_types"](self, dtypes)
 
     # ------------------------------------------------------------------ serialisation
     def tojson(self) -> str:
         """MXNet 1.x symbol JSON (nodes, arg_nodes, node_row_ptr, heads, attrs)."""
-        from .json_io import to_json
-
-        return to_json(self)
+        return METHODS["to_json"](self)
 
     def save(self, fname: str) -> None:
-        with open(fname, "w") as f:
-            f.write(self.tojson())
+        """Write the symbol JSON to `fname` (Error naming the file when it cannot be written)."""
+        METHODS["save"](self, fname)
 
     # ------------------------------------------------------------------ arithmetic sugar
     def _binary(self, other, op: str, scalar_op: str, reverse: bool = False):
-        from . import ops_api
-
+        create = METHODS["create"]
         if isinstance(other, Symbol):
-            return ops_api.create(op, other, self) if reverse else ops_api.create(op, self, other)
+            return create(op, other, self) if reverse else create(op, self, other)
         if isinstance(other, (int, float)):
-            return ops_api.create(scalar_op, self, scalar=float(other))
+            return create(scalar_op, self, scalar=float(other))
         return NotImplemented
 
     def __add__(self, other):
