@@ -106,7 +106,8 @@ def reduce_cases() -> List[Case]:
 def loss_cases() -> List[Case]:
     lab = In((6,), "label:4")
     cases = [Case("SoftmaxOutput", {"normalization": n}, [In((6, 4)), lab]) for n in ("null", "batch", "valid")]
-    cases += [Case("SoftmaxOutput", {"use_ignore": True, "ignore_label": 2, "normalization": "valid"}, [In((6, 4)), lab]),
+    cases += [Case("SoftmaxOutput", {"use_ignore": True, "ignore_label": 2, "normalization": "valid"},
+                   [In((6, 4)), lab]),
               Case("SoftmaxOutput", {"multi_output": True}, [In((4, 3, 6)), In((4, 6), "label:3")]),
               Case("SoftmaxOutput", {"preserve_shape": True}, [In((4, 6)), In((4,), "label:6")]),
               Case("SoftmaxOutput", {"smooth_alpha": 0.1, "grad_scale": 2.0}, [In((6, 4)), lab])]
@@ -129,7 +130,8 @@ def shape_cases() -> List[Case]:
         Case("reshape_like", {}, [In((4, 6)), In((2, 12))]),
         Case("transpose", {"axes": (1, 0)}, x), Case("transpose", {"axes": (2, 0, 1)}, [In((4, 6, 3))]),
         Case("transpose", {}, [In((4, 6, 2))]),
-        Case("SwapAxis", {"dim1": 0, "dim2": 2}, [In((4, 6, 2))]), Case("SwapAxis", {"dim1": 1, "dim2": 2}, [In((4, 6, 2))]),
+        Case("SwapAxis", {"dim1": 0, "dim2": 2}, [In((4, 6, 2))]),
+        Case("SwapAxis", {"dim1": 1, "dim2": 2}, [In((4, 6, 2))]),
         Case("slice", {"begin": (1, 0), "end": (5, 6), "step": (1, 2)}, [In((6, 6))]),
         Case("slice", {"begin": (None, 5), "end": (None, None), "step": (1, -2)}, [In((4, 6))]),
         Case("slice", {"begin": (0, 1), "end": (4, 5)}, [In((4, 6))]),
@@ -139,7 +141,8 @@ def shape_cases() -> List[Case]:
         Case("SliceChannel", {"num_outputs": 3, "axis": 0, "squeeze_axis": True}, [In((3, 4, 2))]),
         Case("Concat", {"dim": 1, "num_args": 2}, [In((4, 2)), In((4, 4))]),
         Case("Concat", {"dim": 0, "num_args": 3}, [In((2, 6)), In((4, 6)), In((6, 6))]),
-        Case("pad", {"mode": "constant", "pad_width": (0, 0, 0, 0, 1, 2, 0, 1), "constant_value": 0.5}, [In((2, 4, 5, 6))]),
+        Case("pad", {"mode": "constant", "pad_width": (0, 0, 0, 0, 1, 2, 0, 1), "constant_value": 0.5},
+             [In((2, 4, 5, 6))]),
         Case("pad", {"mode": "edge", "pad_width": (0, 0, 0, 0, 1, 1, 2, 0)}, [In((2, 4, 6, 4))]),
         Case("pad", {"mode": "reflect", "pad_width": (0, 0, 0, 0, 1, 1, 1, 1)}, [In((2, 4, 6, 4))]),
         Case("tile", {"reps": (2, 3)}, [In((2, 2))]), Case("tile", {"reps": (1, 2, 1)}, [In((4, 3, 6))]),
@@ -205,7 +208,8 @@ def conv_cases() -> List[Case]:
         attrs = {"kernel": (k, k), "num_filter": 4, "num_group": group, "stride": (stride, stride),
                  "pad": (pad, pad), "dilate": (dil, dil)}
         cases.append(Case("Convolution", attrs, [In((2, c, size, size)), In((4, c // group, k, k)), In((4,))]))
-    cases += [Case("Convolution", {"kernel": (3,), "num_filter": 6, "pad": (1,)}, [In((4, 2, 12)), In((6, 2, 3)), In((6,))]),
+    cases += [Case("Convolution", {"kernel": (3,), "num_filter": 6, "pad": (1,)},
+                   [In((4, 2, 12)), In((6, 2, 3)), In((6,))]),
               Case("Convolution", {"kernel": (3,), "num_filter": 4, "dilate": (2,), "no_bias": True},
                    [In((2, 4, 10)), In((4, 4, 3))]),
               Case("Convolution", {"kernel": (3, 1), "num_filter": 4, "stride": (2, 1), "pad": (1, 0)},

@@ -323,7 +323,8 @@ def uncovered(report: Report, registered: Sequence[str]) -> Dict[str, str]:
         if into and all(o in report.checked for o in into):
             continue
         if into:
-            out[op] = f"lowered into {sorted(into)}, of which {sorted(o for o in into if o not in report.checked)} never split"
+            never = sorted(o for o in into if o not in report.checked)
+            out[op] = f"lowered into {sorted(into)}, of which {never} never split"
         else:
             out[op] = report.unsplit.get(op, "no case reaches it")
     return out

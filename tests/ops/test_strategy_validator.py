@@ -4,9 +4,10 @@ of the weight updates, at 2-way, 3-way and nested 2x2 cuts, equals the single-de
 in float64 (outputs, gradients, updated weights, optimizer and aux states, both ways).
 
 The CI sample runs one configuration per op plus the regression cases of the bugs the
-validator found, with tensors replicated and tiled at random; the whole sweep (slow) runs every configuration at more cuts and prints
-how many (op, config, strategy) triples it checked, which ops and strategies it covered and
-which registered ops it could not split, with the reason."""
+validator found, with tensors replicated and tiled at random; the whole sweep (slow) runs
+every configuration at more cuts and prints how many (op, config, strategy) triples it
+checked, which ops and strategies it covered and which registered ops it could not split,
+with the reason."""
 import numpy as np
 import pytest
 
