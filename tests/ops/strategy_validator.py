@@ -109,12 +109,15 @@ class Step:
     aux: Dict[str, np.ndarray]
     head_grads: Dict[str, np.ndarray]
     lowered: object
+    #: a training step (forward, backward, update), or partitioned inference (forward alone)
+    train: bool = True
     #: runs a planned step: run_multi_device (the host runtime) or another runtime's
     runner: Callable = run_multi_device
 
 
-def build(case: Case) -> Step:
-    """The one-op symbol of `case` with seeded values (float64), and its lowered step."""
+def build(case: Case, train: bool = True) -> Step:
+    """The one-op symbol of `case` with seeded values (float64), and its lowered training
+    step (with ``train=False``: its forward graph alone, as partitioned inference plans it)."""
     rng = np.random.default_rng(zlib.crc32(case.id.encode()))
     op = at.ops.get(case.op)
     parsed = at.ops.parse_attrs(op, {k: at.ops.registry.format_value(v) for k, v in case.attrs.items()}, "op")
@@ -137,19 +140,28 @@ def build(case: Case) -> Step:
         _, _, aux_shapes = sym.infer_shape(**shapes, **{n: v.shape for n, v in params.items()})
         for n, s in zip(aux_names, aux_shapes):
             aux[n] = rng.uniform(0.5, 1.5, s) if "var" in n else rng.standard_normal(s)
-    low = lowered_training_graph(sym, shapes, case.optimizer, case.optimizer_args)
+    if train:
+        low = lowered_training_graph(sym, shapes, case.optimizer, case.optimizer_args)
+    else:
+        from autotile.autodiff import inference_graph
+        from autotile.planner.lower import lower
+
+        tg = inference_graph(sym)
+        low = lower(tg.symbol, shapes, tg.param_names, {}, {}, {})
     heads = {}
     for out in sym.list_outputs():
         hname = f"{out}_head_grad"
         if hname in low.tensor_names:
             heads[out] = rng.standard_normal(low.tensor_shapes[low.tensor_names.index(hname)])
     values = {**params, **data, **aux, **{f"{o}_head_grad": g for o, g in heads.items()}}
-    return Step(case, sym, values, data, params, aux, heads, low)
+    return Step(case, sym, values, data, params, aux, heads, low, train)
 
 
 def reference(step: Step):
-    """The single-device training step (the oracle)."""
+    """The single-device step (the oracle)."""
     c = step.case
+    if not step.train:
+        return at.backend.run(step.sym, devices=1, inputs=step.data, params=step.params, aux=step.aux, train=False)
     return at.backend.run(step.sym, devices=1, inputs=step.data, params=step.params, aux=step.aux, train=True,
                           head_grads=step.head_grads or None, optimizer=c.optimizer, optimizer_args=c.optimizer_args)
 
@@ -193,7 +205,7 @@ def vetoed_vars(lowered, node_id: int) -> List[str]:
 
 
 def make_plan(lowered, factors: Sequence[int], strategies: Dict[str, List[str]], optimizer: str = "sgd",
-              tilings: Optional[Dict[str, List[str]]] = None) -> Plan:
+              tilings: Optional[Dict[str, List[str]]] = None, train: bool = True) -> Plan:
     """A plan with the given nodes split (the others replicated) and every tensor tiled as
     `tilings` says (replicated when not given)."""
     rep = ["replicate"] * len(factors)
@@ -204,7 +216,7 @@ def make_plan(lowered, factors: Sequence[int], strategies: Dict[str, List[str]],
                 tensor_tilings={name: list(tilings.get(name, rep)) for name in lowered.tensor_names},
                 node_strategies=rows,
                 tensor_shapes=dict(zip(lowered.tensor_names, lowered.tensor_shapes)),
-                param_names=list(lowered.param_names), optimizer=optimizer)
+                param_names=list(lowered.param_names), optimizer=optimizer, train=train)
 
 
 @dataclass
@@ -247,19 +259,23 @@ def random_tilings(lowered, factors: Sequence[int], seed: int) -> Dict[str, List
 
 def _run(step: Step, plan: Plan):
     c = step.case
+    if not step.train:
+        return step.runner(step.sym, plan.devices, step.values, plan=plan, train=False)
     return step.runner(step.sym, plan.devices, step.values, plan=plan, optimizer=c.optimizer,
                        optimizer_args=c.optimizer_args)
 
 
 def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol: float = RTOL,
-               atol: float = ATOL, tilings: str = "replicate", runner: Optional[Callable] = None) -> Report:
+               atol: float = ATOL, tilings: str = "replicate", runner: Optional[Callable] = None,
+               train: bool = True) -> Report:
     """Validates every strategy of every node of `case`'s training step at each cut of
     `factors_list` against the single-device step; returns what was covered. Tensors are
     replicated (`tilings="replicate"`), or tiled at random per plan (``"random"``). `runner`
     runs a planned step (default: the host runtime, run_multi_device; the GPU runtime's
-    run_gpu takes the same arguments). Raises AssertionError naming the case, cut, node, op
-    and strategy at fault."""
-    step = build(case)
+    run_gpu takes the same arguments). ``train=False`` checks partitioned inference (the
+    forward graph alone, kernels in inference mode). Raises AssertionError naming the case,
+    cut, node, op and strategy at fault."""
+    step = build(case, train)
     if runner is not None:
         step.runner = runner
     want = reference(step)
@@ -272,8 +288,9 @@ def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol
         for j in range(max((len(r) for r in rows.values()), default=0)):
             chosen = {name: r[j % len(r)] for name, r in rows.items() if r}
             tiles = random_tilings(low, factors, j) if tilings == "random" else None
-            plan = make_plan(low, factors, chosen, case.optimizer, tiles)
-            where = f"{case.id} cut {list(factors)} plan {chosen}" + (f" tilings {tiles}" if tiles else "")
+            plan = make_plan(low, factors, chosen, case.optimizer, tiles, train)
+            where = (f"{case.id}{'' if train else ' (inference)'} cut {list(factors)} plan {chosen}"
+                     + (f" tilings {tiles}" if tiles else ""))
             try:
                 got = _run(step, plan)
                 compare_results(got, want, where, rtol, atol)
@@ -301,8 +318,9 @@ def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol
 def _blame(step: Step, want, factors, chosen, ops, rtol, atol, tilings=None) -> Optional[str]:
     """The first node that, split alone along its strategy, breaks the step (a message)."""
     for name, row in chosen.items():
-        plan = make_plan(step.lowered, factors, {name: row}, step.case.optimizer, tilings)
-        where = (f"{step.case.id} cut {list(factors)}: node {name} (op {ops[name]}) split along {row}"
+        plan = make_plan(step.lowered, factors, {name: row}, step.case.optimizer, tilings, step.train)
+        where = (f"{step.case.id}{'' if step.train else ' (inference)'} cut {list(factors)}: node {name} "
+                 f"(op {ops[name]}) split along {row}"
                  + (f" (tensor tilings {tilings})" if tilings else ""))
         try:
             compare_results(_run(step, plan), want, where, rtol, atol)

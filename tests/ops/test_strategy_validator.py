@@ -4,10 +4,12 @@ of the weight updates, at 2-way, 3-way and nested 2x2 cuts, equals the single-de
 in float64 (outputs, gradients, updated weights, optimizer and aux states, both ways).
 
 The CI sample runs one configuration per op plus the regression cases of the bugs the
-validator found, with tensors replicated and tiled at random; the whole sweep (slow) runs
+validator found, with tensors replicated and tiled at random, and as partitioned inference; the whole sweep (slow) runs
 every configuration at more cuts and prints how many (op, config, strategy) triples it
 checked, which ops and strategies it covered and which registered ops it could not split,
 with the reason."""
+import itertools
+
 import numpy as np
 import pytest
 
@@ -44,10 +46,12 @@ _REPORTS = {}
 
 
 def _sample_report(case):
-    """check_case with tensors replicated, then tiled at random (split and partial tiles)."""
+    """check_case with tensors replicated, then tiled at random (split and partial tiles),
+    then partitioned inference."""
     if case.id not in _REPORTS:
         report = check_case(case)
         report.merge(check_case(case, tilings="random"))
+        report.merge(check_case(case, train=False))
         _REPORTS[case.id] = report
     return _REPORTS[case.id]
 
@@ -115,8 +119,8 @@ def test_full_sweep(capsys):
     total, failures, xpassed = Report(), [], []
     for case in CASES:
         try:
-            for tilings in ("replicate", "random"):
-                total.merge(check_case(case, SLOW_FACTORS, tilings=tilings))
+            for tilings, train in itertools.product(("replicate", "random"), (True, False)):
+                total.merge(check_case(case, SLOW_FACTORS, tilings=tilings, train=train))
         except AssertionError as e:
             if not case.xfail:
                 failures.append(str(e)[:2000])
@@ -127,7 +131,7 @@ def test_full_sweep(capsys):
     with capsys.disabled():
         print()
         print(f"{len(CASES)} configurations, cuts {[list(f) for f in SLOW_FACTORS]}, tensors replicated "
-              f"and tiled at random")
+              f"and tiled at random, training steps and partitioned inference")
         print(summary(total, registered))
         print(f"known bugs (xfail): {[c.id for c in CASES if c.xfail]}; now passing: {xpassed}")
     assert not failures, "\n\n".join(failures)
