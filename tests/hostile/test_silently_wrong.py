@@ -161,6 +161,13 @@ def test_plan_json_whose_mesh_does_not_multiply_to_its_devices(doc):
                                                      "cut_axes": ["batch", "batch"]})), "batch", "multiply to 4", "size 2")
 
 
+def test_plan_json_with_more_devices_than_autotile_plans_for(doc):
+    huge = 2 ** 61 - 1
+    raises_naming(lambda: Plan.from_json(json.dumps({**doc, "devices": huge, "factors": [huge],
+                                                     "mesh": {"devices": huge}, "cut_axes": ["devices"]})),
+                  "devices", "4096", str(huge))
+
+
 def test_plan_json_whose_cut_axes_is_shorter_than_its_cuts(doc):
     raises_naming(lambda: Plan.from_json(json.dumps({**doc, "cut_axes": ["devices"]})), "cut_axes", "2 cuts")
 

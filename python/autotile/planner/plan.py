@@ -153,6 +153,10 @@ class Plan:
                             f"got {str(getattr(self, name))[:60]!r}")
         if not ok_int(self.devices) or self.devices < 1:
             raise Error(f"plan: devices must be a positive integer, got {self.devices!r}")
+        from .layout_rules import MAX_DEVICES
+
+        if self.devices > MAX_DEVICES:
+            raise Error(f"plan: devices must be at most {MAX_DEVICES}, got {self.devices}")
         if not isinstance(self.factors, list) or not all(ok_int(f) and f >= 2 for f in self.factors):
             raise Error(f"plan: factors must be a list of integers >= 2, got {self.factors!r}")
         product = 1
