@@ -6,7 +6,8 @@ LLaMA, hand-written attention blocks, LSTM/GRU classifiers and a MobileNetV2-lik
 Each fixture, stage by stage (a test each, so a failure says which stage of which export
 fails): it imports; its forward pass equals onnxruntime's outputs stored next to it (float32
 tolerance); it plans on 8 devices; its partitioned inference and one training step on 4
-devices equal the single-device ones."""
+devices equal the single-device ones; and run with float64 weights and data, its training step
+stays float64 and 4 devices equal 1 (three families in the default set, all in the slow set)."""
 from __future__ import annotations
 
 import functools
@@ -159,3 +160,32 @@ def test_trains_the_exported_weights(tag):
     assert not untrained, f"{tag}: torch parameters with no gradient under their own name: {untrained}"
     constants = sorted(trained - weights)
     assert not constants, f"{tag}: tensors trained that are not weight initializers of the file: {constants}"
+
+
+#: float64 runs in the default set: the families with embeddings and masked attention (the
+#: rest run in the slow set)
+FLOAT64_FAST = ("gpt2_ts17", "bert_dynamo18", "llama_dynamo18")
+
+
+def _float64(values: dict) -> dict:
+    return {k: np.asarray(v).astype(np.float64) if np.asarray(v).dtype.kind == "f" else v for k, v in values.items()}
+
+
+@pytest.mark.parametrize("tag", [t if t in FLOAT64_FAST else pytest.param(t, marks=pytest.mark.slow) for t in FIXTURES])
+def test_training_step_in_float64_on_4_devices_equals_1(tag):
+    """The float32 file run with float64 weights and data: every output, gradient and update is
+    float64 (no float32 constant or embedding row mixes in), the forward pass equals
+    onnxruntime's, and 4 devices equal 1 to float64 precision."""
+    sym = imported(tag)
+    _, _, oracle, _ = fixture(tag)
+    params, inputs = _float64(sym.params), _float64(feeds(tag))
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    for g, want in zip(ref.outputs, oracle.values()):
+        assert g.dtype == np.float64
+        np.testing.assert_allclose(g, want, rtol=ORT_RTOL, atol=ORT_ATOL, err_msg=f"{tag}: float64 output")
+    res = at.backend.run(sym, devices=DEVICES, inputs=inputs, params=params, train=True)
+    assert ref.grads and set(res.grads) == set(ref.grads)
+    for p, want in ref.grads.items():
+        assert want.dtype == np.float64 and res.grads[p].dtype == np.float64, p
+        np.testing.assert_allclose(res.grads[p], want, rtol=1e-9, atol=1e-11, err_msg=f"{tag}: grad {p}")
+        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-9, atol=1e-11, err_msg=f"{tag}: param {p}")

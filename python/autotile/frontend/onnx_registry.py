@@ -3,7 +3,7 @@
 Each family module (onnx_ops: constants, dense, conv/pool, shapes; onnx_ops_index; onnx_ops_math;
 onnx_ops_nn; onnx_ops_rnn) registers its converters here with :func:`converter` and imports the
 shared helpers from here; this module imports none of them, so the families form no import
-circle. The importer (onnx_import) imports every family once to fill :data:`CONVERTERS`.
+circle. onnx_converters imports every family once, which fills :data:`CONVERTERS`.
 
 A converter takes a :class:`~autotile.frontend.onnx_import.NodeContext` and returns one value
 per ONNX output: a single-output Symbol, a NumPy array (a constant) or None (an output autotile
