@@ -11,6 +11,7 @@
 #include "exec/swap_plan.h"
 #include "tdl/analyze.h"
 #include "util/error.h"
+#include "util/name_list.h"
 
 namespace autotile {
 
@@ -196,6 +197,16 @@ SubOp Builder::sub_op(NodeId n, int device) {
     if (!chosen)
       fail("plan splits node '", node.name, "' (op ", node.op, ") ", count, " ways along '", var,
            "', which its TDL does not allow at these shapes");
+    // The search never picks these; a plan from elsewhere (a file, a hand-made Plan) would
+    // otherwise run a kernel that cannot run so, or sum partials that need another reducer.
+    auto vetoed = node.attrs.find("__no_split__");
+    if (vetoed != node.attrs.end() && is_listed(vetoed->second, var))
+      fail("plan splits node '", node.name, "' (op ", node.op, ") along '", var,
+           "', which the op vetoes (its kernel cannot run split along it)");
+    for (const OutputMake& make : chosen->outputs)
+      if (make.partial && make.reducer != Reducer::kSum)
+        fail("plan splits node '", node.name, "' (op ", node.op, ") along reduction variable '", var,
+             "', whose partial results need a max, min or product; the execution graph only sums partials");
     for (size_t j = 0; j < node.inputs.size(); ++j) {
       const InputNeed& need = chosen->inputs[j];
       if (!need.read) s.read[j] = false;

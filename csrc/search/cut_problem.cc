@@ -5,6 +5,7 @@
 
 #include "search/cost_model.h"
 #include "util/error.h"
+#include "util/name_list.h"
 
 namespace autotile {
 
@@ -35,18 +36,6 @@ double CutProblem::node_cost(NodeId n, const std::vector<int>& value, int* best)
 }
 
 namespace {
-
-/// True when `name` is one of the comma-separated names in `list`.
-bool is_listed(const std::string& list, const std::string& name) {
-  size_t start = 0;
-  while (start <= list.size()) {
-    size_t end = list.find(',', start);
-    if (end == std::string::npos) end = list.size();
-    if (list.compare(start, end - start, name) == 0) return true;
-    start = end + 1;
-  }
-  return false;
-}
 
 std::string shapes_str(const std::vector<Shape>& shapes) {
   std::string s;

@@ -137,3 +137,22 @@ def test_full_sweep(capsys):
     assert not failures, "\n\n".join(failures)
     assert not xpassed, f"known bugs now pass (drop their xfail): {xpassed}"
     assert not uncovered(total, registered), summary(total, registered)
+
+
+def test_a_plan_along_a_vetoed_or_non_sum_reduction_is_refused():
+    """The search never splits a vetoed variable nor a max/min/prod reduction; a plan made
+    elsewhere that does is refused by the execution-graph builder instead of running wrong
+    (it summed partial maxima)."""
+    from strategy_validator import build, make_plan, run_multi_device
+
+    step = build(Case("max", {"axis": (1,)}, [In((4, 6, 3))]))
+    plan = make_plan(step.lowered, [2], {"op": ["r1"]})
+    with pytest.raises(at.Error, match=r"node 'op' \(op max\) along 'r1', which the op vetoes"):
+        run_multi_device(step.sym, 2, step.values, plan=plan)
+    op = at.ops.get("max")
+    veto = op.extra.pop("no_split")
+    try:
+        with pytest.raises(at.Error, match=r"reduction variable 'r1'.*only sums partials"):
+            run_multi_device(step.sym, 2, step.values, plan=plan)
+    finally:
+        op.extra["no_split"] = veto
