@@ -232,6 +232,8 @@ def save(fname: Union[str, os.PathLike], data: Union[Dict[str, np.ndarray], Sequ
     All arrays are written dense, on context cpu(0). ``np_shape=True`` writes the V3 form
     MXNet writes under NumPy shape semantics (``npx.set_np()``), which MXNet needs to reload
     0-d arrays; the default V2 form is what plain ``mx.nd.save`` writes."""
+    if isinstance(fname, bool) or not isinstance(fname, (str, bytes, os.PathLike)):
+        raise Error(f"nd.save needs a file path, got {type(fname).__name__}")
     blob = dumps(data, np_shape)
     try:
         with open(fname, "wb") as f:

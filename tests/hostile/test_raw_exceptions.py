@@ -126,3 +126,19 @@ def test_bad_convolution_attributes_are_named_at_the_convolution(attrs, named):
     msg = raises_naming(lambda: at.plan(net, devices=2, shapes={"data": (2, 3, 8, 8), "softmax_label": (2,)}),
                         "node 'conv'", "Convolution", named)
     assert "flat" not in msg
+
+
+@pytest.mark.parametrize("kwargs, names", [({"dtypes": 5}, ["dtypes", "int"]), ({"optimizer_args": 5}, ["optimizer_args"]),
+                                           ({"dtypes": {"data": "nope"}}, ["dtypes['data']", "'nope'"])])
+def test_transform_dicts(plan, kwargs, names):
+    raises_naming(lambda: at.transform(_fc(), plan, **kwargs), *names)
+
+
+def test_save_paths_that_are_not_paths():
+    raises_naming(lambda: at.nd.save(None, {"a": np.zeros(2)}), "nd.save", "NoneType")
+    raises_naming(lambda: _fc().save(None), "sym.save", "NoneType")
+
+
+def test_numpy_integers_are_counts_and_sizes():
+    p = at.plan(_fc(), devices=np.int64(2), shapes=SHAPES, device_memory=np.int64(10 ** 9))
+    assert p.devices == 2 and type(p.devices) is int and p.device_memory == 10 ** 9

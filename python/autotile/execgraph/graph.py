@@ -173,6 +173,25 @@ def node_ids(lowered: LoweredGraph, order: Optional[Sequence]) -> Optional[List[
     return ids
 
 
+def check_transform_dicts(optimizer_args, dtypes):
+    """`optimizer_args` ({name: number}) and `dtypes` ({input: NumPy dtype name}) of
+    :func:`transform`, or an Error naming the argument and entry at fault."""
+    import numpy as np
+
+    for what, value in (("optimizer_args", optimizer_args), ("dtypes", dtypes)):
+        if value is not None and not isinstance(value, dict):
+            raise Error(f"{what} must be a dict or None, got {type(value).__name__}")
+    clean = None
+    if dtypes is not None:
+        clean = {}
+        for name, dtype in dtypes.items():
+            try:
+                clean[name] = np.dtype(dtype).name
+            except TypeError:
+                raise Error(f"dtypes['{name}'] = {dtype!r} is not a NumPy dtype (e.g. 'float32', 'int64')") from None
+    return optimizer_args, clean
+
+
 def check_batch(sym, plan) -> None:
     """Error when `sym` declares an input shape other than the one `plan` was made for (a plan
     for batch 64 handed a model built for batch 32), unless it is the shape the planned model
@@ -215,6 +234,7 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     from ..planner.memory_fit import parse_bytes
 
     check_plan(plan)
+    optimizer_args, dtypes = check_transform_dicts(optimizer_args, dtypes)
     given_memory = device_memory is not None
     if device_memory is not None:
         device_memory = parse_bytes(device_memory)

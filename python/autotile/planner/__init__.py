@@ -1,6 +1,7 @@
 """``autotile.plan``: find how to tile every tensor of a model's training graph."""
 from __future__ import annotations
 
+import numbers
 import os
 import time
 from typing import Dict, Optional, Sequence
@@ -113,6 +114,11 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
     return sym, tg, in_shapes, lowered
 
 
+def _as_int(value):
+    """A NumPy integer as a Python int; anything else unchanged (checked by the caller)."""
+    return int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+
+
 def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
          batch: Optional[int] = None, algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None,
          optimizer: str = "sgd", replicate_fallback: bool = False, mesh=None, layout=None,
@@ -147,6 +153,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         devices = size
     if devices is None:
         raise Error("plan needs devices= (a device count) or mesh= (named axes)")
+    devices, batch = _as_int(devices), _as_int(batch)  # NumPy integers are counts too
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
     if devices > layout_rules.MAX_DEVICES:  # before building the graph and factoring the count

@@ -12,6 +12,7 @@ first that did; the cost is a handful of searches and execution-graph builds.
 from __future__ import annotations
 
 import math
+import numbers
 import re
 from typing import Callable, Optional, Tuple
 
@@ -30,7 +31,7 @@ def parse_bytes(value, what: str = "device_memory") -> int:
     """A byte count from an int or a string with a unit ("16GiB", "512 MB", "1.5e9")."""
     if isinstance(value, bool):
         raise Error(f"{what} must be a number of bytes or a string such as '16GiB', got {value!r}")
-    if isinstance(value, (int, float)):
+    if isinstance(value, numbers.Real):  # NumPy integers and floats too
         if not math.isfinite(value) or value <= 0:
             raise Error(f"{what} must be a positive number of bytes, got {value!r}")
         if value > MAX_BYTES:

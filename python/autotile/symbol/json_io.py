@@ -398,6 +398,8 @@ def load(fname: str) -> Symbol:
 @implements("save")
 def save(sym: Symbol, fname: str) -> None:
     """Write `sym` as an MXNet symbol JSON file."""
+    if isinstance(fname, bool) or not isinstance(fname, (str, bytes, os.PathLike)):
+        raise Error(f"sym.save needs a file path, got {type(fname).__name__}")
     try:
         with open(fname, "w", encoding="utf-8") as f:
             f.write(to_json(sym))
