@@ -131,6 +131,17 @@ def _positive_int(text):
     return value
 
 
+def _seed_arg(text):
+    """--seed: a non-negative integer (NumPy's generators take no negative seed; exit 2)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected a non-negative integer, got {text!r}")
+    return value
+
+
 def _mesh_arg(text):
     from .planner.layout_rules import check_mesh
 
@@ -430,7 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--devices", type=_positive_int, default=1)
     sp.add_argument("--steps", type=_positive_int, default=1)
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--seed", type=_seed_arg, default=0)
     sp.add_argument("--inference", action="store_true",
                     help="forward passes only (on --devices K: the forward graph planned and partitioned)")
     add_init_args(sp)
@@ -445,7 +456,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--devices", type=_positive_int, default=1)
     sp.add_argument("--epochs", type=_positive_int, default=5)
     sp.add_argument("--batch", type=_positive_int, default=32)
-    sp.add_argument("--seed", type=int, default=0)
+    sp.add_argument("--seed", type=_seed_arg, default=0)
     add_init_args(sp)
     sp.add_argument("--plot", default=None, metavar="PNG", help="write loss and accuracy per epoch to this PNG")
     sp.add_argument("--save", default=None, metavar="FILE.params", help="write the trained parameters (MXNet .params)")

@@ -142,3 +142,9 @@ def test_save_paths_that_are_not_paths():
 def test_numpy_integers_are_counts_and_sizes():
     p = at.plan(_fc(), devices=np.int64(2), shapes=SHAPES, device_memory=np.int64(10 ** 9))
     assert p.devices == 2 and type(p.devices) is int and p.device_memory == 10 ** 9
+
+
+@pytest.mark.parametrize("command", ["run", "train"])
+def test_cli_negative_seed_is_a_usage_error(command):
+    proc = run_cli(command, "mlp-2-16" if command == "run" else "mlp", "--seed", "-1")
+    assert proc.returncode == 2 and "--seed" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
