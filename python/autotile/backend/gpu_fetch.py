@@ -122,17 +122,14 @@ def prepare(kernels: dict, name: str, d_records, n_pieces: int, works):
                                                          np.int32(vector), np.int32(BLOCK), works))
 
 
-def device_launcher(cupy, kernels: dict, name: str, records: np.ndarray, n_pieces: int, interleave: bool = True):
+def device_launcher(cupy, kernels: dict, name: str, records: np.ndarray, n_pieces: int):
     """A callable launching fetch kernel `name` over `records` on the current stream, its
     pieces' work prepared once on the current device (tests and benchmarks; the runtime
-    prepares through CupyDevices.prepare_fetch). interleave=False gives each piece its own
-    block row even where launch_grid would interleave them (to compare the two)."""
+    prepares through CupyDevices.prepare_fetch)."""
     d_records = cupy.asarray(records)
     works = cupy.empty(max(1, n_pieces) * WORK_BYTES, cupy.uint8)
     prepare(kernels, name, d_records, n_pieces, works)
     grid, block = launch_grid(records, prepare_args(name)[0])
-    if not interleave:
-        grid = (grid[0], max(1, min(n_pieces, MAX_GRID_Y)))
 
     def launch():
         kernels[name](grid, block, (works, np.int32(n_pieces)))

@@ -77,12 +77,11 @@ def _splits(shape):
             ("width / 4", grid((1, 1, 1, 4))), ("height / 2 x width / 2", grid((1, 1, 2, 2)))]
 
 
-def _launch(cp, kernels, records, n_pieces, interleave=True):
+def _launch(cp, kernels, records, n_pieces):
     """One float32 MultiFetch launch over `records`, its work prepared once (as the runtime does)."""
     from autotile.backend import gpu_fetch
 
-    return gpu_fetch.device_launcher(cp, kernels, gpu_fetch.kernel_name(np.float32, False), records, n_pieces,
-                                     interleave)
+    return gpu_fetch.device_launcher(cp, kernels, gpu_fetch.kernel_name(np.float32, False), records, n_pieces)
 
 
 def multifetch_bandwidth(cp, quick: bool):
@@ -106,13 +105,10 @@ def multifetch_bandwidth(cp, quick: bool):
                                          [(t.data.ptr, lo, list(t.shape), lo, hi) for t, (lo, hi) in zip(tiles, boxes)])
             t_kernel = _time_gpu(cp, _launch(cp, kernels, rec, len(boxes)))
             ok = bool((dst == full).all())
-            dst[...] = 0
-            t_rows = _time_gpu(cp, _launch(cp, kernels, rec, len(boxes), interleave=False))
-            ok = ok and bool((dst == full).all())
             t_2d = _memcpy2d_time(cp, dst, tiles, boxes, shape)
             rows.append([str(shape), f"gather {name}", len(boxes), nbytes / 2**20, nbytes / t_kernel / 1e9,
-                         nbytes / t_rows / 1e9, nbytes / t_memcpy / 1e9, t_memcpy / t_kernel,
-                         nbytes / t_2d / 1e9 if t_2d else "-", "ok" if ok else "WRONG"])
+                         nbytes / t_memcpy / 1e9, t_memcpy / t_kernel, nbytes / t_2d / 1e9 if t_2d else "-",
+                         "ok" if ok else "WRONG"])
             # cut: the first tile out of the whole activation (strided source)
             lo, hi = boxes[0]
             tile = cp.zeros(tiles[0].shape, cp.float32)
@@ -121,14 +117,13 @@ def multifetch_bandwidth(cp, quick: bool):
             tb = tile.nbytes
             t_mc = _time_gpu(cp, lambda: rt.memcpyAsync(scratch.data.ptr, full.data.ptr, tb, rt.memcpyDeviceToDevice,
                                                           cp.cuda.get_current_stream().ptr))
-            rows.append([str(shape), f"cut {name}", 1, tb / 2**20, tb / t_cut / 1e9, "-", tb / t_mc / 1e9, t_mc / t_cut,
-                         "-", "ok" if bool((tile == tiles[0]).all()) else "WRONG"])
+            rows.append([str(shape), f"cut {name}", 1, tb / 2**20, tb / t_cut / 1e9, tb / t_mc / 1e9, t_mc / t_cut, "-",
+                         "ok" if bool((tile == tiles[0]).all()) else "WRONG"])
             del tiles, dst, tile
-    heads = ["tensor", "fetch", "pieces", "MiB", "kernel GB/s", "row per piece GB/s", "memcpy GB/s", "kernel/memcpy",
-             "memcpy2D GB/s", "check"]
+    heads = ["tensor", "fetch", "pieces", "MiB", "kernel GB/s", "memcpy GB/s", "kernel/memcpy", "memcpy2D GB/s",
+             "check"]
     print(f"MultiFetch kernel ({source.split(':')[0]}) vs cudaMemcpyAsync D2D of the same bytes "
-          f"(GB/s = bytes moved / time; the copy reads and writes each byte once; 'row per piece': the "
-          f"same kernel with a block row per piece instead of interleaved pieces)")
+          f"(GB/s = bytes moved / time; the copy reads and writes each byte once)")
     print(table(heads, rows))
     return {"kernel_source": source, "nchw": [dict(zip(heads, r)) for r in rows],
             "piece_sizes": piece_size_crossover(cp, kernels, quick), "paths": peer_paths(cp)}
