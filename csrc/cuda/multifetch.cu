@@ -155,15 +155,6 @@ AT_HD inline int64_t row_offset(const RegionView& v, int64_t r) {
   return off;
 }
 
-/// \brief Units of work of piece `w` for blocks of `block` threads (see fetch_piece_units).
-AT_HD inline int64_t piece_units(const PieceWork& w, int block) {
-  const int rows_per_band = block / w.group;
-  if (w.rows == 0 || rows_per_band == 0) return 0;
-  const bool short_rows = w.chunks == 1 && w.row_len <= w.group;
-  const int64_t band = short_rows ? int64_t(rows_per_band) * kUnroll : rows_per_band;
-  return (w.rows + band - 1) / band * (short_rows ? 1 : w.chunks);
-}
-
 /// \brief The work of thread `tid` of a block of `block` threads that takes units of work
 /// begin, begin + step, ...: each unit of work is `group` threads per row over a band of
 /// block / group rows, kUnroll loads in flight per thread before the stores.
@@ -178,7 +169,7 @@ AT_HD inline void fetch_piece_units(const PieceWork& w, U* dst, const U* src, in
   // band of kUnroll * rows_per_band rows. Long rows: they walk one row's columns.
   const bool short_rows = w.chunks == 1 && w.row_len <= w.group;
   const int64_t band = short_rows ? int64_t(rows_per_band) * kUnroll : rows_per_band;
-  const int64_t units = piece_units(w, block);
+  const int64_t units = (w.rows + band - 1) / band * (short_rows ? 1 : w.chunks);
   for (int64_t u = begin; u < units; u += step) {
     int64_t row = (short_rows ? u : u / w.chunks) * band + band_row;
     const int64_t first = short_rows ? lane : (u % w.chunks) * kUnroll * w.group + lane;
@@ -236,24 +227,6 @@ AT_HD inline void fetch_piece(const PieceWork& w, int tid, int block, int64_t be
     copy_piece(w, dst, src, tid, block, begin, step);
 }
 
-/// \brief Pieces a block interleaves when a launch has at most this many (gridDim.y == 1).
-constexpr int kInterleavedPieces = 8;
-
-/// \brief Thread `tid`'s share of all `n` pieces (at most kInterleavedPieces), unit of work u
-/// of every piece in turn for u = begin, begin + step, ...: the pieces of one destination
-/// row band (the halves of a width split, say) are written by the same block close in time,
-/// so the L2 cache merges their partial sectors before writing them back.
-template <typename T, bool kAdd>
-AT_HD inline void fetch_interleaved(const PieceWork* works, int n, int tid, int block, int64_t begin, int64_t step) {
-  int64_t most = 0;
-  for (int p = 0; p < n; ++p) {
-    const int64_t units = piece_units(works[p], block);
-    if (units > most) most = units;
-  }
-  for (int64_t u = begin; u < most; u += step)
-    for (int p = 0; p < n; ++p) fetch_piece<T, kAdd>(works[p], tid, block, u, most);
-}
-
 #if defined(__CUDACC__) || defined(__CUDACC_RTC__)
 /// \brief Piece p's work (views, collapse, unit), once per fetch op and piece: thread p of
 /// the launch. The fetch kernels then read it instead of each block decoding the records.
@@ -269,22 +242,13 @@ __device__ inline void prepare_works(const int64_t* records, int n_pieces, int e
 }
 
 // Grid: x strides over a piece's units of work, y (with a stride of gridDim.y) walks the
-// pieces; a launch of one block row over at most kInterleavedPieces pieces interleaves them. A block copies the piece's prepared work into shared memory with all its threads
+// pieces. A block copies the piece's prepared work into shared memory with all its threads
 // (one coalesced read of a few hundred bytes); no per-element index division is left.
 template <typename T, bool kAdd>
 __device__ inline void multifetch_kernel(const unsigned char* works, int n_pieces) {
   // Raw storage: PieceWork's default member initialisers are not allowed on __shared__.
-  __shared__ alignas(PieceWork) unsigned char storage[kInterleavedPieces * sizeof(PieceWork)];
+  __shared__ alignas(PieceWork) unsigned char storage[sizeof(PieceWork)];
   const PieceWork* work = reinterpret_cast<const PieceWork*>(storage);
-  if (gridDim.y == 1 && n_pieces <= kInterleavedPieces) {  // every piece's work in shared memory
-    constexpr int kWords = int(sizeof(PieceWork) / 8);
-    for (int i = threadIdx.x; i < n_pieces * kWords; i += blockDim.x)
-      reinterpret_cast<uint64_t*>(storage)[i] =
-          reinterpret_cast<const uint64_t*>(works + int64_t(i / kWords) * kWorkBytes)[i % kWords];
-    __syncthreads();
-    fetch_interleaved<T, kAdd>(work, n_pieces, threadIdx.x, blockDim.x, blockIdx.x, gridDim.x);
-    return;
-  }
   for (int p = blockIdx.y; p < n_pieces; p += gridDim.y) {
     const uint64_t* from = reinterpret_cast<const uint64_t*>(works + int64_t(p) * kWorkBytes);
     for (int i = threadIdx.x; i < int(sizeof(PieceWork) / 8); i += blockDim.x)
@@ -327,13 +291,6 @@ template <typename T, bool kAdd>
 void emulate(const int64_t* records, int n_pieces, int grid_x, int grid_y, int block_x) {
   using namespace autotile;
   using namespace autotile::cuda_fetch;
-  if (grid_y == 1 && n_pieces <= kInterleavedPieces) {
-    PieceWork works[kInterleavedPieces];
-    for (int p = 0; p < n_pieces; ++p) make_piece_work<!kAdd>(records, p, sizeof(T), block_x, &works[p]);
-    for (int bx = 0; bx < grid_x; ++bx)
-      for (int tx = 0; tx < block_x; ++tx) fetch_interleaved<T, kAdd>(works, n_pieces, tx, block_x, bx, grid_x);
-    return;
-  }
   for (int by = 0; by < grid_y; ++by)
     for (int p = by; p < n_pieces; p += grid_y) {
       PieceWork w;

@@ -122,7 +122,6 @@ class SimDevices:
     def launch_fetch(self, worker, stream, name, records, n_pieces, grid, block):
         assert records.shape[0] == n_pieces + 1 and grid[1] >= 1 and block == (256,)
         gx, gy, bx = self.grid
-        gy = 1 if grid[1] == 1 else gy  # a one-row launch interleaves its pieces: emulate that mode
         rc = self.lib.autotile_multifetch_host(_KINDS[name], records.ctypes.data, n_pieces, gx, gy, bx)
         assert rc == 0
         self.launches += 1

@@ -145,11 +145,9 @@ def test_launch_grid():
     rec = gpu_fetch.pack_records(0, [0, 0], [1000, 1000], [(0, [0, 0], [1000, 1000], [0, 0], [1000, 1000]),
                                                          (0, [0, 0], [1000, 1000], [0, 0], [2, 3])])
     grid, block = gpu_fetch.launch_grid(rec, 4)  # 4 MB in the largest piece: 123 blocks of 32 KiB
-    assert block == (gpu_fetch.BLOCK,) and grid == (-(-4_000_000 // gpu_fetch.BYTES_PER_BLOCK), 1)  # interleaved
+    assert block == (gpu_fetch.BLOCK,) and grid == (-(-4_000_000 // gpu_fetch.BYTES_PER_BLOCK), 2)
     grid, _ = gpu_fetch.launch_grid(rec, 400)
-    assert grid == (gpu_fetch.MAX_GRID_X, 1)
-    many = gpu_fetch.pack_records(0, [0], [90], [(0, [0], [90], [i * 10], [i * 10 + 10]) for i in range(9)])
-    assert gpu_fetch.launch_grid(many, 4)[0] == (1, 9)  # more than INTERLEAVED_PIECES: a block row per piece
+    assert grid == (gpu_fetch.MAX_GRID_X, 2)
     grid, _ = gpu_fetch.launch_grid(gpu_fetch.pack_records(0, [0], [10], [(0, [0], [10], [0], [10])]), 8)
     assert grid == (1, 1)
 

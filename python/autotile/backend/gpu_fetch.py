@@ -20,12 +20,10 @@ _SRC_LO, _SRC_SHAPE, _LO, _SHAPE = 2, 2 + MAX_RANK, 2 + 2 * MAX_RANK, 2 + 3 * MA
 BLOCK = 256
 WORK_BYTES = 1024  #: kWorkBytes of csrc/cuda/multifetch.cu: the prepared work of one piece
 PREPARE_BLOCK = 128
-INTERLEAVED_PIECES = 8  #: kInterleavedPieces of csrc/cuda/multifetch.cu
 #: Contiguous pieces of a copy at least this large go through cudaMemcpyPeerAsync (the copy
-#: engine) rather than the kernel: on an H200 (docs/gpu.md) one launch over four contiguous
-#: pieces beat one cudaMemcpyAsync per piece up to 16 MiB pieces (1.06x there) and lost at
-#: 64 MiB (0.97x)
-MEMCPY_MIN_BYTES = 32 << 20
+#: engine) rather than the kernel: measured on an H200 (docs/gpu.md), where one
+#: cudaMemcpyAsync per 1 MiB piece beat a kernel launch over four such pieces
+MEMCPY_MIN_BYTES = 1 << 20
 MAX_GRID_X = 1024
 #: bytes of a piece per block of the launch: two rounds of BLOCK threads x 4 loads (kUnroll)
 #: of 16-byte units
@@ -179,14 +177,13 @@ def launch_grid(records: np.ndarray, itemsize: int) -> Tuple[Tuple[int, int], Tu
     """(grid, block) for one launch over `records` of `itemsize`-byte elements: x gives the
     largest piece a block per BYTES_PER_BLOCK (grid-stride loops beyond MAX_GRID_X blocks:
     blocks with no work still cost a launch slot and a load of the piece's work), y one piece
-    per block row, or one block row when there are at most INTERLEAVED_PIECES pieces (each
-    block then takes its units of every piece in turn)."""
+    per block row."""
     n = records.shape[0] - 1
     ndim = int(records[0, 1])
     vols = np.prod(records[1:, _SHAPE:_SHAPE + ndim], axis=1) if n else np.zeros(0)
     biggest = int(vols.max()) * int(itemsize) if n else 0
     grid_x = max(1, min(MAX_GRID_X, -(-biggest // BYTES_PER_BLOCK)))
-    return (grid_x, 1 if n <= INTERLEAVED_PIECES else min(n, MAX_GRID_Y)), (BLOCK,)
+    return (grid_x, max(1, min(n, MAX_GRID_Y))), (BLOCK,)
 
 
 def row_runs(src_lo, src_shape, dst_lo, dst_shape, lo, hi, itemsize: int) -> np.ndarray:
