@@ -21,9 +21,10 @@ BLOCK = 256
 WORK_BYTES = 1024  #: kWorkBytes of csrc/cuda/multifetch.cu: the prepared work of one piece
 PREPARE_BLOCK = 128
 #: Contiguous pieces of a copy at least this large go through cudaMemcpyPeerAsync (the copy
-#: engine) rather than the kernel: measured on an H200 (docs/gpu.md), where one
-#: cudaMemcpyAsync per 1 MiB piece beat a kernel launch over four such pieces
-MEMCPY_MIN_BYTES = 1 << 20
+#: engine) rather than the kernel: on an H200 (docs/gpu.md) one launch over four contiguous
+#: pieces beat one cudaMemcpyAsync per piece up to 4 MiB pieces (1.5-3x), was within 10%
+#: either way at 16 MiB and lost at 64 MiB (0.81-0.97x)
+MEMCPY_MIN_BYTES = 32 << 20
 MAX_GRID_X = 1024
 #: bytes of a piece per block of the launch: two rounds of BLOCK threads x 4 loads (kUnroll)
 #: of 16-byte units
