@@ -13,6 +13,8 @@ from typing import Union
 
 from .errors import Error
 
+#: read-only, and a FIFO opens at once (O_NONBLOCK) instead of waiting for a writer
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO (named pipe)"),
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
 
@@ -44,7 +46,7 @@ def read_regular_file(path: Union[str, bytes, int, os.PathLike], what: str) -> b
     try:
         if isinstance(path, int):
             return _read_fd(path, what, source)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, _OPEN_FLAGS)
         try:
             return _read_fd(fd, what, source)
         finally:

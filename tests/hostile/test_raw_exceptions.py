@@ -128,7 +128,8 @@ def test_bad_convolution_attributes_are_named_at_the_convolution(attrs, named):
     assert "flat" not in msg
 
 
-@pytest.mark.parametrize("kwargs, names", [({"dtypes": 5}, ["dtypes", "int"]), ({"optimizer_args": 5}, ["optimizer_args"]),
+@pytest.mark.parametrize("kwargs, names", [({"dtypes": 5}, ["dtypes", "int"]),
+                                           ({"optimizer_args": 5}, ["optimizer_args"]),
                                            ({"dtypes": {"data": "nope"}}, ["dtypes['data']", "'nope'"])])
 def test_transform_dicts(plan, kwargs, names):
     raises_naming(lambda: at.transform(_fc(), plan, **kwargs), *names)

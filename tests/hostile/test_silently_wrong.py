@@ -157,8 +157,8 @@ def test_a_repeated_mesh_axis_is_refused():
 
 def test_plan_json_whose_mesh_does_not_multiply_to_its_devices(doc):
     raises_naming(lambda: Plan.from_json(json.dumps({**doc, "mesh": {"batch": 3}})), "mesh", "3", "devices=4")
-    raises_naming(lambda: Plan.from_json(json.dumps({**doc, "mesh": {"batch": 2, "model": 2},
-                                                     "cut_axes": ["batch", "batch"]})), "batch", "multiply to 4", "size 2")
+    two_axes = {**doc, "mesh": {"batch": 2, "model": 2}, "cut_axes": ["batch", "batch"]}
+    raises_naming(lambda: Plan.from_json(json.dumps(two_axes)), "batch", "multiply to 4", "size 2")
 
 
 def test_plan_json_with_more_devices_than_autotile_plans_for(doc):
