@@ -113,3 +113,22 @@ def assert_same_step(res, ref, what):
             assert got[name].dtype == want[name].dtype, f"{what}: dtype of {kind} {name}"
             atol = 1e-5 * max(1.0, float(np.max(np.abs(want[name]), initial=0.0)))
             np.testing.assert_allclose(got[name], want[name], rtol=1e-4, atol=atol, err_msg=f"{what}: {kind} {name}")
+
+
+def onnx_light(name: str, batch: int):
+    """A real model shipped in the onnx wheel (backend/test/data/light/`name`) at `batch`, with
+    small random weights and data: (symbol, inputs, params). Skips when onnx or the file is missing."""
+    import os
+
+    import pytest
+
+    onnx = pytest.importorskip("onnx")
+    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", name)
+    if not os.path.exists(path):
+        pytest.skip(f"{path} is not in this onnx wheel")
+    sym = at.onnx.load(path, batch_size=batch)
+    rng = np.random.default_rng(0)
+    params = {k: (rng.standard_normal(v.shape) * 0.01).astype(np.float32) for k, v in sym.params.items()}
+    data = [a for a in sym.list_arguments() if a not in params][0]
+    shape = sym.infer_shape()[0][sym.list_arguments().index(data)]
+    return sym, {data: rng.standard_normal(shape).astype(np.float32)}, params

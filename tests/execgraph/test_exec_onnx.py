@@ -6,18 +6,14 @@ import numpy as np
 import pytest
 
 import autotile as at
+from models import onnx_light
 
 onnx = pytest.importorskip("onnx")
 LIGHT = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light")
 
 
 def _check(name, batch, devices):
-    sym = at.onnx.load(os.path.join(LIGHT, name), batch_size=batch)
-    rng = np.random.default_rng(0)
-    params = {k: (rng.standard_normal(v.shape) * 0.01).astype(np.float32) for k, v in sym.params.items()}
-    data = [a for a in sym.list_arguments() if a not in params][0]
-    shape = sym.infer_shape()[0][sym.list_arguments().index(data)]
-    inputs = {data: rng.standard_normal(shape).astype(np.float32)}
+    sym, inputs, params = onnx_light(name, batch)
     ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
     for d in devices:
         res = at.backend.run(sym, devices=d, inputs=inputs, params=params, train=True)

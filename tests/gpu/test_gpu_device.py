@@ -1,7 +1,6 @@
 """On a CUDA GPU with CuPy (``pytest -m gpu``; deselected by default and skipped without a
 GPU): the training step on 1, 2, 4 and 8 workers equals the NumPy step, and the MultiFetch
 kernel equals the host MultiFetch."""
-import os
 
 import numpy as np
 import pytest
@@ -49,19 +48,10 @@ def test_training_step_matches_numpy(exec_models, model, workers):
 
 
 @pytest.mark.parametrize("workers", [1, 2, 4, 8])
-def test_onnx_alexnet_training_step_matches_numpy(workers):
+def test_onnx_alexnet_training_step_matches_numpy(exec_models, workers):
     """The light AlexNet of the onnx wheel (real graph: grouped convolutions, LRN, dropout)."""
     _gpu_or_skip()
-    onnx = pytest.importorskip("onnx")
-    path = os.path.join(os.path.dirname(onnx.__file__), "backend", "test", "data", "light", "light_bvlc_alexnet.onnx")
-    if not os.path.exists(path):
-        pytest.skip(f"{path} is not in this onnx wheel")
-    sym = at.onnx.load(path, batch_size=4)
-    rng = np.random.default_rng(0)
-    params = {k: (rng.standard_normal(v.shape) * 0.01).astype(np.float32) for k, v in sym.params.items()}
-    data = [a for a in sym.list_arguments() if a not in params][0]
-    shape = sym.infer_shape()[0][sym.list_arguments().index(data)]
-    inputs = {data: rng.standard_normal(shape).astype(np.float32)}
+    sym, inputs, params = exec_models.onnx_light("light_bvlc_alexnet.onnx", 4)
     ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
     res = at.backend.run(sym, devices=workers, inputs=inputs, params=params, train=True, ctx="gpu")
     np.testing.assert_allclose(res.outputs[0], ref.outputs[0], rtol=1e-3, atol=1e-5)
