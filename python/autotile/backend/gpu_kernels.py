@@ -30,7 +30,7 @@ def _xp(ctx):
 def fc_forward(attrs, inputs, ctx):
     x, w = inputs[0], inputs[1]
     y = _dense._as2d(attrs, x) @ w.T  # cuBLAS GEMM under CuPy
-    if not attrs["no_bias"]:
+    if _dense.adds_bias(attrs):  # not on a k slab other than the first
         y = y + inputs[2]
     return [y.reshape(_dense._out_shape(attrs, x.shape)).astype(x.dtype, copy=False)]
 

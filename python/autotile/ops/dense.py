@@ -50,7 +50,7 @@ def _matmul_out(ctx, a, b, shape, rest=()):
 
 def _forward(attrs, inputs, ctx):
     x, w = inputs[0], inputs[1]
-    bias = () if attrs["no_bias"] else (inputs[2],)
+    bias = (inputs[2],) if adds_bias(attrs) else ()
     x2 = _as2d(attrs, x)
     out = _matmul_out(ctx, x2, w.T, _out_shape(attrs, x.shape), bias)
     if out is not None:  # straight into the runtime's buffer: the same BLAS call, no copy
@@ -59,8 +59,8 @@ def _forward(attrs, inputs, ctx):
             np.add(out, bias[0], out=out)
         return [ctx.out[0]]
     y = x2 @ w.T
-    if not attrs["no_bias"]:
-        y = y + inputs[2]
+    if bias:
+        y = y + bias[0]
     return [y.reshape(_out_shape(attrs, x.shape)).astype(x.dtype, copy=False)]
 
 
@@ -85,12 +85,26 @@ def _inner_flat_vars(attrs, data_shape):
 
 
 def _tdl(attrs, in_shapes, out_shapes):
+    """The bias is added inside the sum at k == 0 only (the same value as after it), so the
+    sum stays the top-level reduction and k a strategy: a tile holding another k slab adds
+    no bias (adds_bias), and the partial outputs sum to data . weight^T + bias once."""
     lead, red, wk = _data_vars(attrs, in_shapes[0])
     data_idx = lead + red
     inputs = _args(attrs)
-    body = f"sum({', '.join(red)}) {{ data[{', '.join(data_idx)}] * weight[o, {wk}] }}" if red else "data[n] * weight[o, 0]"
-    bias = " + bias[o]" if not attrs["no_bias"] else ""
-    return f"{', '.join(inputs)} -> out: out[{', '.join(lead + ['o'])}] = {body}{bias}"
+    bias = "" if attrs["no_bias"] else " + bias[o]"
+    if red:
+        first = "" if attrs["no_bias"] else f" + ({' + '.join(red)} == 0) * bias[o]"
+        body = f"sum({', '.join(red)}) {{ data[{', '.join(data_idx)}] * weight[o, {wk}]{first} }}"
+    else:
+        body = f"data[n] * weight[o, 0]{bias}"
+    return f"{', '.join(inputs)} -> out: out[{', '.join(lead + ['o'])}] = {body}"
+
+
+def adds_bias(attrs) -> bool:
+    """Whether a kernel of FullyConnected adds the bias: the op has one and the tile holds
+    the first slab of the contraction (tile_bias, set by the tile hook). Every runtime's
+    FullyConnected kernel goes through it."""
+    return not attrs["no_bias"] and attrs.get("tile_bias", True)
 
 
 def _gradient(ctx):
@@ -109,12 +123,16 @@ _PARAMS = {
     "num_hidden": Param("int", required=True),
     "no_bias": Param("bool", False),
     "flatten": Param("bool", True),
+    "tile_bias": Param("bool", True),  # set by the tile hook only: False on a k slab other than the first
 }
 
 def _fc_tile(attrs, ins, outs, in_shapes, out_shapes):
-    """On a tile the output has as many units as the tile's last dim."""
+    """On a tile the output has as many units as the tile's last dim; a tile whose data starts
+    past the first element of the contraction (a k slab other than the first) adds no bias."""
     lo, hi = outs[0]
-    return {**attrs, "num_hidden": hi[-1] - lo[-1]}
+    dlo = ins[0][0]
+    first_slab = all(v == 0 for v in (dlo[1:] if attrs["flatten"] else dlo[-1:]))
+    return {**attrs, "num_hidden": hi[-1] - lo[-1], "tile_bias": first_slab}
 
 
 def _fc_backward_tile(attrs, ins, outs, in_shapes, out_shapes):
