@@ -8,9 +8,18 @@ import textwrap
 #: seconds a child may take; each of these cases is refused in well under a second
 LIMIT = 120
 
-#: appended to a child's code: its peak resident memory (bytes) as the last line of stdout
-PRINT_PEAK = ("\nimport resource, sys\n"
-              "print('peak_rss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, flush=True)\n")
+#: appended to a child's code: its peak resident memory (bytes) as the last line of stdout.
+#: VmHWM belongs to the child's own address space; ru_maxrss would not do: Linux keeps it across
+#: execve, so it would report the (large) pytest process the child was forked from.
+PRINT_PEAK = """
+import resource, sys
+try:
+    with open("/proc/self/status") as f:
+        _peak = next(int(ln.split()[1]) * 1024 for ln in f if ln.startswith("VmHWM:"))
+except (OSError, StopIteration):  # no procfs: ru_maxrss (bytes on macOS, KiB elsewhere)
+    _peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == "darwin" else 1024)
+print("peak_rss", _peak, flush=True)
+"""
 
 
 def run_python(code: str, *args, env=None, timeout: float = LIMIT, cwd=None) -> subprocess.CompletedProcess:
