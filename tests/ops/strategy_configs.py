@@ -15,6 +15,7 @@ from __future__ import annotations
 import itertools
 from typing import List
 
+from strategy_configs_resample import resample_cases
 from strategy_validator import Case, In
 
 def _e(op, shape=(4, 6), kind="normal", **attrs) -> Case:
@@ -314,7 +315,7 @@ REGRESSIONS: List[Case] = [
 
 def all_cases() -> List[Case]:
     cases = (elementwise_cases() + broadcast_cases() + reduce_cases() + loss_cases() + shape_cases()
-             + dense_cases() + norm_cases() + conv_cases() + pool_cases() + axis_cases())
+             + dense_cases() + norm_cases() + conv_cases() + pool_cases() + axis_cases() + resample_cases())
     ids = {c.id for c in cases}
     return cases + [c for c in REGRESSIONS if c.id not in ids]
 
