@@ -176,6 +176,13 @@ def cmd_plan(args) -> int:
     print()
     bandwidths = args.bandwidths
     layout = dict(args.layout) if args.layout else None
+    if args.layout_file:  # what --mesh-tf wrote; --mesh and --layout rules given here come first
+        from .planner.layout_rules import read_rules
+
+        file_mesh, file_rules = read_rules(args.layout_file)
+        args.mesh = args.mesh or file_mesh
+        given = layout or {}  # first: the first rule matching a tensor decides it
+        layout = {**given, **{k: v for k, v in file_rules.items() if k not in given}}
     if args.mesh is not None:
         args.devices = None  # the mesh's size
     with Progress(f"planning ({args.algorithm})"):
@@ -428,6 +435,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="named device axes instead of --devices, e.g. batch=4,model=8")
     sp.add_argument("--layout", action="append", default=None, type=_layout_arg, metavar="PATTERN:DIM=AXIS",
                     help="fix a tensor's layout (repeatable), e.g. 'fc*_weight:0=model'; the search does the rest")
+    sp.add_argument("--layout-file", dest="layout_file", default=None, metavar="FILE",
+                    help="fix layouts from a JSON file of rules as --mesh-tf writes (its mesh unless --mesh)")
     sp.add_argument("--memory", default=None, type=_memory_arg, metavar="SIZE",
                     help="per-device memory budget, e.g. 16GiB: the cheapest plan that fits it")
     sp.add_argument("--dtensor", default=None, metavar="FILE", help="write PyTorch DTensor placements (JSON)")

@@ -7,8 +7,9 @@ Every parameter declares Mesh-TensorFlow dimension names (``Variable(..., dims=.
 layout can be given as Mesh-TF rules (docs/layouts.md), e.g. Sec 9's
 ``[("batch", "rows"), ("vocab", "cols"), ("d_ff", "cols"), ("heads", "cols")]``. The names:
 ``batch``, ``seq`` (data and labels), ``d_model``, ``heads`` (the fused heads x d_k
-dimension of a query/key/value/output projection, split major-first, i.e. by whole heads
-when the split divides the head count), ``d_ff``, ``vocab``, ``positions`` and ``classes``.
+dimension of a query/key/value/output projection, declared ``heads:H`` with its H whole heads:
+a rule splits it by whole heads only, refused where the split does not divide H), ``d_ff``,
+``vocab``, ``positions`` and ``classes``.
 """
 from __future__ import annotations
 
@@ -111,7 +112,7 @@ def attention(x: Symbol, batch: int, seq: int, d_model: int, heads: int, d_k: in
     if rotary is not None and d_k % 2:
         raise Error(f"attention '{name}': rotary embedding needs an even d_k, got {d_k}")
     width = heads * d_k
-    q, k, v = (_split_heads(linear(x, width, d_model, f"{name}_{p}", "heads", "d_model", bias),
+    q, k, v = (_split_heads(linear(x, width, d_model, f"{name}_{p}", f"heads:{heads}", "d_model", bias),
                             batch, seq, heads, d_k, f"{name}_{p}") for p in "qkv")
     if rotary is not None:
         q = _rotate(q, *rotary, d_k, f"{name}_q_rope")
@@ -128,7 +129,7 @@ def attention(x: Symbol, batch: int, seq: int, d_model: int, heads: int, d_k: in
     ctx = op("batch_dot", probs, v, name=f"{name}_context")  # (batch, heads, seq, d_k)
     ctx = op("transpose", ctx, axes=(0, 2, 1, 3), name=f"{name}_merge")
     ctx = op("reshape", ctx, shape=(batch, seq, width), name=f"{name}_concat")
-    return linear(ctx, d_model, width, f"{name}_o", "d_model", "heads", bias)
+    return linear(ctx, d_model, width, f"{name}_o", "d_model", f"heads:{heads}", bias)
 
 
 def feed_forward(x: Symbol, d_model: int, d_ff: int, name: str, activation: str = "gelu",

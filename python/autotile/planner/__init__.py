@@ -179,7 +179,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
             bandwidths = layout_rules.cut_bandwidths(bandwidths, mesh, mesh_axes)
         if layout is not None:
             if isinstance(layout, (list, tuple)):  # Mesh-TF's form over declared dimension names
-                layout = layout_rules.named_dim_rules(sym, layout)
+                layout = layout_rules.named_dim_rules(sym, layout, mesh)
             pins, _ = layout_rules.pin_table(layout, lowered.tensor_names, lowered.tensor_shapes, mesh, mesh_axes)
     # Data parallelism runs the ops that cannot split along the batch replicated (an unrolled
     # RNN's Concat of its timesteps, a BatchNorm of 3 channels on 2 devices), as users of data

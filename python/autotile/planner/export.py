@@ -16,6 +16,7 @@ dimension per cut (named ``model.0``, ``model.1``) and says so in ``note``.
 """
 from __future__ import annotations
 
+import re
 from typing import Dict, List, Optional, Tuple
 
 from ..errors import Error
@@ -151,7 +152,9 @@ def to_mesh_tf(plan) -> dict:
     ``at.plan(..., mesh=plan.mesh, layout=rules["layout"])``: ``{"mesh": {...}, "layout":
     {tensor: {dim: axis}}, "unexpressed": [tensors whose layout no rule gives]}``. A tensor
     is unexpressed when it is partial, when it splits two dimensions over one axis, or when
-    it splits one dimension over only some of an axis's cuts."""
+    it splits one dimension over only some of an axis's cuts. The result survives a JSON round
+    trip (``json.loads(json.dumps(rules))``, dimensions then string keys) and is what
+    ``autotile plan --mesh-tf FILE`` writes and ``--layout-file FILE`` reads."""
     mesh, axes = _mesh_of(plan)
     layout, unexpressed = {}, []
     for n in _exported_tensors(plan):
@@ -170,8 +173,8 @@ def to_mesh_tf(plan) -> dict:
                 ok = False  # one dimension over two axes: rules map a dimension to one axis
                 break
             rule[d] = a
-        if ok:
-            layout[n] = rule
+        if ok:  # as a rule key: the name, its pattern characters matched literally ([*])
+            layout[re.sub(r"([*?[])", r"[\1]", n)] = rule
         else:
             unexpressed.append(n)
     return {"mesh": mesh, "layout": layout, "unexpressed": unexpressed}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import math
+import re
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
 
 from ..errors import Error
@@ -108,6 +109,10 @@ def _check_rules(layout) -> Dict[str, Dict[int, str]]:
             raise Error(f"layout rule '{pattern}': expected {{dim: mesh axis}}, got {dims!r}")
         clean: Dict[int, str] = {}
         for dim, axis in dims.items():
+            if isinstance(dim, str) and re.fullmatch(r"\s*-?\d+\s*", dim):
+                dim = int(dim)  # a JSON object's key (to_mesh_tf written with json.dump)
+                if dim in clean:
+                    raise Error(f"layout rule '{pattern}': dimension {dim} is given twice")
             if isinstance(dim, bool) or not isinstance(dim, int):
                 raise Error(f"layout rule '{pattern}': dimensions must be integers, got {dim!r}")
             if axis is None:
@@ -181,17 +186,33 @@ def tensor_axes(tilings: Sequence[str], cut_axes: Sequence[str]) -> Dict[int, Li
     return out
 
 
+def _declared(text: str) -> List[Tuple[str, Optional[int]]]:
+    """A variable's ``__dims__`` attribute as (name, whole units or None) per dimension."""
+    out = []
+    for item in text.strip().strip("()[]").split(","):
+        item = item.strip().strip("'\"")
+        if item:
+            name, sep, units = item.partition(":")
+            out.append((name.strip(), int(units) if sep and units.strip().isdigit() else None))
+    return out
+
+
 def declared_dims(text: str) -> List[str]:
-    """A variable's ``__dims__`` attribute ("batch,seq" or "('batch', 'seq')") as names."""
-    return [d.strip().strip("'\"") for d in text.strip().strip("()[]").split(",") if d.strip().strip("'\"")]
+    """A variable's ``__dims__`` attribute ("batch,seq" or "('batch', 'seq')") as names. A name
+    may carry the number of whole units its dimension holds, ``heads:4`` (a fused heads x d_k
+    dimension of 4 heads): a rule may split it into whole units only."""
+    return [name for name, _ in _declared(text)]
 
 
-def named_dim_rules(sym, pairs) -> Dict[str, Dict[int, str]]:
+def named_dim_rules(sym, pairs, mesh: Optional[Mapping[str, int]] = None) -> Dict[str, Dict[int, str]]:
     """Mesh-TensorFlow's layout form, ``[("batch", "rows"), ("d_ff", "cols")]`` (tensor
     dimension name -> mesh axis), as per-tensor rules for every variable of `sym` that
     declares its dimension names (``Variable(..., dims=("batch", "seq", "d_model"))``). Such a
     tensor's layout is fixed as Mesh-TF fixes it: its named dimensions split over their axes,
-    replicated over the rest. Tensors without declared names are left to the search."""
+    replicated over the rest. Tensors without declared names are left to the search. Given
+    the `mesh`, a rule that cannot split a dimension whole (its size, or its declared whole
+    units such as ``heads:4``, not a multiple of the axis's size) is an Error naming the rule:
+    Mesh-TF refuses it rather than split inside a head."""
     mapping: Dict[str, str] = {}
     for item in pairs:
         if not (isinstance(item, (tuple, list)) and len(item) == 2 and all(isinstance(x, str) for x in item)):
@@ -204,14 +225,35 @@ def named_dim_rules(sym, pairs) -> Dict[str, Dict[int, str]]:
     used = set()
     for node in sym.topo_nodes():
         if node.is_variable and "__dims__" in node.attrs:
-            names = declared_dims(node.attrs["__dims__"])
-            rules[node.name] = {i: mapping[n] for i, n in enumerate(names) if n in mapping}
-            used.update(n for n in names if n in mapping)
+            declared = _declared(node.attrs["__dims__"])
+            rules[node.name] = {i: mapping[n] for i, (n, _) in enumerate(declared) if n in mapping}
+            used.update(n for n, _ in declared if n in mapping)
+            if mesh is not None:
+                _check_whole(node, declared, mapping, mesh)
     unused = [d for d in mapping if d not in used]
     if unused:
         raise Error(f"layout: no tensor declares the dimension name(s) {', '.join(map(repr, unused))} "
                     "(variables declare them with dims=(...))")
     return rules
+
+
+def _check_whole(node, declared, mapping: Mapping[str, str], mesh: Mapping[str, int]) -> None:
+    """Error naming the Mesh-TF rule that would split one of `node`'s named dimensions into
+    pieces other than whole units (whole heads of a fused dimension, whole elements)."""
+    shape = tuple(int(v) for v in re.findall(r"-?\d+", node.attrs.get("__shape__", "")))
+    for i, (name, units) in enumerate(declared):
+        axis = mapping.get(name)
+        if axis not in mesh:
+            continue  # an unknown axis is named by pin_table
+        size = shape[i] if len(shape) == len(declared) else None
+        if units is not None and size is not None and (units < 1 or size % units):
+            raise Error(f"parameter '{node.name}': dimension {i} ('{name}') of size {size} does not hold "
+                        f"{units} whole units")
+        count, what = (units, f"{units} {name}") if units is not None else (size, f"size {size}")
+        if count is not None and count % mesh[axis]:
+            raise Error(f"layout rule ('{name}', '{axis}'): dimension {i} of '{node.name}' ({what}) does not "
+                        f"split whole over mesh axis '{axis}' of size {mesh[axis]}: each device would hold "
+                        f"part of one; Mesh-TF refuses such a layout")
 
 
 def parse_rule(text: str) -> Tuple[str, Dict[int, str]]:
@@ -233,3 +275,24 @@ def parse_rule(text: str) -> Tuple[str, Dict[int, str]]:
             raise Error(f"layout rule {text!r}: dimension {d} is given twice ({d}={dims[d]} and {part})")
         dims[d] = axis.strip()
     return pattern, dims
+
+
+def read_rules(path) -> Tuple[Dict[str, int], Dict[str, Dict[int, str]]]:
+    """The mesh and layout rules of a JSON file as ``Plan.to_mesh_tf()`` gives them (what
+    ``autotile plan --mesh-tf FILE`` writes): ``{"mesh": {...}, "layout": {tensor: {dim:
+    axis}}}``; its other keys (``unexpressed``) are ignored. Error naming the file otherwise."""
+    import json
+
+    from ..file_read import read_regular_file
+
+    try:
+        doc = json.loads(read_regular_file(path, "layout rules"))
+    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as e:
+        raise Error(f"layout rules '{path}' are not valid JSON: {e}") from None
+    if not isinstance(doc, dict) or "layout" not in doc or "mesh" not in doc:
+        raise Error(f"layout rules '{path}': expected an object with 'mesh' and 'layout' "
+                    "(as Plan.to_mesh_tf() and autotile plan --mesh-tf write)")
+    try:
+        return check_mesh(doc["mesh"]), _check_rules(doc["layout"])
+    except Error as e:
+        raise Error(f"layout rules '{path}': {e}") from None
