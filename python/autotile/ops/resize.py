@@ -59,9 +59,10 @@ _COMMON = {
 
 
 def format_scales(scales: Sequence) -> str:
-    """The `scales` attribute text: exact fractions of the shortest decimals that round-trip the
-    float32 values (ONNX scales are float32; 0.6 means 3/5, as a float32 computation treats it)."""
-    return ",".join(str(Fraction(str(np.float32(s)))) for s in scales)
+    """The `scales` attribute text: Fractions as they are, numbers as the exact fractions of the
+    shortest decimals that round-trip their float32 values (ONNX scales are float32; 0.6 means
+    3/5, as a float32 computation treats it)."""
+    return ",".join(str(s if isinstance(s, Fraction) else Fraction(str(np.float32(s)))) for s in scales)
 
 
 class AxisMap:
