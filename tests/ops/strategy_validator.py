@@ -180,9 +180,10 @@ def compare_results(got, want, where: str, rtol: float = RTOL, atol: float = ATO
             np.testing.assert_allclose(g[name], w[name], rtol=rtol, atol=atol, err_msg=f"{where}: {what}[{name}]")
 
 
-def strategy_rows(lowered, node_id: int, factors: Sequence[int]) -> List[List[str]]:
+def strategy_rows(lowered, node_id: int, factors: Sequence[int], replicate_cuts: bool = False) -> List[List[str]]:
     """Every per-cut strategy row of a node at `factors` (a TDL variable per cut, composed
-    split counts allowed by the TDL), without the variables the node vetoes."""
+    split counts allowed by the TDL), without the variables the node vetoes; with
+    `replicate_cuts` also rows that replicate the node at some (not all) cuts."""
     node = lowered.core.node(node_id)
     ins = [lowered.tensor_shapes[t] for t in node["inputs"]]
     outs = [lowered.tensor_shapes[t] for t in node["outputs"]]
@@ -194,9 +195,12 @@ def strategy_rows(lowered, node_id: int, factors: Sequence[int]) -> List[List[st
             counts: Dict[str, int] = {}
             for var, f in zip(row, factors):
                 counts[var] = counts.get(var, 1) * f
+            counts.pop("replicate", None)
             grown += [row + [v] for v in _vars(node["tdl"], ins, outs, k, counts) if v not in ("replicate", *vetoed)]
+            if replicate_cuts and len(factors) > 1:
+                grown.append(row + ["replicate"])
         rows = grown
-    return rows
+    return [r for r in rows if any(v != "replicate" for v in r)]
 
 
 def vetoed_vars(lowered, node_id: int) -> List[str]:
@@ -267,13 +271,14 @@ def _run(step: Step, plan: Plan):
 
 def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol: float = RTOL,
                atol: float = ATOL, tilings: str = "replicate", runner: Optional[Callable] = None,
-               train: bool = True) -> Report:
+               train: bool = True, replicate_cuts: bool = False) -> Report:
     """Validates every strategy of every node of `case`'s training step at each cut of
     `factors_list` against the single-device step; returns what was covered. Tensors are
     replicated (`tilings="replicate"`), or tiled at random per plan (``"random"``). `runner`
     runs a planned step (default: the host runtime, run_multi_device; the GPU runtime's
     run_gpu takes the same arguments). ``train=False`` checks partitioned inference (the
-    forward graph alone, kernels in inference mode). Raises AssertionError naming the case,
+    forward graph alone, kernels in inference mode). `replicate_cuts` adds nested rows that
+    replicate a node at some of the cuts. Raises AssertionError naming the case,
     cut, node, op and strategy at fault."""
     step = build(case, train)
     if runner is not None:
@@ -284,7 +289,7 @@ def check_case(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS, rtol
     report = Report()
     split_somewhere = set()
     for factors in factors_list:
-        rows = {name: strategy_rows(low, i, factors) for i, name in enumerate(low.node_names)}
+        rows = {name: strategy_rows(low, i, factors, replicate_cuts) for i, name in enumerate(low.node_names)}
         for j in range(max((len(r) for r in rows.values()), default=0)):
             chosen = {name: r[j % len(r)] for name, r in rows.items() if r}
             tiles = random_tilings(low, factors, j) if tilings == "random" else None

@@ -113,19 +113,37 @@ def test_a_wrong_strategy_is_named():
         op.extra["tile_attrs"] = hook
 
 
+#: configurations that fail only at the slow sweep's extra cuts (the CI sample's cuts pass), by
+#: case id, with the failure; in op files this change does not own. The sweep reports them and
+#: fails once one passes (drop it here then).
+SLOW_KNOWN = {
+    "Deconvolution(adj=3x3,dilate=1x1,kernel=3x3,no_bias=False,num_filter=4,num_group=1,pad=0x0,stride=2x2)"
+    "2x2x5x4|2x4x3x3|4":
+        "cut [2, 3], node op split along x 6 ways: 'kernel (3, 3) (dilated extent 3 in dim 1) is larger than "
+        "the padded input (2 + 2*0) of data shape (2, 4, 14, 2)' (ops/deconv.py: a slab's data tile is narrower "
+        "than the kernel)",
+    "resize(axes=2x3,coord=asymmetric,mode=nearest,nearest_mode=ceil,scales=3,3/2,sizes=12x6)2x3x4x3":
+        "cut [2, 3], node op split along i3 6 ways: 'the input tile [0, 0) lacks row 2 its output rows read' "
+        "(ops/resize.py: the TDL's region for a worker is empty while its rows read input row 2)",
+}
+
+
 @pytest.mark.slow
 def test_full_sweep(capsys):
-    """Every configuration at every cut of SLOW_FACTORS; prints the coverage account."""
+    """Every configuration at every cut of SLOW_FACTORS (nested rows that replicate at some
+    cuts too), tensors replicated and tiled at random, training and inference; prints the
+    coverage account."""
     total, failures, xpassed = Report(), [], []
     for case in CASES:
+        known = case.xfail or SLOW_KNOWN.get(case.id)
         try:
             for tilings, train in itertools.product(("replicate", "random"), (True, False)):
-                total.merge(check_case(case, SLOW_FACTORS, tilings=tilings, train=train))
+                total.merge(check_case(case, SLOW_FACTORS, tilings=tilings, train=train, replicate_cuts=True))
         except AssertionError as e:
-            if not case.xfail:
+            if not known:
                 failures.append(str(e)[:2000])
             continue
-        if case.xfail:
+        if known:
             xpassed.append(case.id)
     registered = _registered()
     with capsys.disabled():
@@ -133,7 +151,10 @@ def test_full_sweep(capsys):
         print(f"{len(CASES)} configurations, cuts {[list(f) for f in SLOW_FACTORS]}, tensors replicated "
               f"and tiled at random, training steps and partitioned inference")
         print(summary(total, registered))
-        print(f"known bugs (xfail): {[c.id for c in CASES if c.xfail]}; now passing: {xpassed}")
+        known = {c.id: c.xfail for c in CASES if c.xfail}
+        known.update({i: why for i, why in SLOW_KNOWN.items() if any(c.id == i for c in CASES)})
+        print(f"known bugs ({len(known)}):" + "".join(f"\n  {i}: {why}" for i, why in known.items()))
+        print(f"now passing: {xpassed}")
     assert not failures, "\n\n".join(failures)
     assert not xpassed, f"known bugs now pass (drop their xfail): {xpassed}"
     assert not uncovered(total, registered), summary(total, registered)
