@@ -1,0 +1,431 @@
+"""Blocks real architectures are built from, in small, for the architecture fuzzer
+(tests/execgraph/test_arch_fuzzer.py): MobileNet's inverted residual (depthwise conv,
+squeeze-excitation), RegNet's Y-block, ConvNeXt's block (LayerNorm over channels, layer
+scale), Swin's shifted-window attention (roll as slice + concat, window partition by
+reshape/transpose, shift mask), U-Net's down/up with skip concatenation (nearest upsampling
+by reshape + broadcast_to), Transformer blocks (padding and causal masks, rotary embeddings,
+ALiBi biases, LayerNorm or RMSNorm, GELU or SwiGLU MLP) and TCN's causal dilated Conv1d.
+
+A :class:`NetBuilder` draws each block's configuration from its random generator, tracks
+the running tensor's shape, and collects the non-trainable inputs blocks need (masks,
+rotary tables, ALiBi slopes), each marked as data with its float64 value."""
+from __future__ import annotations
+
+import numpy as np
+
+import autotile as at
+
+S = at.sym
+
+
+class NetBuilder:
+    """Builds one random graph: `rng` draws the configurations, `consts` maps each data
+    input a block added (besides ``data`` and the label) to its value."""
+
+    def __init__(self, rng: np.random.Generator):
+        self.rng = rng
+        self.count = 0
+        self.consts = {}
+        self.const_syms = {}
+        self.blocks = []
+
+    def name(self, kind: str) -> str:
+        self.count += 1
+        self.blocks.append(kind)
+        return f"{kind}{self.count}"
+
+    def choice(self, options):
+        return options[int(self.rng.integers(len(options)))]
+
+    def const(self, name: str, value: np.ndarray):
+        """A non-trainable input (marked as data) holding `value`, created once per name."""
+        if name not in self.consts:  # one Variable per name: every block that needs it shares it
+            self.consts[name] = np.asarray(value, dtype=np.float64)
+            self.const_syms[name] = S.Variable(name, attr={"__data__": "1"})
+        return self.const_syms[name]
+
+
+# ---------------------------------------------------------------- image blocks (N, C, H, W)
+
+def _conv(h, c, p, kernel=1, stride=1, groups=1, pad=None, bias=True):
+    pad = kernel // 2 if pad is None else pad
+    return S.Convolution(h, kernel=(kernel, kernel), stride=(stride, stride), pad=(pad, pad), num_filter=c,
+                         num_group=groups, no_bias=not bias, name=p)
+
+
+def _bn(h, p):
+    return S.BatchNorm(h, fix_gamma=False, name=p)
+
+
+def squeeze_excite(h, c, squeeze, p, gate="sigmoid", mean=False):
+    """Global average pool (Pooling or mean over H, W), 1x1 conv down, relu, 1x1 conv up,
+    gate, multiplied back onto `h`."""
+    if mean:
+        s = S.mean(h, axis=(2, 3), keepdims=True, name=f"{p}_pool")
+    else:
+        s = S.Pooling(h, global_pool=True, pool_type="avg", kernel=(1, 1), name=f"{p}_pool")
+    s = S.Activation(_conv(s, squeeze, f"{p}_fc1"), act_type="relu", name=f"{p}_relu")
+    s = _conv(s, c, f"{p}_fc2")
+    s = S.hard_sigmoid(s, name=f"{p}_gate") if gate == "hard" else S.Activation(s, act_type="sigmoid",
+                                                                                  name=f"{p}_gate")
+    return S.broadcast_mul(h, s, name=f"{p}_mul")
+
+
+def inverted_residual(nb: NetBuilder, h, shape):
+    """MobileNetV2/V3: 1x1 expand, BN, relu6 or hard-swish, depthwise kxk (stride 1 or 2),
+    BN, optional squeeze-excitation, 1x1 project, BN, residual when the shape is kept."""
+    p = nb.name("ir")
+    n, c, hh, ww = shape
+    e = c * nb.choice([2, 3])
+    k = nb.choice([3, 5])
+    stride = nb.choice([1, 2]) if hh % 2 == 0 and ww % 2 == 0 and hh > 2 else 1
+    out_c = nb.choice([c, c + c // 2]) if stride == 1 else c
+    act = nb.choice(["relu6", "hswish"])
+
+    def activate(x, q):
+        return S.clip(x, a_min=0.0, a_max=6.0, name=q) if act == "relu6" else S.hard_swish(x, name=q)
+
+    x = activate(_bn(_conv(h, e, f"{p}_expand", bias=False), f"{p}_bn1"), f"{p}_act1")
+    x = activate(_bn(_conv(x, e, f"{p}_dw", kernel=k, stride=stride, groups=e, bias=False), f"{p}_bn2"), f"{p}_act2")
+    if nb.choice([True, False]):
+        x = squeeze_excite(x, e, max(2, e // 4), f"{p}_se", gate=nb.choice(["sigmoid", "hard"]),
+                           mean=nb.choice([True, False]))
+    x = _bn(_conv(x, out_c, f"{p}_project", bias=False), f"{p}_bn3")
+    if stride == 1 and out_c == c:
+        x = S.elemwise_add(x, h, name=f"{p}_add")
+    return x, (n, out_c, hh // stride, ww // stride)
+
+
+def regnet_y(nb: NetBuilder, h, shape):
+    """RegNet's Y-block: 1x1 conv BN relu, grouped 3x3 conv (stride 1 or 2) BN relu,
+    squeeze-excitation, 1x1 conv BN, shortcut (1x1 strided conv BN when the shape changes),
+    add, relu."""
+    p = nb.name("ry")
+    n, c, hh, ww = shape
+    width = nb.choice([2, 3, 4])
+    groups = nb.choice([2, 3])
+    mid = width * groups
+    stride = nb.choice([1, 2]) if hh % 2 == 0 and ww % 2 == 0 and hh > 2 else 1
+    out_c = nb.choice([c, 2 * c]) if stride == 1 else 2 * c
+    x = S.Activation(_bn(_conv(h, mid, f"{p}_a", bias=False), f"{p}_a_bn"), act_type="relu", name=f"{p}_a_relu")
+    x = _bn(_conv(x, mid, f"{p}_b", kernel=3, stride=stride, groups=groups, bias=nb.choice([True, False])),
+            f"{p}_b_bn")
+    x = S.Activation(x, act_type="relu", name=f"{p}_b_relu")
+    x = squeeze_excite(x, mid, max(2, c // 4), f"{p}_se", mean=nb.choice([True, False]))
+    x = _bn(_conv(x, out_c, f"{p}_c", bias=False), f"{p}_c_bn")
+    short = h if stride == 1 and out_c == c else _bn(_conv(h, out_c, f"{p}_proj", stride=stride, bias=False),
+                                                        f"{p}_proj_bn")
+    x = S.Activation(S.elemwise_add(x, short, name=f"{p}_add"), act_type="relu", name=f"{p}_relu")
+    return x, (n, out_c, hh // stride, ww // stride)
+
+
+def convnext(nb: NetBuilder, h, shape):
+    """ConvNeXt: depthwise kxk conv, LayerNorm over channels (axis 1 of NCHW, or the last axis
+    after a permute to NHWC with Linear layers as the reference code does), 4x pointwise
+    expand, GELU, project, layer scale, residual."""
+    p = nb.name("cnx")
+    n, c, hh, ww = shape
+    k = nb.choice([3, 5, 7])
+    x = _conv(h, c, f"{p}_dw", kernel=k, groups=c)
+    if nb.choice(["nchw", "nhwc"]) == "nchw":
+        x = S.LayerNorm(x, axis=1, name=f"{p}_ln")
+        x = S.gelu(_conv(x, 4 * c, f"{p}_pw1"), name=f"{p}_gelu")
+        x = _conv(x, c, f"{p}_pw2")
+        gamma = S.Variable(f"{p}_scale", shape=(1, c, 1, 1))
+    else:
+        x = S.transpose(x, axes=(0, 2, 3, 1), name=f"{p}_to_nhwc")
+        x = S.LayerNorm(x, axis=-1, name=f"{p}_ln")
+        x = S.gelu(S.FullyConnected(x, num_hidden=4 * c, flatten=False, name=f"{p}_pw1"), name=f"{p}_gelu")
+        x = S.FullyConnected(x, num_hidden=c, flatten=False, name=f"{p}_pw2")
+        x = S.transpose(x, axes=(0, 3, 1, 2), name=f"{p}_to_nchw")
+        gamma = S.Variable(f"{p}_scale", shape=(1, c, 1, 1))
+    x = S.broadcast_mul(x, gamma, name=f"{p}_layer_scale")
+    return S.elemwise_add(x, h, name=f"{p}_add"), shape
+
+
+def _roll(x, shift, axis, p):
+    """torch.roll(x, -shift, axis) as slice + concat (how exporters write it)."""
+    head = S.slice_axis(x, axis=axis, begin=0, end=shift, name=f"{p}_head")
+    tail = S.slice_axis(x, axis=axis, begin=shift, end=None, name=f"{p}_tail")
+    return S.Concat(tail, head, dim=axis, name=f"{p}_cat")
+
+
+def _swin_shift_mask(hh, ww, w, s):
+    """Swin's attention mask for shifted windows: -100 between tokens that came from
+    different regions of the unshifted map, per window (nW, N, N)."""
+    region = np.zeros((hh, ww))
+    cnt = 0
+    for hs in (slice(0, -w), slice(-w, -s), slice(-s, None)):
+        for ws in (slice(0, -w), slice(-w, -s), slice(-s, None)):
+            region[hs, ws] = cnt
+            cnt += 1
+    win = region.reshape(hh // w, w, ww // w, w).transpose(0, 2, 1, 3).reshape(-1, w * w)
+    return np.where(win[:, None, :] != win[:, :, None], -100.0, 0.0)
+
+
+def swin_window_attention(nb: NetBuilder, h, shape):
+    """Swin: LayerNorm, cyclic shift (roll), window partition, multi-head attention with a
+    learned relative bias per head and the shift mask, window merge, reverse shift,
+    residual; then LayerNorm + GELU MLP, residual. Works in NHWC, returns NCHW."""
+    p = nb.name("swin")
+    n, c, hh, ww = shape
+    w = nb.choice([v for v in (2, 4) if hh % v == 0 and ww % v == 0 and v < max(hh, ww)] or [hh])
+    shift = nb.choice([0, w // 2]) if w > 1 else 0
+    heads = nb.choice([v for v in (1, 2, 3) if c % v == 0])
+    d, nw, t = c // heads, (hh // w) * (ww // w), w * w
+    x = S.transpose(h, axes=(0, 2, 3, 1), name=f"{p}_nhwc")
+    y = S.LayerNorm(x, axis=-1, name=f"{p}_ln1")
+    if shift:
+        y = _roll(_roll(y, shift, 1, f"{p}_rollh"), shift, 2, f"{p}_rollw")
+    y = S.reshape(y, shape=(n, hh // w, w, ww // w, w, c), name=f"{p}_win_r")
+    y = S.transpose(y, axes=(0, 1, 3, 2, 4, 5), name=f"{p}_win_t")
+    y = S.reshape(y, shape=(n * nw, t, c), name=f"{p}_win")
+
+    def heads_of(z, q):
+        z = S.reshape(S.FullyConnected(z, num_hidden=c, flatten=False, name=q), shape=(n * nw, t, heads, d),
+                      name=f"{q}_r")
+        return S.transpose(z, axes=(0, 2, 1, 3), name=f"{q}_t")
+
+    q, k, v = (heads_of(y, f"{p}_{z}") for z in "qkv")
+    a = S.batch_dot(q, k, transpose_b=True, name=f"{p}_qk") * (1.0 / np.sqrt(d))
+    a = S.broadcast_add(a, S.Variable(f"{p}_relbias", shape=(1, heads, t, t)), name=f"{p}_rel")
+    if shift:
+        mask = nb.const(f"{p}_mask", _swin_shift_mask(hh, ww, w, shift).reshape(1, nw, 1, t, t))
+        a = S.reshape(a, shape=(n, nw, heads, t, t), name=f"{p}_a5")
+        a = S.reshape(S.broadcast_add(a, mask, name=f"{p}_masked"), shape=(n * nw, heads, t, t), name=f"{p}_a4")
+    a = S.softmax(a, axis=-1, name=f"{p}_softmax")
+    y = S.transpose(S.batch_dot(a, v, name=f"{p}_av"), axes=(0, 2, 1, 3), name=f"{p}_merge_t")
+    y = S.FullyConnected(S.reshape(y, shape=(n * nw, t, c), name=f"{p}_merge_r"), num_hidden=c, flatten=False,
+                         name=f"{p}_proj")
+    y = S.reshape(y, shape=(n, hh // w, ww // w, w, w, c), name=f"{p}_unwin_r")
+    y = S.reshape(S.transpose(y, axes=(0, 1, 3, 2, 4, 5), name=f"{p}_unwin_t"), shape=(n, hh, ww, c),
+                  name=f"{p}_unwin")
+    if shift:
+        y = _roll(_roll(y, hh - shift, 1, f"{p}_unrollh"), ww - shift, 2, f"{p}_unrollw")
+    x = S.elemwise_add(x, y, name=f"{p}_res1")
+    y = S.LayerNorm(x, axis=-1, name=f"{p}_ln2")
+    y = S.FullyConnected(S.gelu(S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_fc1"),
+                                name=f"{p}_gelu"), num_hidden=c, flatten=False, name=f"{p}_fc2")
+    x = S.elemwise_add(x, y, name=f"{p}_res2")
+    return S.transpose(x, axes=(0, 3, 1, 2), name=f"{p}_nchw"), shape
+
+
+def upsample_nearest(x, shape, p):
+    """2x nearest upsampling without a Resize op: (N,C,H,1,W,1) broadcast to (N,C,H,2,W,2)."""
+    n, c, hh, ww = shape
+    x = S.broadcast_to(S.reshape(x, shape=(n, c, hh, 1, ww, 1), name=f"{p}_r"), shape=(n, c, hh, 2, ww, 2),
+                       name=f"{p}_b")
+    return S.reshape(x, shape=(n, c, 2 * hh, 2 * ww), name=f"{p}_up")
+
+
+def unet_level(nb: NetBuilder, h, shape):
+    """One U-Net level: conv relu (the skip), 2x2 max (or avg) pool down, conv relu at the
+    lower resolution, nearest 2x upsampling, concat with the skip, conv relu back to C."""
+    p = nb.name("unet")
+    n, c, hh, ww = shape
+    if hh % 2 or ww % 2:
+        return h, shape
+    skip = S.Activation(_conv(h, c, f"{p}_enc", kernel=3), act_type="relu", name=f"{p}_enc_relu")
+    x = S.Pooling(skip, kernel=(2, 2), stride=(2, 2), pool_type=nb.choice(["max", "avg"]), name=f"{p}_down")
+    x = S.Activation(_conv(x, 2 * c, f"{p}_mid", kernel=3), act_type="relu", name=f"{p}_mid_relu")
+    x = upsample_nearest(x, (n, 2 * c, hh // 2, ww // 2), f"{p}_up")
+    x = S.Concat(x, skip, dim=1, name=f"{p}_skipcat")
+    x = S.Activation(_conv(x, c, f"{p}_dec", kernel=3), act_type="relu", name=f"{p}_dec_relu")
+    return x, shape
+
+
+IMAGE_BLOCKS = {"inverted_residual": inverted_residual, "regnet_y": regnet_y, "convnext": convnext,
+                "swin": swin_window_attention, "unet": unet_level}
+
+
+# ---------------------------------------------------------------- sequence blocks (N, T, C)
+
+def _rotary_tables(t, d):
+    inv = 1.0 / (10000 ** (np.arange(0, d, 2) / d))
+    ang = np.outer(np.arange(t), inv)
+    ang = np.concatenate([ang, ang], axis=1)
+    return np.cos(ang).reshape(1, 1, t, d), np.sin(ang).reshape(1, 1, t, d)
+
+
+def _rotate(x, cos, sin, d, p):
+    """x * cos + rotate_half(x) * sin, rotate_half(x) = concat(-x2, x1) (LLaMA's rotary)."""
+    x1 = S.slice_axis(x, axis=-1, begin=0, end=d // 2, name=f"{p}_x1")
+    x2 = S.slice_axis(x, axis=-1, begin=d // 2, end=None, name=f"{p}_x2")
+    half = S.Concat(S.negative(x2, name=f"{p}_neg"), x1, dim=3, name=f"{p}_half")
+    return S.elemwise_add(S.broadcast_mul(x, cos, name=f"{p}_cos"), S.broadcast_mul(half, sin, name=f"{p}_sin"),
+                          name=f"{p}_rot")
+
+
+def _alibi_slopes(heads):
+    return np.array([2.0 ** (-8.0 * (i + 1) / heads) for i in range(heads)]).reshape(1, heads, 1, 1)
+
+
+def transformer(nb: NetBuilder, h, shape):
+    """Pre-norm Transformer block (LayerNorm or RMSNorm), multi-head attention with any of: a
+    padding mask from the ``pad_mask`` input (B, T), a causal mask (additive bias or
+    where()), rotary embeddings on q and k, ALiBi biases (slopes x relative distance); MLP
+    with GELU or SwiGLU; residuals."""
+    p = nb.name("tf")
+    n, t, c = shape
+    heads = nb.choice([v for v in (1, 2, 3, 4) if c % v == 0 and (c // v) % 2 == 0])
+    d = c // heads
+    norm = nb.choice(["layer", "rms"])
+
+    def normalise(x, q):
+        return S.LayerNorm(x, axis=-1, name=q) if norm == "layer" else S.RMSNorm(x, axis=-1, name=q)
+
+    y = normalise(h, f"{p}_ln1")
+
+    def heads_of(z, q):
+        z = S.reshape(S.FullyConnected(z, num_hidden=c, flatten=False, name=q), shape=(n, t, heads, d),
+                      name=f"{q}_r")
+        return S.transpose(z, axes=(0, 2, 1, 3), name=f"{q}_t")
+
+    q, k, v = (heads_of(y, f"{p}_{z}") for z in "qkv")
+    if nb.choice([True, False]):
+        cos_t, sin_t = _rotary_tables(t, d)
+        cos, sin = nb.const(f"rope_cos{d}", cos_t), nb.const(f"rope_sin{d}", sin_t)
+        q, k = _rotate(q, cos, sin, d, f"{p}_rq"), _rotate(k, cos, sin, d, f"{p}_rk")
+    a = S.batch_dot(q, k, transpose_b=True, name=f"{p}_qk") * (1.0 / np.sqrt(d))
+    if nb.choice([True, False]):
+        slopes = nb.const(f"alibi_slopes{heads}", _alibi_slopes(heads))
+        dist = nb.const("alibi_dist", -np.abs(np.arange(t)[None, :] - np.arange(t)[:, None]).reshape(1, 1, t, t))
+        a = S.broadcast_add(a, S.broadcast_mul(slopes, dist, name=f"{p}_alibi"), name=f"{p}_alibi_add")
+    causal = nb.choice(["none", "bias", "where"])
+    if causal == "bias":
+        a = S.broadcast_add(a, nb.const("causal_bias", np.triu(np.full((t, t), -1e9), 1).reshape(1, 1, t, t)),
+                            name=f"{p}_causal")
+    elif causal == "where":
+        keep = nb.const("causal_keep", np.tril(np.ones((t, t))).reshape(1, 1, t, t))
+        a = S.where(keep, a, S.zeros_like(a, name=f"{p}_zeros") - 1e9, name=f"{p}_causal")
+    if nb.choice([True, False]):
+        mask = nb.const("pad_mask", _pad_mask(n, t))
+        bias = S.reshape((mask - 1.0) * 1e9, shape=(n, 1, 1, t), name=f"{p}_padbias")
+        a = S.broadcast_add(a, bias, name=f"{p}_padded")
+    a = S.softmax(a, axis=-1, name=f"{p}_softmax")
+    y = S.transpose(S.batch_dot(a, v, name=f"{p}_av"), axes=(0, 2, 1, 3), name=f"{p}_merge_t")
+    y = S.FullyConnected(S.reshape(y, shape=(n, t, c), name=f"{p}_merge"), num_hidden=c, flatten=False,
+                         name=f"{p}_o")
+    x = S.elemwise_add(h, y, name=f"{p}_res1")
+    y = normalise(x, f"{p}_ln2")
+    if nb.choice(["gelu", "swiglu"]) == "gelu":
+        y = S.gelu(S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_up"), name=f"{p}_gelu")
+    else:
+        gate = S.silu(S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_gate"), name=f"{p}_silu")
+        y = S.elemwise_mul(gate, S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_up"),
+                           name=f"{p}_glu")
+    y = S.FullyConnected(y, num_hidden=c, flatten=False, name=f"{p}_down")
+    return S.elemwise_add(x, y, name=f"{p}_res2"), shape
+
+
+def _pad_mask(n, t):
+    """1 for real tokens, 0 for padding: sequence i keeps t - i % (t // 2) tokens."""
+    lengths = [t - i % max(1, t // 2) for i in range(n)]
+    return (np.arange(t)[None, :] < np.array(lengths)[:, None]).astype(np.float64)
+
+
+def causal_conv1d(nb: NetBuilder, h, shape):
+    """TCN's residual block: two causal dilated Conv1d (pad (k-1)*dilation both sides, keep
+    the first T outputs: PyTorch's Chomp1d), relu, residual (1x1 conv when the width
+    changes). Works in (N, C, T), returns (N, T, C)."""
+    p = nb.name("tcn")
+    n, t, c = shape
+    k, dil = nb.choice([2, 3]), nb.choice([1, 2, 4])
+    out_c = nb.choice([c, c + c // 2 - (c // 2) % 2])
+    x0 = S.transpose(h, axes=(0, 2, 1), name=f"{p}_nct")
+    x = x0
+    for i, width in enumerate((out_c, out_c)):
+        x = S.Convolution(x, kernel=(k,), dilate=(dil,), pad=((k - 1) * dil,), num_filter=width, name=f"{p}_conv{i}")
+        x = S.slice_axis(x, axis=2, begin=0, end=t, name=f"{p}_chomp{i}")
+        x = S.Activation(x, act_type="relu", name=f"{p}_relu{i}")
+    short = x0 if out_c == c else S.Convolution(x0, kernel=(1,), num_filter=out_c, name=f"{p}_down")
+    x = S.Activation(S.elemwise_add(x, short, name=f"{p}_add"), act_type="relu", name=f"{p}_out")
+    return S.transpose(x, axes=(0, 2, 1), name=f"{p}_ntc"), (n, t, out_c)
+
+
+SEQUENCE_BLOCKS = {"transformer": transformer, "tcn": causal_conv1d}
+
+
+# ---------------------------------------------------------------- whole graphs
+
+def random_image_net(rng: np.random.Generator, blocks: int = 2):
+    """stem conv -> `blocks` random image blocks -> global pool -> FC -> softmax loss.
+    Returns (symbol, shapes of its data inputs, constant values, block kinds)."""
+    nb = NetBuilder(rng)
+    n = nb.choice([2, 4, 6])
+    size = nb.choice([4, 8])
+    c = nb.choice([4, 6, 8])
+    h = S.Activation(_conv(S.Variable("data"), c, "stem", kernel=3), act_type="relu", name="stem_relu")
+    shape = (n, c, size, size)
+    for _ in range(blocks):
+        kind = nb.choice(sorted(IMAGE_BLOCKS))
+        h, shape = IMAGE_BLOCKS[kind](nb, h, shape)
+    h = S.Pooling(h, global_pool=True, pool_type="avg", kernel=(1, 1), name="head_pool")
+    h = S.FullyConnected(S.Flatten(h, name="head_flat"), num_hidden=4, name="head_fc")
+    sym = S.SoftmaxOutput(h, name="softmax")
+    shapes = {"data": (n, 3, size, size), "softmax_label": (n,)}
+    return sym, _with_consts(shapes, nb), nb.consts, nb.blocks
+
+
+def random_sequence_net(rng: np.random.Generator, blocks: int = 2):
+    """Embedding (token ids) or a linear projection -> `blocks` random sequence blocks ->
+    final norm -> a head (mean over time + FC + softmax loss, or per-token regression)."""
+    nb = NetBuilder(rng)
+    n, t = nb.choice([2, 4]), nb.choice([4, 6, 8])
+    c = nb.choice([8, 12])
+    shapes = {}
+    if nb.choice(["embed", "linear"]) == "embed":
+        h = S.Embedding(S.Variable("data"), input_dim=11, output_dim=c, name="embed")
+        shapes["data"] = (n, t)
+        nb.blocks.append("embedding")
+    else:
+        h = S.FullyConnected(S.Variable("data"), num_hidden=c, flatten=False, name="in_proj")
+        shapes["data"] = (n, t, 5)
+    shape = (n, t, c)
+    for _ in range(blocks):
+        kind = nb.choice(sorted(SEQUENCE_BLOCKS))
+        h, shape = SEQUENCE_BLOCKS[kind](nb, h, shape)
+    h = S.LayerNorm(h, axis=-1, name="final_ln")
+    if nb.choice(["classify", "regress"]) == "classify":
+        h = S.FullyConnected(S.mean(h, axis=1, name="head_mean"), num_hidden=4, name="head_fc")
+        sym = S.SoftmaxOutput(h, name="softmax")
+        shapes["softmax_label"] = (n,)
+    else:
+        h = S.FullyConnected(h, num_hidden=3, flatten=False, name="head_fc")
+        sym = S.LinearRegressionOutput(h, name="regress")
+        shapes["regress_label"] = (n, t, 3)
+    return sym, _with_consts(shapes, nb), nb.consts, nb.blocks
+
+
+def _with_consts(shapes, nb):
+    return {**shapes, **{k: v.shape for k, v in nb.consts.items()}}
+
+
+def random_net(seed: int, blocks: int = 2):
+    """An image or sequence graph drawn from `seed`: (symbol, input shapes, constants, kinds)."""
+    rng = np.random.default_rng(seed)
+    family = random_image_net if rng.integers(2) == 0 else random_sequence_net
+    return family(rng, blocks)
+
+
+def net_values(sym, shapes, consts, seed=0):
+    """float64 weights and inputs (BatchNorm variances positive, labels and token ids in
+    range, constants as built)."""
+    rng = np.random.default_rng(seed)
+    arg_shapes, _, aux_shapes = sym.infer_shape(**shapes)
+    vals = {}
+    embed = "embed_weight" in sym.list_arguments()
+    for name, shape in zip(sym.list_arguments() + sym.list_auxiliary_states(), arg_shapes + aux_shapes):
+        if name in consts:
+            vals[name] = consts[name]
+        elif name == "softmax_label":
+            vals[name] = rng.integers(0, 4, size=shape).astype(np.float64)
+        elif name == "data" and embed:
+            vals[name] = rng.integers(0, 11, size=shape).astype(np.float32)
+        elif name.endswith("moving_var"):
+            vals[name] = rng.uniform(0.5, 1.5, shape)
+        elif name.endswith("_scale"):
+            vals[name] = rng.uniform(0.5, 1.5, shape)
+        else:
+            vals[name] = rng.standard_normal(shape) * 0.5
+    return vals

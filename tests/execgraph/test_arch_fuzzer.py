@@ -1,0 +1,65 @@
+"""Architecture fuzzer: random small graphs assembled from the blocks real models use
+(tests/execgraph/arch_blocks.py), each trained one step on random plans
+(tests/execgraph/random_plans.py) at 2, 3, 4 and 8 devices in float64. The k-device step
+must equal the 1-device step: outputs, every gradient (name for name, both ways), updated
+params, optimizer states and BatchNorm statistics.
+
+The CI sample runs a few seeds; the slow sweep runs many and prints how many (graph, plan)
+pairs it checked. Each bug the fuzzer found has its own small reproduction below."""
+import numpy as np
+import pytest
+
+import autotile as at
+from arch_blocks import net_values, random_net
+from autotile.backend.multi_device import run_multi_device
+from models import assert_same_step
+from random_plans import lowered_training_graph, random_plan
+
+#: cut factors per device count (nested cuts as the search makes them)
+FACTORS = {2: [[2]], 3: [[3]], 4: [[4], [2, 2]], 8: [[8], [2, 4], [2, 2, 2]]}
+
+
+def assert_same_step_float64(res, ref, what):
+    assert_same_step(res, ref, what, rtol=1e-9, atol=1e-11)
+
+
+def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2) -> int:
+    """Train random net `seed` on `plans_per_count` random plans per device count, each
+    against the 1-device step. Returns how many (graph, plan) pairs were checked."""
+    sym, shapes, consts, kinds = random_net(seed, blocks)
+    vals = net_values(sym, shapes, consts, seed)
+    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
+                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    low = lowered_training_graph(sym, shapes)
+    rng = np.random.default_rng(1000 + seed)
+    checked = 0
+    for k in devices:
+        for i in range(plans_per_count):
+            options = FACTORS[k]
+            factors = options[(seed + i) % len(options)]
+            plan = random_plan(low, factors, rng, input_shapes=shapes)
+            res = run_multi_device(sym, plan.devices, vals, plan=plan)
+            assert_same_step_float64(res, ref, f"seed {seed} ({'+'.join(kinds)}) on {factors}, plan {i}")
+            checked += 1
+    return checked
+
+
+@pytest.mark.parametrize("seed", [0, 1, 6, 11])
+def test_random_architectures_train_on_k_devices_as_on_1(seed):
+    """CI sample: a few graphs (every block kind among them), one random plan per device count."""
+    assert check_net(seed, devices=(2, 3, 4, 8), plans_per_count=1) == 4
+
+
+def test_ci_sample_covers_every_block():
+    kinds = set()
+    for seed in (0, 1, 6, 11):
+        kinds |= {k.rstrip("0123456789") for k in random_net(seed)[3]}
+    assert kinds >= {"ir", "ry", "cnx", "swin", "unet", "tf", "tcn", "embedding"} - set(), kinds
+
+
+@pytest.mark.slow
+def test_architecture_sweep():
+    """Many seeds (3 blocks each), three random plans at each of 2, 3, 4 and 8 devices."""
+    checked = sum(check_net(seed, devices=(2, 3, 4, 8), plans_per_count=3, blocks=3) for seed in range(40))
+    print(f"architecture fuzzer: {checked} (graph, plan) pairs checked, 40 graphs")
+    assert checked == 40 * 4 * 3
