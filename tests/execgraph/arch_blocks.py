@@ -263,8 +263,8 @@ def _alibi_slopes(heads):
 def transformer(nb: NetBuilder, h, shape):
     """Pre-norm Transformer block (LayerNorm or RMSNorm), multi-head attention with any of: a
     padding mask from the ``pad_mask`` input (B, T), a causal mask (additive bias or
-    where()), rotary embeddings on q and k, ALiBi biases (slopes x relative distance); MLP
-    with GELU or SwiGLU; residuals."""
+    where()), rotary embeddings on q and k, ALiBi biases (slopes x relative distance),
+    attention dropout; MLP with GELU or SwiGLU; residuals."""
     p = nb.name("tf")
     n, t, c = shape
     heads = nb.choice([v for v in (1, 2, 3, 4) if c % v == 0 and (c // v) % 2 == 0])
@@ -303,6 +303,8 @@ def transformer(nb: NetBuilder, h, shape):
         bias = S.reshape((mask - 1.0) * 1e9, shape=(n, 1, 1, t), name=f"{p}_padbias")
         a = S.broadcast_add(a, bias, name=f"{p}_padded")
     a = S.softmax(a, axis=-1, name=f"{p}_softmax")
+    if nb.choice([True, False]):  # attention dropout: its mask must not depend on the tiling
+        a = S.Dropout(a, p=0.25, name=f"{p}_attn_drop")
     y = S.transpose(S.batch_dot(a, v, name=f"{p}_av"), axes=(0, 2, 1, 3), name=f"{p}_merge_t")
     y = S.FullyConnected(S.reshape(y, shape=(n, t, c), name=f"{p}_merge"), num_hidden=c, flatten=False,
                          name=f"{p}_o")
@@ -348,17 +350,16 @@ SEQUENCE_BLOCKS = {"transformer": transformer, "tcn": causal_conv1d}
 
 # ---------------------------------------------------------------- whole graphs
 
-def random_image_net(rng: np.random.Generator, blocks: int = 2):
-    """stem conv -> `blocks` random image blocks -> global pool -> FC -> softmax loss.
-    Returns (symbol, shapes of its data inputs, constant values, block kinds)."""
+def random_image_net(rng: np.random.Generator, kinds):
+    """stem conv -> the image blocks `kinds` names -> global pool -> FC -> softmax loss.
+    Returns (symbol, shapes of its data inputs, constant values, block names)."""
     nb = NetBuilder(rng)
     n = nb.choice([2, 4, 6])
     size = nb.choice([4, 8])
     c = nb.choice([4, 6, 8])
     h = S.Activation(_conv(S.Variable("data"), c, "stem", kernel=3), act_type="relu", name="stem_relu")
     shape = (n, c, size, size)
-    for _ in range(blocks):
-        kind = nb.choice(sorted(IMAGE_BLOCKS))
+    for kind in kinds:
         h, shape = IMAGE_BLOCKS[kind](nb, h, shape)
     h = S.Pooling(h, global_pool=True, pool_type="avg", kernel=(1, 1), name="head_pool")
     h = S.FullyConnected(S.Flatten(h, name="head_flat"), num_hidden=4, name="head_fc")
@@ -367,8 +368,8 @@ def random_image_net(rng: np.random.Generator, blocks: int = 2):
     return sym, _with_consts(shapes, nb), nb.consts, nb.blocks
 
 
-def random_sequence_net(rng: np.random.Generator, blocks: int = 2):
-    """Embedding (token ids) or a linear projection -> `blocks` random sequence blocks ->
+def random_sequence_net(rng: np.random.Generator, kinds):
+    """Embedding (token ids) or a linear projection -> the sequence blocks `kinds` names ->
     final norm -> a head (mean over time + FC + softmax loss, or per-token regression)."""
     nb = NetBuilder(rng)
     n, t = nb.choice([2, 4]), nb.choice([4, 6, 8])
@@ -382,8 +383,7 @@ def random_sequence_net(rng: np.random.Generator, blocks: int = 2):
         h = S.FullyConnected(S.Variable("data"), num_hidden=c, flatten=False, name="in_proj")
         shapes["data"] = (n, t, 5)
     shape = (n, t, c)
-    for _ in range(blocks):
-        kind = nb.choice(sorted(SEQUENCE_BLOCKS))
+    for kind in kinds:
         h, shape = SEQUENCE_BLOCKS[kind](nb, h, shape)
     h = S.LayerNorm(h, axis=-1, name="final_ln")
     if nb.choice(["classify", "regress"]) == "classify":
@@ -401,11 +401,18 @@ def _with_consts(shapes, nb):
     return {**shapes, **{k: v.shape for k, v in nb.consts.items()}}
 
 
-def random_net(seed: int, blocks: int = 2):
-    """An image or sequence graph drawn from `seed`: (symbol, input shapes, constants, kinds)."""
+def random_net(seed: int, blocks: int = 2, kinds=None):
+    """An image or sequence graph drawn from `seed`, of `blocks` random blocks of one family
+    or of the blocks `kinds` names: (symbol, input shapes, constants, block names)."""
     rng = np.random.default_rng(seed)
-    family = random_image_net if rng.integers(2) == 0 else random_sequence_net
-    return family(rng, blocks)
+    if kinds is None:
+        family = IMAGE_BLOCKS if rng.integers(2) == 0 else SEQUENCE_BLOCKS
+        kinds = [sorted(family)[int(rng.integers(len(family)))] for _ in range(blocks)]
+    if all(k in IMAGE_BLOCKS for k in kinds):
+        return random_image_net(rng, kinds)
+    if all(k in SEQUENCE_BLOCKS for k in kinds):
+        return random_sequence_net(rng, kinds)
+    raise ValueError(f"blocks {kinds} mix the image and sequence families")
 
 
 def net_values(sym, shapes, consts, seed=0):
