@@ -92,10 +92,12 @@ class DeconvGeometry:
         self.pad, self.stride, self.dilate, self.kernel = pad, stride, dilate, kernel
         self.conv_attrs = {"kernel": kernel, "stride": stride, "dilate": dilate, "pad": pad, "num_filter": cin,
                            "num_group": groups, "layout": attrs.get("layout"), "tile_pad": tile_pad}
-        try:
-            self.conv = Geometry(self.conv_attrs, (int(data_shape[0]), cout) + spatial)
-        except Error as e:
-            raise Error(f"Deconvolution: {e}") from None
+        self.conv = None  # a tile whose data region is empty (its rows lie in adj's zeros) has none
+        if all(n > 0 for n in ins):
+            try:
+                self.conv = Geometry(self.conv_attrs, (int(data_shape[0]), cout) + spatial)
+            except Error as e:
+                raise Error(f"Deconvolution: {e}") from None
         self.out_shape = (int(data_shape[0]), cout) + spatial
         self.weight_shape = (cin, cout // groups) + kernel
 
@@ -129,7 +131,8 @@ def _forward(attrs, inputs, ctx):
         raise ValueError(str(e)) from None
     if tuple(w.shape) != geo.weight_shape:
         raise ValueError(f"weight has shape {tuple(w.shape)}, expected {geo.weight_shape}")
-    y = conv_backward_data(x, w, geo.conv, _xp(ctx))
+    xp = _xp(ctx)
+    y = conv_backward_data(x, w, geo.conv, xp) if geo.conv is not None else xp.zeros(geo.out_shape, x.dtype)
     if not attrs["no_bias"]:
         y += inputs[2].reshape((1, -1) + (1,) * geo.nd)
     return [y.astype(x.dtype, copy=False)]

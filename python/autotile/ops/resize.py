@@ -42,6 +42,7 @@ from .tdl_helpers import access, index_vars
 MODES = ("nearest", "linear")
 COORDS = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
 NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
+MAX_SHIFTS = 6  # accesses per resized axis in the TDL (see AxisMap.tdl_indices)
 
 _COMMON = {
     "axes": Param("shape", required=True),
@@ -121,17 +122,21 @@ class AxisMap:
         return m
 
     def tdl_indices(self, var: str) -> List[str]:
-        """Affine indices of the rows output position `var` reads (clamps included)."""
+        """Affine indices that together read every (clamped) row an output position reads. The
+        analysis clips each access to the axis before taking their hull, so a tap that runs j
+        rows past an end needs an access shifted back by j, which lands on the edge row the
+        clamp reads: shifts t - 1 ... t - j (and t + 1 ... past the start). Past MAX_SHIFTS
+        accesses (sizes far from what the scale gives) the axis is read whole."""
         first = self._affine(var)
-        if self.mode == "linear":
-            return [first, f"{first} + 1"]
         rows = self.rows(np.arange(self.n_out))
-        out = [first]
-        if rows.min() < 0:
-            out.append(f"{first} + 1")
-        if rows.max() >= self.n_in:
-            out.append(f"{first} - 1")
-        return out
+        shifts = set()
+        for t in ((0, 1) if self.mode == "linear" else (0,)):
+            shifts.add(t)
+            shifts.update(t - j for j in range(1, int(rows.max()) + t - (self.n_in - 1) + 1))
+            shifts.update(t + j for j in range(1, -(int(rows.min()) + t) + 1))
+        if len(shifts) > MAX_SHIFTS:
+            return [":"]
+        return [_shifted(first, k) for k in sorted(shifts)]
 
     def _affine(self, var: str) -> str:
         (a, b), d = self.num, self.den
@@ -139,6 +144,10 @@ class AxisMap:
             return str(b // d)
         text = _affine([(a, var)], b)
         return text if d == 1 else f"({text}) / {d}"
+
+
+def _shifted(index: str, k: int) -> str:
+    return index if k == 0 else f"{index} {'+' if k > 0 else '-'} {abs(k)}"
 
 
 def _scales(op, attrs, in_sizes):
