@@ -64,6 +64,49 @@ void check_strategy(const Graph& g, NodeId n, const Strategy& st, const std::vec
     if (!mk.partial && (mk.dim < 0 || mk.dim >= static_cast<int>(out[i].size()))) bad("output dim out of range");
   }
 }
+// The nodes that may also run whole (every group computing all of it) where that moves less,
+// as XLA keeps them replicated: forward nodes that compute only from weights (a slice of a
+// position table, a transposed weight) and, for a weight such a node reads, its update and
+// the backward nodes that read only gradients and feed only that update (the gradient padded
+// back to the table's shape). A table of 256 positions of which a sequence reads 16 then moves
+// the 16 rows' gradient, not the whole updated table. Nothing that reads data or activations
+// runs whole: that would trade the partitioning away. The whole option comes after the node's
+// strategies, so a split of equal cost is kept.
+std::vector<char> may_run_whole(const Graph& g) {
+  const std::vector<NodeId> order = g.topo_order();
+  std::vector<char> ok(g.num_nodes(), 0), weights_only(g.num_nodes(), 0);
+  auto from_weights = [&](TensorId t) {
+    NodeId p = g.tensor(t).producer;
+    return p == kNone ? g.tensor(t).is_param : static_cast<bool>(weights_only[p]);
+  };
+  for (NodeId n : order) {
+    const Node& node = g.node(n);
+    if (node.role != NodeRole::kForward || node.attrs.count("__timestep_group__")) continue;
+    bool w = true;
+    for (TensorId t : node.inputs) w = w && from_weights(t);
+    weights_only[n] = ok[n] = w;
+  }
+  for (NodeId n : order) {  // the updates of weights read by weights-only nodes
+    const Node& node = g.node(n);
+    if (node.role != NodeRole::kUpdate) continue;
+    for (TensorId t : node.inputs)
+      if (g.tensor(t).producer == kNone && g.tensor(t).is_param)
+        for (NodeId c : g.tensor(t).consumers) ok[n] = ok[n] || weights_only[c];
+  }
+  for (NodeId n : order) {  // the gradient's last steps into such an update
+    const Node& node = g.node(n);
+    if (node.role != NodeRole::kBackward || node.attrs.count("__timestep_group__") || node.outputs.empty()) continue;
+    bool grads = true;
+    for (TensorId t : node.inputs) {
+      NodeId p = g.tensor(t).producer;
+      grads = grads && p != kNone && g.node(p).role != NodeRole::kForward;
+    }
+    for (TensorId t : node.outputs)
+      for (NodeId c : g.tensor(t).consumers) grads = grads && g.node(c).role == NodeRole::kUpdate && ok[c];
+    ok[n] = grads;
+  }
+  return ok;
+}
 }  // namespace
 
 std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchState& s, int k, int cut,
@@ -75,6 +118,7 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
   NodeOption whole;
   whole.name = "replicate";
   whole.whole = true;
+  const std::vector<char> whole_ok = may_run_whole(g);
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     if (node.tdl.empty()) {
@@ -100,7 +144,7 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
       // No dim of this op divides k ways (a bias of 8 on a 3-way cut): it runs replicated,
       // as a replicated op computes the same thing on every device (no error: the plan is
       // still valid, only redundant for this op).
-      if (opts[n].empty() && (!constraint.allow_strategy || constraint.allow_strategy(n, whole, cut)))
+      if ((opts[n].empty() || whole_ok[n]) && (!constraint.allow_strategy || constraint.allow_strategy(n, whole, cut)))
         opts[n].push_back(whole);
     }
     // The constraint rules out every strategy (data parallelism at a Concat along the batch
