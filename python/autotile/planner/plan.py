@@ -129,7 +129,8 @@ class Plan:
     def replicated_nodes(self) -> List[str]:
         """Nodes that run whole (replicated) in some cut: no strategy of theirs divides or is
         allowed there (a 3-channel BatchNorm on 2 devices; under data parallelism, an op that
-        cannot split along the batch)."""
+        cannot split along the batch), or running whole moves less (a slice of a replicated
+        weight, that weight's update and the gradient feeding it: csrc/search/cut_problem.cc)."""
         return [n for n, s in self.node_strategies.items() if "replicate" in s]
 
     def tile_shape(self, name: str) -> Tuple[int, ...]:
