@@ -116,16 +116,7 @@ def test_a_wrong_strategy_is_named():
 #: configurations that fail only at the slow sweep's extra cuts (the CI sample's cuts pass), by
 #: case id, with the failure; in op files this change does not own. The sweep reports them and
 #: fails once one passes (drop it here then).
-SLOW_KNOWN = {
-    "Deconvolution(adj=3x3,dilate=1x1,kernel=3x3,no_bias=False,num_filter=4,num_group=1,pad=0x0,stride=2x2)"
-    "2x2x5x4|2x4x3x3|4":
-        "cut [2, 3], node op split along x 6 ways: 'kernel (3, 3) (dilated extent 3 in dim 1) is larger than "
-        "the padded input (2 + 2*0) of data shape (2, 4, 14, 2)' (ops/deconv.py: a slab's data tile is narrower "
-        "than the kernel)",
-    "resize(axes=2x3,coord=asymmetric,mode=nearest,nearest_mode=ceil,scales=3,3/2,sizes=12x6)2x3x4x3":
-        "cut [2, 3], node op split along i3 6 ways: 'the input tile [0, 0) lacks row 2 its output rows read' "
-        "(ops/resize.py: the TDL's region for a worker is empty while its rows read input row 2)",
-}
+SLOW_KNOWN = {}  # the Deconvolution adj=3 and resize nearest-ceil 6-way failures are fixed (8c38ad4)
 
 
 @pytest.mark.slow
