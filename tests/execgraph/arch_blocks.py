@@ -122,7 +122,8 @@ def regnet_y(nb: NetBuilder, h, shape):
 def convnext(nb: NetBuilder, h, shape):
     """ConvNeXt: depthwise kxk conv, LayerNorm over channels (axis 1 of NCHW, or the last axis
     after a permute to NHWC with Linear layers as the reference code does), 4x pointwise
-    expand, GELU, project, layer scale, residual."""
+    expand, GELU, project, layer scale, optional stochastic depth, residual; optionally the
+    downsampling layer after it (LayerNorm over channels, 2x2 stride-2 conv, 2x channels)."""
     p = nb.name("cnx")
     n, c, hh, ww = shape
     k = nb.choice([3, 5, 7])
@@ -140,7 +141,14 @@ def convnext(nb: NetBuilder, h, shape):
         x = S.transpose(x, axes=(0, 3, 1, 2), name=f"{p}_to_nchw")
         gamma = S.Variable(f"{p}_scale", shape=(1, c, 1, 1))
     x = S.broadcast_mul(x, gamma, name=f"{p}_layer_scale")
-    return S.elemwise_add(x, h, name=f"{p}_add"), shape
+    if nb.choice([True, False]):  # stochastic depth (timm's DropPath): one draw per sample
+        x = S.Dropout(x, p=0.5, axes=(1, 2, 3), name=f"{p}_drop_path")
+    x = S.elemwise_add(x, h, name=f"{p}_add")
+    if nb.choice([True, False]) and hh % 2 == 0 and ww % 2 == 0:  # ConvNeXt's downsampling layer
+        x = S.LayerNorm(x, axis=1, name=f"{p}_down_ln")
+        x = _conv(x, 2 * c, f"{p}_down", kernel=2, stride=2, pad=0)
+        return x, (n, 2 * c, hh // 2, ww // 2)
+    return x, shape
 
 
 def _roll(x, shift, axis, p):
@@ -169,7 +177,7 @@ def swin_window_attention(nb: NetBuilder, h, shape):
     residual; then LayerNorm + GELU MLP, residual. Works in NHWC, returns NCHW."""
     p = nb.name("swin")
     n, c, hh, ww = shape
-    w = nb.choice([v for v in (2, 4) if hh % v == 0 and ww % v == 0 and v < max(hh, ww)] or [hh])
+    w = nb.choice([v for v in (2, 3, 4) if hh % v == 0 and ww % v == 0 and v < max(hh, ww)] or [hh])
     shift = nb.choice([0, w // 2]) if w > 1 else 0
     heads = nb.choice([v for v in (1, 2, 3) if c % v == 0])
     d, nw, t = c // heads, (hh // w) * (ww // w), w * w
@@ -219,15 +227,22 @@ def upsample_nearest(x, shape, p):
 
 
 def unet_level(nb: NetBuilder, h, shape):
-    """One U-Net level: conv relu (the skip), 2x2 max (or avg) pool down, conv relu at the
-    lower resolution, nearest 2x upsampling, concat with the skip, conv relu back to C."""
+    """One U-Net level: conv (GroupNorm) relu (the skip), 2x2 max (or avg) pool down, conv
+    (GroupNorm) SiLU at the lower resolution, nearest 2x upsampling, concat with the skip,
+    conv relu back to C."""
     p = nb.name("unet")
     n, c, hh, ww = shape
     if hh % 2 or ww % 2:
         return h, shape
-    skip = S.Activation(_conv(h, c, f"{p}_enc", kernel=3), act_type="relu", name=f"{p}_enc_relu")
+    groups = nb.choice([0] + [g for g in (2, c // 2) if g > 1 and c % g == 0])
+
+    def norm(x, q):  # diffusion U-Nets put GroupNorm after their convolutions
+        return S.GroupNorm(x, num_groups=groups, name=q) if groups else x
+
+    skip = S.Activation(norm(_conv(h, c, f"{p}_enc", kernel=3), f"{p}_enc_gn"), act_type="relu",
+                        name=f"{p}_enc_relu")
     x = S.Pooling(skip, kernel=(2, 2), stride=(2, 2), pool_type=nb.choice(["max", "avg"]), name=f"{p}_down")
-    x = S.Activation(_conv(x, 2 * c, f"{p}_mid", kernel=3), act_type="relu", name=f"{p}_mid_relu")
+    x = S.silu(norm(_conv(x, 2 * c, f"{p}_mid", kernel=3), f"{p}_mid_gn"), name=f"{p}_mid_act")
     x = upsample_nearest(x, (n, 2 * c, hh // 2, ww // 2), f"{p}_up")
     x = S.Concat(x, skip, dim=1, name=f"{p}_skipcat")
     x = S.Activation(_conv(x, c, f"{p}_dec", kernel=3), act_type="relu", name=f"{p}_dec_relu")
@@ -264,7 +279,7 @@ def transformer(nb: NetBuilder, h, shape):
     """Pre-norm Transformer block (LayerNorm or RMSNorm), multi-head attention with any of: a
     padding mask from the ``pad_mask`` input (B, T), a causal mask (additive bias or
     where()), rotary embeddings on q and k, ALiBi biases (slopes x relative distance),
-    attention dropout; MLP with GELU or SwiGLU; residuals."""
+    grouped-query attention, attention dropout; MLP with GELU or SwiGLU; residuals."""
     p = nb.name("tf")
     n, t, c = shape
     heads = nb.choice([v for v in (1, 2, 3, 4) if c % v == 0 and (c // v) % 2 == 0])
@@ -281,7 +296,16 @@ def transformer(nb: NetBuilder, h, shape):
                       name=f"{q}_r")
         return S.transpose(z, axes=(0, 2, 1, 3), name=f"{q}_t")
 
-    q, k, v = (heads_of(y, f"{p}_{z}") for z in "qkv")
+    q = heads_of(y, f"{p}_q")
+    kv_heads = nb.choice([v for v in (1, heads) if heads % v == 0])
+    if kv_heads == heads:
+        k, v = heads_of(y, f"{p}_k"), heads_of(y, f"{p}_v")
+    else:  # grouped-query attention (LLaMA 2, Mistral): one k/v head broadcast to every q head
+        def kv_of(q):
+            z = S.FullyConnected(y, num_hidden=kv_heads * d, flatten=False, name=q)
+            z = S.transpose(S.reshape(z, shape=(n, t, kv_heads, d), name=f"{q}_r"), axes=(0, 2, 1, 3), name=f"{q}_t")
+            return S.broadcast_to(z, shape=(n, heads, t, d), name=f"{q}_rep")
+        k, v = kv_of(f"{p}_k"), kv_of(f"{p}_v")
     if nb.choice([True, False]):
         cos_t, sin_t = _rotary_tables(t, d)
         cos, sin = nb.const(f"rope_cos{d}", cos_t), nb.const(f"rope_sin{d}", sin_t)
@@ -354,8 +378,8 @@ def random_image_net(rng: np.random.Generator, kinds):
     """stem conv -> the image blocks `kinds` names -> global pool -> FC -> softmax loss.
     Returns (symbol, shapes of its data inputs, constant values, block names)."""
     nb = NetBuilder(rng)
-    n = nb.choice([2, 4, 6])
-    size = nb.choice([4, 8])
+    n = nb.choice([2, 3, 4, 6])
+    size = nb.choice([4, 6, 8, 12])
     c = nb.choice([4, 6, 8])
     h = S.Activation(_conv(S.Variable("data"), c, "stem", kernel=3), act_type="relu", name="stem_relu")
     shape = (n, c, size, size)
@@ -370,13 +394,15 @@ def random_image_net(rng: np.random.Generator, kinds):
 
 def random_sequence_net(rng: np.random.Generator, kinds):
     """Embedding (token ids) or a linear projection -> the sequence blocks `kinds` names ->
-    final norm -> a head (mean over time + FC + softmax loss, or per-token regression)."""
+    final norm -> a head (mean over time + FC + softmax loss, per-token regression, or a
+    language-model head tied to the embedding weight)."""
     nb = NetBuilder(rng)
-    n, t = nb.choice([2, 4]), nb.choice([4, 6, 8])
+    n, t = nb.choice([2, 3, 4]), nb.choice([4, 6, 8, 9])
     c = nb.choice([8, 12])
     shapes = {}
     if nb.choice(["embed", "linear"]) == "embed":
-        h = S.Embedding(S.Variable("data"), input_dim=11, output_dim=c, name="embed")
+        embed = S.Variable("embed_weight")
+        h = S.Embedding(S.Variable("data"), weight=embed, input_dim=11, output_dim=c, name="embed")
         shapes["data"] = (n, t)
         nb.blocks.append("embedding")
     else:
@@ -386,7 +412,14 @@ def random_sequence_net(rng: np.random.Generator, kinds):
     for kind in kinds:
         h, shape = SEQUENCE_BLOCKS[kind](nb, h, shape)
     h = S.LayerNorm(h, axis=-1, name="final_ln")
-    if nb.choice(["classify", "regress"]) == "classify":
+    tied = "embedding" in nb.blocks and shape[2] == c
+    head = nb.choice(["classify", "regress", "lm"] if tied else ["classify", "regress"])
+    if head == "lm":  # language-model head tied to the embedding (one weight, two uses)
+        h = S.FullyConnected(h, weight=embed, num_hidden=11, no_bias=True, flatten=False,
+                             name="lm_head")
+        sym = S.SoftmaxOutput(h, preserve_shape=True, name="lm")
+        shapes["lm_label"] = (n, t)
+    elif head == "classify":
         h = S.FullyConnected(S.mean(h, axis=1, name="head_mean"), num_hidden=4, name="head_fc")
         sym = S.SoftmaxOutput(h, name="softmax")
         shapes["softmax_label"] = (n,)
@@ -427,6 +460,8 @@ def net_values(sym, shapes, consts, seed=0):
             vals[name] = consts[name]
         elif name == "softmax_label":
             vals[name] = rng.integers(0, 4, size=shape).astype(np.float64)
+        elif name == "lm_label":
+            vals[name] = rng.integers(0, 11, size=shape).astype(np.float64)
         elif name == "data" and embed:
             vals[name] = rng.integers(0, 11, size=shape).astype(np.float32)
         elif name.endswith("moving_var"):

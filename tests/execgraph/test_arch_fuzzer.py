@@ -6,6 +6,9 @@ params, optimizer states and BatchNorm statistics.
 
 The CI sample runs a few seeds; the slow sweep runs many and prints how many (graph, plan)
 pairs it checked. Each bug the fuzzer found has its own small reproduction below."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -15,6 +18,9 @@ from autotile.backend.multi_device import run_multi_device
 from models import assert_same_step
 from random_plans import lowered_training_graph, random_plan
 
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "autodiff"))
+from fd import check_grads, forward_outputs  # noqa: E402
+
 #: cut factors per device count (nested cuts as the search makes them)
 FACTORS = {2: [[2]], 3: [[3]], 4: [[4], [2, 2]], 8: [[8], [2, 4], [2, 2, 2]]}
 
@@ -23,7 +29,9 @@ def assert_same_step_float64(res, ref, what):
     assert_same_step(res, ref, what, rtol=1e-9, atol=1e-11)
 
 
-OPTIMIZERS = ("sgd", "momentum", "adam")
+#: optimizers and their arguments: Adam's update g / (sqrt(v) + epsilon) turns a rounding
+#: difference in a near-zero gradient into lr / epsilon times as much, so epsilon is large
+OPTIMIZERS = (("sgd", None), ("momentum", None), ("adam", {"epsilon": 1e-4}))
 
 
 def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=None) -> int:
@@ -31,11 +39,11 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
     on `plans_per_count` random plans per device count, each against the 1-device step.
     Returns how many (graph, plan) pairs were checked."""
     sym, shapes, consts, names = random_net(seed, blocks, kinds)
-    optimizer = OPTIMIZERS[seed % len(OPTIMIZERS)]
+    optimizer, args = OPTIMIZERS[seed % len(OPTIMIZERS)]
     vals = net_values(sym, shapes, consts, seed)
-    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes}, optimizer=optimizer,
+    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes}, optimizer=optimizer, optimizer_args=args,
                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
-    low = lowered_training_graph(sym, shapes, optimizer=optimizer)
+    low = lowered_training_graph(sym, shapes, optimizer=optimizer, optimizer_args=args)
     rng = np.random.default_rng(1000 + seed)
     checked = 0
     for k in devices:
@@ -43,7 +51,7 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
             options = FACTORS[k]
             factors = options[(seed + i) % len(options)]
             plan = random_plan(low, factors, rng, optimizer=optimizer, input_shapes=shapes)
-            res = run_multi_device(sym, plan.devices, vals, plan=plan, optimizer=optimizer)
+            res = run_multi_device(sym, plan.devices, vals, plan=plan, optimizer=optimizer, optimizer_args=args)
             assert_same_step_float64(res, ref, f"seed {seed} ({'+'.join(names)}, {optimizer}) on {factors}, plan {i}")
             checked += 1
     return checked
@@ -67,3 +75,31 @@ def test_architecture_sweep():
     checked = sum(check_net(seed, devices=(2, 3, 4, 8), plans_per_count=3, blocks=3) for seed in seeds)
     print(f"architecture fuzzer: {checked} (graph, plan) pairs checked over {len(seeds)} graphs")
     assert checked == len(seeds) * 4 * 3
+
+
+def _loss(sym, shapes):
+    """The scalar loss whose gradient the head hands back, from the forward outputs:
+    SoftmaxOutput's summed cross-entropy (per sample or per token), LinearRegressionOutput's half squared error over
+    the outputs per sample."""
+    def loss(values):
+        out = forward_outputs(sym, values)[0]
+        for name in ("softmax_label", "lm_label"):  # class per sample, or per token
+            if name in shapes:
+                label = values[name].astype(np.int64)
+                return -float(np.sum(np.log(np.take_along_axis(out, label[..., None], axis=-1))))
+        per_sample = out[0].size
+        return 0.5 * float(np.sum((out - values["regress_label"]) ** 2)) / per_sample
+
+    return loss
+
+
+@pytest.mark.parametrize("seed,kinds", CI_GRAPHS)
+def test_one_device_step_matches_finite_differences(seed, kinds):
+    """The oracle itself: the 1-device float64 gradients of each CI graph equal central
+    differences of its loss (a few entries of every weight)."""
+    sym, shapes, consts, _ = random_net(seed, kinds=kinds)
+    vals = net_values(sym, shapes, consts, seed)
+    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
+                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    weights = sorted(ref.grads)
+    check_grads(_loss(sym, shapes), vals, ref.grads, weights, rtol=1e-5, atol=1e-7, eps=1e-6)
