@@ -144,9 +144,24 @@ def lower_for_plan(sym, plan, replicate_fallback: bool = False, optimizer_args: 
         tg = training_graph(sym, optimizer=plan.optimizer, optimizer_args=optimizer_args,
                             shapes={k: v for k, v in plan.input_shapes.items() if k in arguments})
     lowered = lower(tg.symbol, dict(plan.input_shapes), tg.param_names, tg.backward_of, tg.update_nodes,
-                    {g: f for f, g in tg.gradient_entry.items()}, dtypes=dtypes,
+                    {g: f for f, g in tg.gradient_entry.items()}, dtypes=_with_head_grad_dtypes(tg, dtypes),
                     replicate_fallback=replicate_fallback)
     return tg, lowered
+
+
+def _with_head_grad_dtypes(tg, dtypes):
+    """`dtypes` with each head gradient (``{output}_head_grad``) given its output's dtype
+    unless named: a float64 run's dy is float64 (as a variable it would default to float32,
+    and a gradient computed from dy alone, e.g. sum's, came back float32 on k devices)."""
+    head_of = getattr(tg, "head_grad_of", None)
+    if not dtypes or not head_of:
+        return dtypes
+    from ..symbol.infer import infer_entry_types
+
+    types = infer_entry_types(tg.symbol, dtypes)
+    out_type = {name: types.get((id(n), i)) for n in tg.symbol.topo_nodes() if not n.is_variable
+                for i, name in enumerate(n.output_names())}
+    return {**{h: out_type[o] for h, o in head_of.items() if out_type.get(o)}, **dtypes}
 
 
 def node_ids(lowered: LoweredGraph, order: Optional[Sequence]) -> Optional[List[int]]:
