@@ -574,10 +574,11 @@ def gather(ctx):
     axis = _norm_axis(ctx, axis, rank)
     if ctx.is_const(0) and not ctx.is_const(1) and axis == 0 and rank == 2:
         w = ctx.const(0)  # a lookup table: Embedding
+        # ONNX semantics: negative ids count from the end, out-of-range ids are an Error
         return [ctx.op("Embedding", ctx.input(1), ctx.input(0), input_dim=int(w.shape[0]),
-                       output_dim=int(w.shape[1]))]
+                       output_dim=int(w.shape[1]), mode="raise")]
     if not ctx.is_const(1):  # run-time indices (position ids, token ids into a computed table)
-        return [ctx.op("take", ctx.input(0), ctx.input(1), axis=axis, mode="wrap")]
+        return [ctx.op("take", ctx.input(0), ctx.input(1), axis=axis, mode="raise")]
     idx = np.asarray(ctx.const(1)).astype(np.int64)
     size = ctx.shape(0)[axis] if ctx.shape(0) is not None else None
     if size is not None and idx.size and (idx.max() >= size or idx.min() < -size):
