@@ -134,6 +134,11 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
       auto vetoed = node.attrs.find("__no_split__");
       for (Strategy& x : st.strategies) {
         if (vetoed != node.attrs.end() && is_listed(vetoed->second, x.var)) continue;
+        // Partial outputs reduced by max, min or product (a split reduction of such a TDL):
+        // the execution graph only sums partials and refuses these plans (exec_build.cc).
+        bool non_sum_partial = false;
+        for (const OutputMake& make : x.outputs) non_sum_partial |= make.partial && make.reducer != Reducer::kSum;
+        if (non_sum_partial) continue;
         check_strategy(g, n, x, s.node_in[n], s.node_out[n], k);
         NodeOption o;
         o.name = x.var;
