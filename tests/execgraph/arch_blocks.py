@@ -45,6 +45,60 @@ class NetBuilder:
         return self.const_syms[name]
 
 
+# ---------------------------------------------------------------- the same layer, as exporters write it
+
+def norm(nb: NetBuilder, x, axis: int, ndim: int, c: int, p: str, rms_ok: bool = True):
+    """Normalisation over `axis` of an `ndim`-d tensor: the LayerNorm or RMSNorm op, or either
+    written out in elementary ops as ConvNeXt's channels-first LayerNorm and LLaMA's exports
+    are (mean, subtract, square, sqrt, divide or reciprocal, scale and shift)."""
+    kind = nb.choice(["layer", "layer_ops", "rms", "rms_ops"] if rms_ok else ["layer", "layer_ops"])
+    if kind == "layer":
+        return S.LayerNorm(x, axis=axis, name=p)
+    if kind == "rms":
+        return S.RMSNorm(x, axis=axis, name=p)
+    param_shape = tuple(c if d == axis % ndim else 1 for d in range(ndim))
+    if kind == "layer_ops":
+        x = S.broadcast_sub(x, S.mean(x, axis=axis, keepdims=True, name=f"{p}_mu"), name=f"{p}_centre")
+        var = S.mean(S.square(x, name=f"{p}_sq"), axis=axis, keepdims=True, name=f"{p}_var")
+        x = S.broadcast_div(x, S.sqrt(var + 1e-5, name=f"{p}_std"), name=f"{p}_normed")
+    else:
+        ms = S.mean(x * x, axis=axis, keepdims=True, name=f"{p}_ms")
+        x = S.broadcast_mul(x, S.reciprocal(S.sqrt(ms + 1e-6, name=f"{p}_rms"), name=f"{p}_inv"), name=f"{p}_normed")
+    x = S.broadcast_mul(x, S.Variable(f"{p}_gamma", shape=param_shape), name=f"{p}_scaled")
+    if kind == "layer_ops":
+        x = S.broadcast_add(x, S.Variable(f"{p}_beta", shape=param_shape), name=f"{p}_shifted")
+    return x
+
+
+def softmax(nb: NetBuilder, a, p: str):
+    """Softmax over the last axis: the op, exp(log_softmax), or written out with the row
+    maximum subtracted (max with its gradient blocked, exp, sum, divide)."""
+    kind = nb.choice(["op", "log", "ops"])
+    if kind == "op":
+        return S.softmax(a, axis=-1, name=p)
+    if kind == "log":
+        return S.exp(S.log_softmax(a, axis=-1, name=f"{p}_log"), name=p)
+    top = S.BlockGrad(S.max(a, axis=-1, keepdims=True, name=f"{p}_max"), name=f"{p}_max_nograd")
+    e = S.exp(S.broadcast_sub(a, top, name=f"{p}_shift"), name=f"{p}_exp")
+    return S.broadcast_div(e, S.sum(e, axis=-1, keepdims=True, name=f"{p}_sum"), name=p)
+
+
+def gelu(nb: NetBuilder, x, p: str):
+    """GELU: the op (exact or tanh), or the tanh approximation written out."""
+    kind = nb.choice(["none", "tanh", "ops"])
+    if kind != "ops":
+        return S.gelu(x, approximate=kind, name=p)
+    inner = (x + S._power_scalar(x, scalar=3.0, name=f"{p}_cube") * 0.044715) * float(np.sqrt(2 / np.pi))
+    return x * 0.5 * (S.tanh(inner, name=f"{p}_tanh") + 1.0)
+
+
+def swap_heads(nb: NetBuilder, x, p: str):
+    """(N, A, B, D) -> (N, B, A, D) by transpose or SwapAxis."""
+    if nb.choice(["transpose", "swap"]) == "transpose":
+        return S.transpose(x, axes=(0, 2, 1, 3), name=p)
+    return S.SwapAxis(x, dim1=1, dim2=2, name=p)
+
+
 # ---------------------------------------------------------------- image blocks (N, C, H, W)
 
 def _conv(h, c, p, kernel=1, stride=1, groups=1, pad=None, bias=True):
@@ -129,14 +183,14 @@ def convnext(nb: NetBuilder, h, shape):
     k = nb.choice([3, 5, 7])
     x = _conv(h, c, f"{p}_dw", kernel=k, groups=c)
     if nb.choice(["nchw", "nhwc"]) == "nchw":
-        x = S.LayerNorm(x, axis=1, name=f"{p}_ln")
-        x = S.gelu(_conv(x, 4 * c, f"{p}_pw1"), name=f"{p}_gelu")
+        x = norm(nb, x, 1, 4, c, f"{p}_ln", rms_ok=False)
+        x = gelu(nb, _conv(x, 4 * c, f"{p}_pw1"), f"{p}_gelu")
         x = _conv(x, c, f"{p}_pw2")
         gamma = S.Variable(f"{p}_scale", shape=(1, c, 1, 1))
     else:
         x = S.transpose(x, axes=(0, 2, 3, 1), name=f"{p}_to_nhwc")
-        x = S.LayerNorm(x, axis=-1, name=f"{p}_ln")
-        x = S.gelu(S.FullyConnected(x, num_hidden=4 * c, flatten=False, name=f"{p}_pw1"), name=f"{p}_gelu")
+        x = norm(nb, x, -1, 4, c, f"{p}_ln", rms_ok=False)
+        x = gelu(nb, S.FullyConnected(x, num_hidden=4 * c, flatten=False, name=f"{p}_pw1"), f"{p}_gelu")
         x = S.FullyConnected(x, num_hidden=c, flatten=False, name=f"{p}_pw2")
         x = S.transpose(x, axes=(0, 3, 1, 2), name=f"{p}_to_nchw")
         gamma = S.Variable(f"{p}_scale", shape=(1, c, 1, 1))
@@ -145,16 +199,22 @@ def convnext(nb: NetBuilder, h, shape):
         x = S.Dropout(x, p=0.5, axes=(1, 2, 3), name=f"{p}_drop_path")
     x = S.elemwise_add(x, h, name=f"{p}_add")
     if nb.choice([True, False]) and hh % 2 == 0 and ww % 2 == 0:  # ConvNeXt's downsampling layer
-        x = S.LayerNorm(x, axis=1, name=f"{p}_down_ln")
+        x = norm(nb, x, 1, 4, c, f"{p}_down_ln", rms_ok=False)
         x = _conv(x, 2 * c, f"{p}_down", kernel=2, stride=2, pad=0)
         return x, (n, 2 * c, hh // 2, ww // 2)
     return x, shape
 
 
-def _roll(x, shift, axis, p):
-    """torch.roll(x, -shift, axis) as slice + concat (how exporters write it)."""
-    head = S.slice_axis(x, axis=axis, begin=0, end=shift, name=f"{p}_head")
-    tail = S.slice_axis(x, axis=axis, begin=shift, end=None, name=f"{p}_tail")
+def _roll(x, shape, shift, axis, p):
+    """torch.roll(x, -shift, axis) as two slices + concat (how exporters write it); the
+    slices as slice_axis, or as slice with a begin and end per dim when `shape` is given."""
+    if shape is None:
+        head = S.slice_axis(x, axis=axis, begin=0, end=shift, name=f"{p}_head")
+        tail = S.slice_axis(x, axis=axis, begin=shift, end=None, name=f"{p}_tail")
+    else:
+        begin, end = [0] * len(shape), list(shape)
+        head = S.slice(x, begin=tuple(begin), end=tuple(end[:axis] + [shift] + end[axis + 1:]), name=f"{p}_head")
+        tail = S.slice(x, begin=tuple(begin[:axis] + [shift] + begin[axis + 1:]), end=tuple(end), name=f"{p}_tail")
     return S.Concat(tail, head, dim=axis, name=f"{p}_cat")
 
 
@@ -171,9 +231,25 @@ def _swin_shift_mask(hh, ww, w, s):
     return np.where(win[:, None, :] != win[:, :, None], -100.0, 0.0)
 
 
+def _relative_bias(nb: NetBuilder, p, w, heads):
+    """Swin's relative position bias (1, heads, N, N): a learned table of (2w-1)^2 rows
+    gathered by each token pair's relative offset (take: repeated indices, so its gradient
+    accumulates), or a learned (1, heads, N, N) tensor."""
+    t = w * w
+    if nb.choice(["table", "dense"]) == "dense":
+        return S.Variable(f"{p}_relbias", shape=(1, heads, t, t))
+    yx = np.stack(np.meshgrid(np.arange(w), np.arange(w), indexing="ij")).reshape(2, -1)
+    rel = yx[:, :, None] - yx[:, None, :] + (w - 1)
+    index = nb.const(f"relpos_index{w}", (rel[0] * (2 * w - 1) + rel[1]).reshape(-1))
+    table = S.Variable(f"{p}_reltable", shape=((2 * w - 1) ** 2, heads))
+    bias = S.reshape(S.take(table, index, axis=0, name=f"{p}_relgather"), shape=(t, t, heads), name=f"{p}_relr")
+    return S.reshape(S.transpose(bias, axes=(2, 0, 1), name=f"{p}_relt"), shape=(1, heads, t, t),
+                     name=f"{p}_relbias")
+
+
 def swin_window_attention(nb: NetBuilder, h, shape):
     """Swin: LayerNorm, cyclic shift (roll), window partition, multi-head attention with a
-    learned relative bias per head and the shift mask, window merge, reverse shift,
+    relative position bias per head and the shift mask, window merge, reverse shift,
     residual; then LayerNorm + GELU MLP, residual. Works in NHWC, returns NCHW."""
     p = nb.name("swin")
     n, c, hh, ww = shape
@@ -182,9 +258,10 @@ def swin_window_attention(nb: NetBuilder, h, shape):
     heads = nb.choice([v for v in (1, 2, 3) if c % v == 0])
     d, nw, t = c // heads, (hh // w) * (ww // w), w * w
     x = S.transpose(h, axes=(0, 2, 3, 1), name=f"{p}_nhwc")
-    y = S.LayerNorm(x, axis=-1, name=f"{p}_ln1")
+    y = norm(nb, x, -1, 4, c, f"{p}_ln1", rms_ok=False)
+    nhwc = nb.choice([None, (n, hh, ww, c)])
     if shift:
-        y = _roll(_roll(y, shift, 1, f"{p}_rollh"), shift, 2, f"{p}_rollw")
+        y = _roll(_roll(y, nhwc, shift, 1, f"{p}_rollh"), nhwc, shift, 2, f"{p}_rollw")
     y = S.reshape(y, shape=(n, hh // w, w, ww // w, w, c), name=f"{p}_win_r")
     y = S.transpose(y, axes=(0, 1, 3, 2, 4, 5), name=f"{p}_win_t")
     y = S.reshape(y, shape=(n * nw, t, c), name=f"{p}_win")
@@ -196,24 +273,24 @@ def swin_window_attention(nb: NetBuilder, h, shape):
 
     q, k, v = (heads_of(y, f"{p}_{z}") for z in "qkv")
     a = S.batch_dot(q, k, transpose_b=True, name=f"{p}_qk") * (1.0 / np.sqrt(d))
-    a = S.broadcast_add(a, S.Variable(f"{p}_relbias", shape=(1, heads, t, t)), name=f"{p}_rel")
+    a = S.broadcast_add(a, _relative_bias(nb, p, w, heads), name=f"{p}_rel")
     if shift:
         mask = nb.const(f"{p}_mask", _swin_shift_mask(hh, ww, w, shift).reshape(1, nw, 1, t, t))
         a = S.reshape(a, shape=(n, nw, heads, t, t), name=f"{p}_a5")
         a = S.reshape(S.broadcast_add(a, mask, name=f"{p}_masked"), shape=(n * nw, heads, t, t), name=f"{p}_a4")
-    a = S.softmax(a, axis=-1, name=f"{p}_softmax")
-    y = S.transpose(S.batch_dot(a, v, name=f"{p}_av"), axes=(0, 2, 1, 3), name=f"{p}_merge_t")
+    a = softmax(nb, a, f"{p}_softmax")
+    y = swap_heads(nb, S.batch_dot(a, v, name=f"{p}_av"), f"{p}_merge_t")
     y = S.FullyConnected(S.reshape(y, shape=(n * nw, t, c), name=f"{p}_merge_r"), num_hidden=c, flatten=False,
                          name=f"{p}_proj")
     y = S.reshape(y, shape=(n, hh // w, ww // w, w, w, c), name=f"{p}_unwin_r")
     y = S.reshape(S.transpose(y, axes=(0, 1, 3, 2, 4, 5), name=f"{p}_unwin_t"), shape=(n, hh, ww, c),
                   name=f"{p}_unwin")
     if shift:
-        y = _roll(_roll(y, hh - shift, 1, f"{p}_unrollh"), ww - shift, 2, f"{p}_unrollw")
+        y = _roll(_roll(y, nhwc, hh - shift, 1, f"{p}_unrollh"), nhwc, ww - shift, 2, f"{p}_unrollw")
     x = S.elemwise_add(x, y, name=f"{p}_res1")
-    y = S.LayerNorm(x, axis=-1, name=f"{p}_ln2")
-    y = S.FullyConnected(S.gelu(S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_fc1"),
-                                name=f"{p}_gelu"), num_hidden=c, flatten=False, name=f"{p}_fc2")
+    y = norm(nb, x, -1, 4, c, f"{p}_ln2", rms_ok=False)
+    y = S.FullyConnected(gelu(nb, S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_fc1"),
+                              f"{p}_gelu"), num_hidden=c, flatten=False, name=f"{p}_fc2")
     x = S.elemwise_add(x, y, name=f"{p}_res2")
     return S.transpose(x, axes=(0, 3, 1, 2), name=f"{p}_nchw"), shape
 
@@ -284,17 +361,12 @@ def transformer(nb: NetBuilder, h, shape):
     n, t, c = shape
     heads = nb.choice([v for v in (1, 2, 3, 4) if c % v == 0 and (c // v) % 2 == 0])
     d = c // heads
-    norm = nb.choice(["layer", "rms"])
-
-    def normalise(x, q):
-        return S.LayerNorm(x, axis=-1, name=q) if norm == "layer" else S.RMSNorm(x, axis=-1, name=q)
-
-    y = normalise(h, f"{p}_ln1")
+    y = norm(nb, h, -1, 3, c, f"{p}_ln1")
 
     def heads_of(z, q):
         z = S.reshape(S.FullyConnected(z, num_hidden=c, flatten=False, name=q), shape=(n, t, heads, d),
                       name=f"{q}_r")
-        return S.transpose(z, axes=(0, 2, 1, 3), name=f"{q}_t")
+        return swap_heads(nb, z, f"{q}_t")
 
     q = heads_of(y, f"{p}_q")
     kv_heads = nb.choice([v for v in (1, heads) if heads % v == 0])
@@ -323,19 +395,22 @@ def transformer(nb: NetBuilder, h, shape):
         keep = nb.const("causal_keep", np.tril(np.ones((t, t))).reshape(1, 1, t, t))
         a = S.where(keep, a, S.zeros_like(a, name=f"{p}_zeros") - 1e9, name=f"{p}_causal")
     if nb.choice([True, False]):
-        mask = nb.const("pad_mask", _pad_mask(n, t))
-        bias = S.reshape((mask - 1.0) * 1e9, shape=(n, 1, 1, t), name=f"{p}_padbias")
+        bias = (nb.const("pad_mask", _pad_mask(n, t)) - 1.0) * 1e9
+        if nb.choice(["reshape", "expand"]) == "reshape":
+            bias = S.reshape(bias, shape=(n, 1, 1, t), name=f"{p}_padbias")
+        else:
+            bias = S.expand_dims(S.expand_dims(bias, axis=1, name=f"{p}_pad_e1"), axis=1, name=f"{p}_padbias")
         a = S.broadcast_add(a, bias, name=f"{p}_padded")
-    a = S.softmax(a, axis=-1, name=f"{p}_softmax")
+    a = softmax(nb, a, f"{p}_softmax")
     if nb.choice([True, False]):  # attention dropout: its mask must not depend on the tiling
         a = S.Dropout(a, p=0.25, name=f"{p}_attn_drop")
-    y = S.transpose(S.batch_dot(a, v, name=f"{p}_av"), axes=(0, 2, 1, 3), name=f"{p}_merge_t")
+    y = swap_heads(nb, S.batch_dot(a, v, name=f"{p}_av"), f"{p}_merge_t")
     y = S.FullyConnected(S.reshape(y, shape=(n, t, c), name=f"{p}_merge"), num_hidden=c, flatten=False,
                          name=f"{p}_o")
     x = S.elemwise_add(h, y, name=f"{p}_res1")
-    y = normalise(x, f"{p}_ln2")
+    y = norm(nb, x, -1, 3, c, f"{p}_ln2")
     if nb.choice(["gelu", "swiglu"]) == "gelu":
-        y = S.gelu(S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_up"), name=f"{p}_gelu")
+        y = gelu(nb, S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_up"), f"{p}_gelu")
     else:
         gate = S.silu(S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_gate"), name=f"{p}_silu")
         y = S.elemwise_mul(gate, S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_up"),
@@ -411,7 +486,7 @@ def random_sequence_net(rng: np.random.Generator, kinds):
     shape = (n, t, c)
     for kind in kinds:
         h, shape = SEQUENCE_BLOCKS[kind](nb, h, shape)
-    h = S.LayerNorm(h, axis=-1, name="final_ln")
+    h = norm(nb, h, -1, 3, shape[2], "final_ln")
     tied = "embedding" in nb.blocks and shape[2] == c
     head = nb.choice(["classify", "regress", "lm"] if tied else ["classify", "regress"])
     if head == "lm":  # language-model head tied to the embedding (one weight, two uses)

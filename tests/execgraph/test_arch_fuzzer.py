@@ -19,7 +19,7 @@ from models import assert_same_step
 from random_plans import lowered_training_graph, random_plan
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "autodiff"))
-from fd import check_grads, forward_outputs  # noqa: E402
+from fd import forward_outputs, numeric_grad  # noqa: E402
 
 #: cut factors per device count (nested cuts as the search makes them)
 FACTORS = {2: [[2]], 3: [[3]], 4: [[4], [2, 2]], 8: [[8], [2, 4], [2, 2, 2]]}
@@ -101,5 +101,8 @@ def test_one_device_step_matches_finite_differences(seed, kinds):
     vals = net_values(sym, shapes, consts, seed)
     ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
-    weights = sorted(ref.grads)
-    check_grads(_loss(sym, shapes), vals, ref.grads, weights, rtol=1e-5, atol=1e-7, eps=1e-6)
+    loss = _loss(sym, shapes)
+    for name in sorted(ref.grads):  # a few entries of each weight keep it within CI time
+        idx, num = numeric_grad(loss, vals, name, eps=1e-6, max_entries=4)
+        np.testing.assert_allclose(ref.grads[name].reshape(-1)[idx], num, rtol=1e-5, atol=1e-7,
+                                   err_msg=f"gradient of '{name}'")
