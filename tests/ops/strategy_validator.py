@@ -183,7 +183,7 @@ def compare_results(got, want, where: str, rtol: float = RTOL, atol: float = ATO
 def strategy_rows(lowered, node_id: int, factors: Sequence[int], replicate_cuts: bool = False) -> List[List[str]]:
     """Every per-cut strategy row of a node at `factors` (a TDL variable per cut, composed
     split counts allowed by the TDL), without the variables the node vetoes; with
-    `replicate_cuts` also rows that replicate the node at some (not all) cuts."""
+    `replicate_cuts` at two cuts also rows that replicate the node at one of them."""
     node = lowered.core.node(node_id)
     ins = [lowered.tensor_shapes[t] for t in node["inputs"]]
     outs = [lowered.tensor_shapes[t] for t in node["outputs"]]
@@ -197,7 +197,7 @@ def strategy_rows(lowered, node_id: int, factors: Sequence[int], replicate_cuts:
                 counts[var] = counts.get(var, 1) * f
             counts.pop("replicate", None)
             grown += [row + [v] for v in _vars(node["tdl"], ins, outs, k, counts) if v not in ("replicate", *vetoed)]
-            if replicate_cuts and len(factors) > 1:
+            if replicate_cuts and len(factors) == 2:  # three cuts would multiply the rows again
                 grown.append(row + ["replicate"])
         rows = grown
     return [r for r in rows if any(v != "replicate" for v in r)]
