@@ -16,6 +16,9 @@ def test_mesh_and_layout_rules_from_the_command_line(tmp_path):
     dt, jx, rules = tmp_path / "dt.json", tmp_path / "jax.json", tmp_path / "rules.json"
     p = autotile("plan", "mlp", "--mesh", "batch=2,model=4", "--batch", "64", "--no-compare",
                  "--layout", "fc*_weight:0=model", "--layout", "data:0=batch",
+                 # the biases too: left free, one splits over one of model's two cuts (its layer on
+                 # k slabs at the other), which only a mesh dimension per cut expresses
+                 "--layout", "fc*_bias:0=model",
                  "--dtensor", str(dt), "--jax", str(jx), "--mesh-tf", str(rules))
     assert p.returncode == 0, p.stderr
     assert "mesh batch=2 x model=4" in p.stdout
