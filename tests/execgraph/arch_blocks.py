@@ -27,12 +27,25 @@ class NetBuilder:
         self.count = 0
         self.consts = {}
         self.const_syms = {}
+        self.params = {}
+        self.share_as = None  # while set, blocks name their weights after it (shared layers)
         self.blocks = []
 
     def name(self, kind: str) -> str:
         self.count += 1
         self.blocks.append(kind)
         return f"{kind}{self.count}"
+
+    def param(self, name: str, shape=None):
+        """The weight Variable `name`, one per name: blocks sharing a name share the weight."""
+        if name not in self.params:
+            self.params[name] = S.Variable(name, shape=shape)
+        return self.params[name]
+
+    def fc(self, x, hidden: int, p: str, pp: str, suffix: str):
+        """FullyConnected over the last axis, node f"{p}_{suffix}", weights named after `pp`."""
+        return S.FullyConnected(x, weight=self.param(f"{pp}_{suffix}_weight"), bias=self.param(f"{pp}_{suffix}_bias"),
+                                num_hidden=hidden, flatten=False, name=f"{p}_{suffix}")
 
     def choice(self, options):
         return options[int(self.rng.integers(len(options)))]
@@ -47,15 +60,17 @@ class NetBuilder:
 
 # ---------------------------------------------------------------- the same layer, as exporters write it
 
-def norm(nb: NetBuilder, x, axis: int, ndim: int, c: int, p: str, rms_ok: bool = True):
+def norm(nb: NetBuilder, x, axis: int, ndim: int, c: int, p: str, rms_ok: bool = True, pp=None):
     """Normalisation over `axis` of an `ndim`-d tensor: the LayerNorm or RMSNorm op, or either
     written out in elementary ops as ConvNeXt's channels-first LayerNorm and LLaMA's exports
-    are (mean, subtract, square, sqrt, divide or reciprocal, scale and shift)."""
+    are (mean, subtract, square, sqrt, divide or reciprocal, scale and shift). Its weights
+    are named after `pp` (default `p`)."""
     kind = nb.choice(["layer", "layer_ops", "rms", "rms_ops"] if rms_ok else ["layer", "layer_ops"])
+    pp = pp or p
     if kind == "layer":
-        return S.LayerNorm(x, axis=axis, name=p)
+        return S.LayerNorm(x, nb.param(f"{pp}_gamma"), nb.param(f"{pp}_beta"), axis=axis, name=p)
     if kind == "rms":
-        return S.RMSNorm(x, axis=axis, name=p)
+        return S.RMSNorm(x, nb.param(f"{pp}_gamma"), axis=axis, name=p)
     param_shape = tuple(c if d == axis % ndim else 1 for d in range(ndim))
     if kind == "layer_ops":
         x = S.broadcast_sub(x, S.mean(x, axis=axis, keepdims=True, name=f"{p}_mu"), name=f"{p}_centre")
@@ -64,9 +79,9 @@ def norm(nb: NetBuilder, x, axis: int, ndim: int, c: int, p: str, rms_ok: bool =
     else:
         ms = S.mean(x * x, axis=axis, keepdims=True, name=f"{p}_ms")
         x = S.broadcast_mul(x, S.reciprocal(S.sqrt(ms + 1e-6, name=f"{p}_rms"), name=f"{p}_inv"), name=f"{p}_normed")
-    x = S.broadcast_mul(x, S.Variable(f"{p}_gamma", shape=param_shape), name=f"{p}_scaled")
+    x = S.broadcast_mul(x, nb.param(f"{pp}_gamma", param_shape), name=f"{p}_scaled")
     if kind == "layer_ops":
-        x = S.broadcast_add(x, S.Variable(f"{p}_beta", shape=param_shape), name=f"{p}_shifted")
+        x = S.broadcast_add(x, nb.param(f"{pp}_beta", param_shape), name=f"{p}_shifted")
     return x
 
 
@@ -356,28 +371,29 @@ def transformer(nb: NetBuilder, h, shape):
     """Pre-norm Transformer block (LayerNorm or RMSNorm), multi-head attention with any of: a
     padding mask from the ``pad_mask`` input (B, T), a causal mask (additive bias or
     where()), rotary embeddings on q and k, ALiBi biases (slopes x relative distance),
-    grouped-query attention, attention dropout; MLP with GELU or SwiGLU; residuals."""
+    grouped-query attention, attention dropout; MLP with GELU or SwiGLU; residuals. Weights
+    are named after ``nb.share_as`` when set (ALBERT's shared layers)."""
     p = nb.name("tf")
+    pp = nb.share_as or p
     n, t, c = shape
     heads = nb.choice([v for v in (1, 2, 3, 4) if c % v == 0 and (c // v) % 2 == 0])
     d = c // heads
-    y = norm(nb, h, -1, 3, c, f"{p}_ln1")
+    y = norm(nb, h, -1, 3, c, f"{p}_ln1", pp=f"{pp}_ln1")
 
     def heads_of(z, q):
-        z = S.reshape(S.FullyConnected(z, num_hidden=c, flatten=False, name=q), shape=(n, t, heads, d),
-                      name=f"{q}_r")
-        return swap_heads(nb, z, f"{q}_t")
+        z = S.reshape(nb.fc(z, c, p, pp, q), shape=(n, t, heads, d), name=f"{p}_{q}_r")
+        return swap_heads(nb, z, f"{p}_{q}_t")
 
-    q = heads_of(y, f"{p}_q")
+    q = heads_of(y, "q")
     kv_heads = nb.choice([v for v in (1, heads) if heads % v == 0])
     if kv_heads == heads:
-        k, v = heads_of(y, f"{p}_k"), heads_of(y, f"{p}_v")
+        k, v = heads_of(y, "k"), heads_of(y, "v")
     else:  # grouped-query attention (LLaMA 2, Mistral): one k/v head broadcast to every q head
         def kv_of(q):
-            z = S.FullyConnected(y, num_hidden=kv_heads * d, flatten=False, name=q)
-            z = S.transpose(S.reshape(z, shape=(n, t, kv_heads, d), name=f"{q}_r"), axes=(0, 2, 1, 3), name=f"{q}_t")
-            return S.broadcast_to(z, shape=(n, heads, t, d), name=f"{q}_rep")
-        k, v = kv_of(f"{p}_k"), kv_of(f"{p}_v")
+            z = S.reshape(nb.fc(y, kv_heads * d, p, pp, q), shape=(n, t, kv_heads, d), name=f"{p}_{q}_r")
+            z = S.transpose(z, axes=(0, 2, 1, 3), name=f"{p}_{q}_t")
+            return S.broadcast_to(z, shape=(n, heads, t, d), name=f"{p}_{q}_rep")
+        k, v = kv_of("k"), kv_of("v")
     if nb.choice([True, False]):
         cos_t, sin_t = _rotary_tables(t, d)
         cos, sin = nb.const(f"rope_cos{d}", cos_t), nb.const(f"rope_sin{d}", sin_t)
@@ -405,18 +421,29 @@ def transformer(nb: NetBuilder, h, shape):
     if nb.choice([True, False]):  # attention dropout: its mask must not depend on the tiling
         a = S.Dropout(a, p=0.25, name=f"{p}_attn_drop")
     y = swap_heads(nb, S.batch_dot(a, v, name=f"{p}_av"), f"{p}_merge_t")
-    y = S.FullyConnected(S.reshape(y, shape=(n, t, c), name=f"{p}_merge"), num_hidden=c, flatten=False,
-                         name=f"{p}_o")
+    y = nb.fc(S.reshape(y, shape=(n, t, c), name=f"{p}_merge"), c, p, pp, "o")
     x = S.elemwise_add(h, y, name=f"{p}_res1")
-    y = norm(nb, x, -1, 3, c, f"{p}_ln2")
+    y = norm(nb, x, -1, 3, c, f"{p}_ln2", pp=f"{pp}_ln2")
     if nb.choice(["gelu", "swiglu"]) == "gelu":
-        y = gelu(nb, S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_up"), f"{p}_gelu")
+        y = gelu(nb, nb.fc(y, 2 * c, p, pp, "up"), f"{p}_gelu")
     else:
-        gate = S.silu(S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_gate"), name=f"{p}_silu")
-        y = S.elemwise_mul(gate, S.FullyConnected(y, num_hidden=2 * c, flatten=False, name=f"{p}_up"),
-                           name=f"{p}_glu")
-    y = S.FullyConnected(y, num_hidden=c, flatten=False, name=f"{p}_down")
+        gate = S.silu(nb.fc(y, 2 * c, p, pp, "gate"), name=f"{p}_silu")
+        y = S.elemwise_mul(gate, nb.fc(y, 2 * c, p, pp, "up"), name=f"{p}_glu")
+    y = nb.fc(y, c, p, pp, "down")
     return S.elemwise_add(x, y, name=f"{p}_res2"), shape
+
+
+def albert(nb: NetBuilder, h, shape):
+    """ALBERT's cross-layer sharing: one Transformer layer's weights applied twice (the same
+    configuration drawn twice from one seed; each weight's gradient sums over both uses)."""
+    seed, outer = int(nb.rng.integers(1 << 30)), nb.rng
+    nb.blocks.append("albert")
+    nb.share_as = f"shared{nb.count + 1}"
+    for _ in range(2):
+        nb.rng = np.random.default_rng(seed)
+        h, shape = transformer(nb, h, shape)
+    nb.rng, nb.share_as = outer, None
+    return h, shape
 
 
 def _pad_mask(n, t):
@@ -444,7 +471,7 @@ def causal_conv1d(nb: NetBuilder, h, shape):
     return S.transpose(x, axes=(0, 2, 1), name=f"{p}_ntc"), (n, t, out_c)
 
 
-SEQUENCE_BLOCKS = {"transformer": transformer, "tcn": causal_conv1d}
+SEQUENCE_BLOCKS = {"transformer": transformer, "tcn": causal_conv1d, "albert": albert}
 
 
 # ---------------------------------------------------------------- whole graphs
@@ -458,13 +485,15 @@ def random_image_net(rng: np.random.Generator, kinds):
     c = nb.choice([4, 6, 8])
     h = S.Activation(_conv(S.Variable("data"), c, "stem", kernel=3), act_type="relu", name="stem_relu")
     shape = (n, c, size, size)
+    aux = []
     for kind in kinds:
         h, shape = IMAGE_BLOCKS[kind](nb, h, shape)
+        aux += auxiliary_loss(nb, h)
     h = S.Pooling(h, global_pool=True, pool_type="avg", kernel=(1, 1), name="head_pool")
     h = S.FullyConnected(S.Flatten(h, name="head_flat"), num_hidden=4, name="head_fc")
     sym = S.SoftmaxOutput(h, name="softmax")
     shapes = {"data": (n, 3, size, size), "softmax_label": (n,)}
-    return sym, _with_consts(shapes, nb), nb.consts, nb.blocks
+    return _group(sym, aux), _with_consts(shapes, nb), nb.consts, nb.blocks
 
 
 def random_sequence_net(rng: np.random.Generator, kinds):
@@ -484,8 +513,10 @@ def random_sequence_net(rng: np.random.Generator, kinds):
         h = S.FullyConnected(S.Variable("data"), num_hidden=c, flatten=False, name="in_proj")
         shapes["data"] = (n, t, 5)
     shape = (n, t, c)
+    aux = []
     for kind in kinds:
         h, shape = SEQUENCE_BLOCKS[kind](nb, h, shape)
+        aux += auxiliary_loss(nb, h)
     h = norm(nb, h, -1, 3, shape[2], "final_ln")
     tied = "embedding" in nb.blocks and shape[2] == c
     head = nb.choice(["classify", "regress", "lm"] if tied else ["classify", "regress"])
@@ -502,7 +533,21 @@ def random_sequence_net(rng: np.random.Generator, kinds):
         h = S.FullyConnected(h, num_hidden=3, flatten=False, name="head_fc")
         sym = S.LinearRegressionOutput(h, name="regress")
         shapes["regress_label"] = (n, t, 3)
-    return sym, _with_consts(shapes, nb), nb.consts, nb.blocks
+    return _group(sym, aux), _with_consts(shapes, nb), nb.consts, nb.blocks
+
+
+def auxiliary_loss(nb: NetBuilder, h):
+    """Sometimes an auxiliary loss on a block's output (deep supervision, Inception's side
+    head): MakeLoss of 0.1 x the mean square, as a list of zero or one loss."""
+    if nb.rng.integers(4):
+        return []
+    q = f"aux{nb.count}"
+    return [S.MakeLoss(S.mean(S.square(h, name=f"{q}_sq"), name=f"{q}_mean") * 0.1, name=q)]
+
+
+def _group(sym, aux):
+    """The main loss and the auxiliary ones as one multi-output symbol."""
+    return S.Group([sym] + aux) if aux else sym
 
 
 def _with_consts(shapes, nb):

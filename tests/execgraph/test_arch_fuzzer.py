@@ -57,9 +57,11 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
     return checked
 
 
-#: the CI sample: every block kind, each image block next to another, both sequence stems
+#: the CI sample: every block kind, each image block next to another, both sequence stems,
+#: a tied LM head, auxiliary losses
 CI_GRAPHS = [(0, ["inverted_residual", "regnet_y"]), (1, ["convnext", "swin"]), (2, ["unet", "inverted_residual"]),
-             (3, ["transformer", "tcn"]), (4, ["tcn", "transformer"])]
+             (3, ["transformer", "tcn"]), (4, ["tcn", "albert"]), (8, ["transformer"]),
+             (26, ["transformer"])]
 
 
 @pytest.mark.parametrize("seed,kinds", CI_GRAPHS)
@@ -78,17 +80,17 @@ def test_architecture_sweep():
 
 
 def _loss(sym, shapes):
-    """The scalar loss whose gradient the head hands back, from the forward outputs:
-    SoftmaxOutput's summed cross-entropy (per sample or per token), LinearRegressionOutput's half squared error over
-    the outputs per sample."""
+    """The scalar loss whose gradient the heads hand back, from the forward outputs:
+    SoftmaxOutput's summed cross-entropy (per sample or per token), LinearRegressionOutput's
+    half squared error over the outputs per sample, plus each auxiliary MakeLoss output."""
     def loss(values):
-        out = forward_outputs(sym, values)[0]
+        out, *aux = forward_outputs(sym, values)
+        total = float(sum(np.sum(a) for a in aux))  # MakeLoss: the output is the loss
         for name in ("softmax_label", "lm_label"):  # class per sample, or per token
             if name in shapes:
                 label = values[name].astype(np.int64)
-                return -float(np.sum(np.log(np.take_along_axis(out, label[..., None], axis=-1))))
-        per_sample = out[0].size
-        return 0.5 * float(np.sum((out - values["regress_label"]) ** 2)) / per_sample
+                return total - float(np.sum(np.log(np.take_along_axis(out, label[..., None], axis=-1))))
+        return total + 0.5 * float(np.sum((out - values["regress_label"]) ** 2)) / out[0].size
 
     return loss
 
