@@ -72,6 +72,14 @@ _EXPLICIT: Dict[str, List[Tuple[dict, list]]] = {
     "_backward_gather_nd": [({"shape": "(6, 4)"}, [(2, 3, 4), (1, 2, 3)]), ({"shape": "(4, 6, 2)"}, [(4, 2), (2, 4)])],
     "_backward_gather_elements": [({"shape": "(6, 4)"}, [(6, 4), (6, 4)]),
                                   ({"axis": "1", "shape": "(6, 4)"}, [(3, 6), (3, 6)])],
+    "Embedding": [({"input_dim": "6", "output_dim": "4"}, [(4, 3), (6, 4)])],
+    "LRN": [({"nsize": "3"}, [(2, 4, 6, 6)])],
+    "slice_axis": [({"axis": "1", "begin": "1", "end": "5"}, [(4, 6)])],
+    "tile": [({"reps": "(2, 1)"}, [(4, 6)])],
+    "pad": [({"pad_width": "(0, 0, 0, 0, 1, 1, 2, 2)"}, [(2, 4, 6, 6)])],
+    "resize": [({"axes": "(1,)", "sizes": "(9,)", "mode": "linear"}, [(4, 6)]),
+               ({"axes": "(2, 3)", "sizes": "(8, 6)"}, [(2, 3, 4, 3)])],
+    "ScatterND": [({}, [(6, 4), (3, 1), (3, 4)])],
 }
 
 _BASE_SHAPES = [(4, 6), (2, 4, 6, 6), (2, 3, 4), (6,), (4, 1, 6)]
