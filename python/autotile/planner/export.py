@@ -29,8 +29,15 @@ def _mesh_of(plan) -> Tuple[Dict[str, int], List[str]]:
     return mesh, axes
 
 
-def _exported_tensors(plan) -> List[str]:
+def _exported_tensors(plan, tensors: str = "io") -> List[str]:
+    """The tensors an export covers: parameters and inputs ("io"), or every tensor of the
+    planned graph ("all": activations, gradients, updated parameters too)."""
+    if tensors not in ("io", "all"):
+        raise Error(f"tensors must be 'io' (parameters and inputs) or 'all' (every tensor of the planned "
+                    f"graph), got {tensors!r}")
     names = list(plan.input_shapes) + [p for p in plan.param_names if p not in plan.input_shapes]
+    if tensors == "all":
+        names += [n for n in plan.tensor_tilings if n not in set(names)]
     return [n for n in names if n in plan.tensor_tilings]
 
 
@@ -61,18 +68,18 @@ def _mesh_dims(plan, granularity: str):
     return names, [mesh[a] for a in names], [names.index(a) for a in axes]
 
 
-def _layouts(plan, granularity: Optional[str]):
+def _layouts(plan, granularity: Optional[str], tensors: str = "io"):
     """Per exported tensor, its per-mesh-dim placement; picks cut granularity when the axis
     granularity cannot express some tensor (unless `granularity` forces one)."""
     if granularity not in (None, "axis", "cut"):
         raise Error(f"granularity must be 'axis', 'cut' or None (axis when it can express the plan), "
                     f"got {granularity!r}")
-    tensors = _exported_tensors(plan)
+    names_out = _exported_tensors(plan, tensors)
     for g in ([granularity] if granularity else ["axis", "cut"]):
         names, sizes, cut_dim = _mesh_dims(plan, g)
         per = {}
         bad = None
-        for n in tensors:
+        for n in names_out:
             p = _per_dim(plan.tensor_tilings[n], cut_dim)
             if p is None:
                 bad = n
@@ -88,12 +95,13 @@ def _layouts(plan, granularity: Optional[str]):
     raise AssertionError("cut granularity always expresses a plan")
 
 
-def to_dtensor(plan, granularity: Optional[str] = None, objects: bool = False) -> dict:
+def to_dtensor(plan, granularity: Optional[str] = None, objects: bool = False, tensors: str = "io") -> dict:
     """PyTorch DTensor layout: ``{"mesh": {"shape": [...], "dim_names": [...]}, "placements":
-    {tensor: ["Shard(0)", "Replicate()", "Partial()"]}}`` for every parameter and input, one
-    placement per mesh dimension in DeviceMesh order. With ``objects=True`` the placements are
-    ``torch.distributed.tensor`` objects (needs torch)."""
-    names, sizes, per, note = _layouts(plan, granularity)
+    {tensor: ["Shard(0)", "Replicate()", "Partial()"]}}`` for every parameter and input
+    (``tensors="all"``: every tensor of the planned graph, activations, gradients and updated
+    parameters too, by autotile's names), one placement per mesh dimension in DeviceMesh order.
+    With ``objects=True`` the placements are ``torch.distributed.tensor`` objects (needs torch)."""
+    names, sizes, per, note = _layouts(plan, granularity, tensors)
     placements = {}
     for n, p in per.items():
         row = []
@@ -118,16 +126,25 @@ def to_dtensor(plan, granularity: Optional[str] = None, objects: bool = False) -
     return out
 
 
-def to_jax(plan, granularity: Optional[str] = None, objects: bool = False) -> dict:
+def to_jax(plan, granularity: Optional[str] = None, objects: bool = False, tensors: str = "io") -> dict:
     """JAX shardings: ``{"mesh": {"shape": [...], "axis_names": [...]}, "specs": {tensor:
     [None | axis | [axis, ...]] per tensor dimension}}`` (a PartitionSpec's entries). With
     ``objects=True`` the specs are ``jax.sharding.PartitionSpec`` objects (needs jax). A
-    tensor left partial by the plan has no PartitionSpec: Error naming it."""
-    names, sizes, per, note = _layouts(plan, granularity)
-    specs = {}
+    parameter or input left partial by the plan has no PartitionSpec: Error naming it.
+
+    ``tensors="all"`` covers every tensor of the planned graph (activations, gradients,
+    updated parameters, by autotile's names); a tensor the plan leaves partial (an unreduced
+    sum, which a PartitionSpec cannot express) is then listed in ``"partial"`` instead, with
+    the mesh dimensions it is partial over, and has no spec."""
+    names, sizes, per, note = _layouts(plan, granularity, tensors)
+    specs, partial = {}, {}
     for n, p in per.items():
         rank = len(plan.tensor_shapes[n])
         entries: List[list] = [[] for _ in range(rank)]
+        over = [names[m] for m in range(len(names)) if p.get(m, ("replicate",))[0] == "partial"]
+        if over and tensors == "all" and n not in plan.param_names and n not in plan.input_shapes:
+            partial[n] = over
+            continue
         for m in range(len(names)):
             kind = p.get(m, ("replicate",))
             if kind[0] == "partial":
@@ -137,6 +154,8 @@ def to_jax(plan, granularity: Optional[str] = None, objects: bool = False) -> di
                 entries[kind[1]].append(names[m])
         specs[n] = [None if not e else (e[0] if len(e) == 1 else list(e)) for e in entries]
     out = {"mesh": {"shape": sizes, "axis_names": names}, "specs": specs, "note": note}
+    if tensors == "all":
+        out["partial"] = partial
     if objects:
         try:
             from jax.sharding import PartitionSpec

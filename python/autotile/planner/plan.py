@@ -309,17 +309,19 @@ class Plan:
         return plan.validate()
 
     # ------------------------------------------------------------------ exports
-    def to_dtensor(self, granularity: Optional[str] = None, objects: bool = False) -> dict:
-        """PyTorch DTensor mesh and placements of every parameter and input (planner/export.py)."""
+    def to_dtensor(self, granularity: Optional[str] = None, objects: bool = False, tensors: str = "io") -> dict:
+        """PyTorch DTensor mesh and placements of every parameter and input, or with
+        ``tensors="all"`` of every tensor of the training graph (planner/export.py)."""
         from .export import to_dtensor
 
-        return to_dtensor(self, granularity, objects)
+        return to_dtensor(self, granularity, objects, tensors)
 
-    def to_jax(self, granularity: Optional[str] = None, objects: bool = False) -> dict:
-        """JAX mesh and PartitionSpecs of every parameter and input (planner/export.py)."""
+    def to_jax(self, granularity: Optional[str] = None, objects: bool = False, tensors: str = "io") -> dict:
+        """JAX mesh and PartitionSpecs of every parameter and input, or with ``tensors="all"``
+        of every tensor of the training graph (planner/export.py)."""
         from .export import to_jax
 
-        return to_jax(self, granularity, objects)
+        return to_jax(self, granularity, objects, tensors)
 
     def to_mesh_tf(self) -> dict:
         """Layout rules that reproduce the plan where rules can (planner/export.py)."""
