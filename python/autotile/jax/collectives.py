@@ -36,8 +36,8 @@ def _array_bytes(text: str) -> List[int]:
 def _groups(line: str, devices: int) -> List[int]:
     """Sizes of the op's replica groups: explicit ``{{0,1},{2,3}}``, the iota form
     ``[G,N]<=[...]``, the mesh form ``mesh['a'=2,'b'=4] {'b'}`` (groups along the listed
-    axes), or (none given) one group of every device."""
-    m = re.search(r"replica_groups=mesh\[([^\]]*)\]\s*\{([^}]*)\}", line)
+    axes; an optional ``device_ids=(...)`` reorders devices, not group sizes), or (none given) one group of every device."""
+    m = re.search(r"replica_groups=mesh\[([^\]]*)\][^{]*\{([^}]*)\}", line)  # may carry device_ids=(...)
     if m:
         sizes = {a: int(k) for a, k in re.findall(r"'([^']*)'=(\d+)", m.group(1))}
         total, size = 1, 1

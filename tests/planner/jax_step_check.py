@@ -1,0 +1,89 @@
+"""Run by tests/planner/test_jax_step.py in a subprocess with 8 host devices
+(XLA_FLAGS=--xla_force_host_platform_device_count=8 must be set before jax is imported):
+the README MLP's JAX step under several plans against autotile's 1-device step, the
+compiled program's collective bytes, and the byte accounting on programs whose
+collectives are known. Prints one JSON object."""
+import json
+import sys
+
+import numpy as np
+
+import autotile as at
+import autotile.jax as atj
+
+
+def readme_mlp():
+    data = at.sym.Variable("data")
+    fc1 = at.sym.FullyConnected(data, num_hidden=512, name="fc1")
+    act = at.sym.Activation(fc1, act_type="relu", name="relu1")
+    fc2 = at.sym.FullyConnected(act, num_hidden=10, name="fc2")
+    net = at.sym.SoftmaxOutput(fc2, name="softmax")
+    rng = np.random.default_rng(0)
+    inputs = {"data": rng.standard_normal((256, 784), dtype=np.float32),
+              "softmax_label": rng.integers(0, 10, 256).astype(np.float32)}
+    params = {"fc1_weight": rng.standard_normal((512, 784), dtype=np.float32) * 0.01,
+              "fc1_bias": rng.standard_normal(512, dtype=np.float32) * 0.01,
+              "fc2_weight": rng.standard_normal((10, 512), dtype=np.float32) * 0.01,
+              "fc2_bias": rng.standard_normal(10, dtype=np.float32) * 0.01}
+    return net, inputs, params
+
+
+def plans(net):
+    shapes = {"data": (256, 784), "softmax_label": (256,)}
+    yield "tofu", at.plan(net, devices=8, shapes=shapes)
+    yield "data", at.plan(net, devices=8, shapes=shapes, algorithm="data")
+    yield "rules", at.plan(net, mesh={"batch": 2, "model": 4}, shapes=shapes,
+                           layout={"fc1_weight": {0: "model"}, "data": {0: "batch"}})
+
+
+def known_programs():
+    """(name, autotile-accounting bytes computed by hand, bytes parsed from the compiled HLO)."""
+    import jax
+    import jax.numpy as jnp
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+    mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("a", "b"))
+    x = np.ones((64, 1000), np.float32)
+    out = []
+    # sum over a dim split 8 ways, result replicated: one all-reduce of 1000 floats over 8
+    f = jax.jit(lambda v: v.sum(axis=0), in_shardings=NamedSharding(mesh, P(("a", "b"), None)),
+                out_shardings=NamedSharding(mesh, P(None)))
+    out.append(("all-reduce 8", 2 * 7 * 4000, atj.collective_bytes(f.lower(x).compile().as_text(), 8)))
+    # the same over mesh axis b only (2 groups of 4)
+    f = jax.jit(lambda v: v.sum(axis=0), in_shardings=NamedSharding(mesh, P("b", None)),
+                out_shardings=NamedSharding(mesh, P(None)))
+    out.append(("all-reduce 2x4", 2 * 2 * 3 * 4000, atj.collective_bytes(f.lower(x).compile().as_text(), 8)))
+    # split rows gathered to every device: each of 8 receives 7/8 of 256,000 bytes
+    f = jax.jit(lambda v: v * 2, in_shardings=NamedSharding(mesh, P(("a", "b"), None)),
+                out_shardings=NamedSharding(mesh, P(None, None)))
+    out.append(("all-gather 8", 7 * 256000, atj.collective_bytes(f.lower(x).compile().as_text(), 8)))
+    return out
+
+
+def main():
+    net, inputs, params = readme_mlp()
+    ref = at.backend.run(net, devices=1, inputs=inputs, params=params, train=True)
+    report = {"plans": {}, "known": known_programs()}
+    for name, plan in plans(net):
+        step = atj.training_step(net, plan)
+        outputs, new_params = step(params, inputs)
+        text = step.lower(params, inputs).compile().as_text()
+        report["plans"][name] = {
+            "outputs": list(outputs),
+            "output_err": float(np.abs(np.asarray(outputs["softmax_output"]) - ref.outputs[0]).max()),
+            "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in params),
+            "constrained": len(step.constrained), "tensors": len(plan.tensor_tilings),
+            "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
+            "kinds": sorted({c["kind"] for c in atj.collectives(text, 8)}),
+        }
+    import jax
+    try:
+        atj.training_step(net, next(plans(net))[1], devices=jax.devices()[:4])
+        report["too_few_devices"] = "no error"
+    except at.Error as e:
+        report["too_few_devices"] = str(e)
+    json.dump(report, sys.stdout)
+
+
+if __name__ == "__main__":
+    main()

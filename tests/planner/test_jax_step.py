@@ -1,0 +1,101 @@
+"""Plans taken to JAX (issue 23): every tensor's layout (``plan.to_jax(tensors="all")``,
+``plan.to_dtensor(tensors="all")``) and the planned training step built in jax.numpy
+(``autotile.jax.training_step``).
+
+Oracles: the plan's own tilings (each exported layout gives the tile shape the plan does);
+autotile's 1-device training step (the JAX step on 8 host devices gives its outputs and
+updated parameters); hand-counted bytes of programs whose collectives are known (the HLO
+byte accounting). The JAX checks run in a subprocess: the host device count must be set
+before jax is first imported."""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import autotile as at
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def readme_mlp():
+    data = at.sym.Variable("data")
+    fc1 = at.sym.FullyConnected(data, num_hidden=512, name="fc1")
+    act = at.sym.Activation(fc1, act_type="relu", name="relu1")
+    fc2 = at.sym.FullyConnected(act, num_hidden=10, name="fc2")
+    return at.sym.SoftmaxOutput(fc2, name="softmax")
+
+
+SHAPES = {"data": (256, 784), "softmax_label": (256,)}
+
+
+@pytest.mark.parametrize("kind", ["tofu", "data", "rules"])
+def test_every_tensor_exported_with_the_plans_tile(kind):
+    net = readme_mlp()
+    plan = (at.plan(net, devices=8, shapes=SHAPES, algorithm=kind) if kind != "rules" else
+            at.plan(net, mesh={"batch": 2, "model": 4}, shapes=SHAPES,
+                    layout={"fc1_weight": {0: "model"}, "data": {0: "batch"}}))
+    jx, dt = plan.to_jax(tensors="all"), plan.to_dtensor(tensors="all")
+    assert set(jx["specs"]) | set(jx["partial"]) == set(plan.tensor_tilings) == set(dt["placements"])
+    assert {"fc1_output", "relu1_backward0_output", "fc1_weight_update_output"} <= set(jx["specs"])
+    sizes = dict(zip(jx["mesh"]["axis_names"], jx["mesh"]["shape"]))
+    for name, spec in jx["specs"].items():
+        tile = list(plan.tensor_shapes[name])
+        for d, entry in enumerate(spec):
+            for axis in ([] if entry is None else [entry] if isinstance(entry, str) else entry):
+                tile[d] //= sizes[axis]
+        assert tuple(tile) == plan.tile_shape(name), name
+    for name, row in dt["placements"].items():
+        tile = list(plan.tensor_shapes[name])
+        for m, p in enumerate(row):
+            if p.startswith("Shard("):
+                tile[int(p[6:-1])] //= dt["mesh"]["shape"][m]
+        assert tuple(tile) == plan.tile_shape(name), name
+    # parameters and inputs: the layouts of the default export at the same granularity (one
+    # mesh dimension per cut when some tensor of the whole graph needs it)
+    io = plan.to_jax(granularity="cut" if jx["note"] else "axis")["specs"]
+    assert {k: v for k, v in jx["specs"].items() if k in io} == io
+
+
+def test_export_names_a_bad_tensors_argument():
+    plan = at.plan(readme_mlp(), devices=2, shapes=SHAPES)
+    with pytest.raises(at.Error, match="tensors must be 'io'"):
+        plan.to_jax(tensors="activations")
+
+
+@pytest.fixture(scope="module")
+def jax_report():
+    pytest.importorskip("jax", reason="jax is not installed (pip install 'autotile[jax]'; CI installs it)")
+    env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "jax_step_check.py")], capture_output=True,
+                          text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("kind", ["tofu", "data", "rules"])
+def test_jax_step_equals_the_one_device_step(jax_report, kind):
+    r = jax_report["plans"][kind]
+    assert r["outputs"] == ["softmax_output"]
+    assert r["output_err"] < 1e-6 and r["param_err"] < 1e-6
+    assert r["constrained"] == r["tensors"]  # no tensor of these plans is left partial
+
+
+def test_collective_bytes_of_known_programs(jax_report):
+    for name, want, got in jax_report["known"]:
+        assert got == want, name
+
+
+def test_compiled_step_keeps_the_plans_saving(jax_report):
+    """The tofu plan moves ~150x fewer bytes than data parallelism; its compiled step keeps
+    most of that (bench/engines.py prints the ratios)."""
+    p = jax_report["plans"]
+    assert p["tofu"]["compiled_bytes"] * 20 < p["data"]["compiled_bytes"]
+    assert "all-reduce" in p["data"]["kinds"]
+    for r in p.values():
+        assert 0.5 * r["plan_bytes"] <= r["compiled_bytes"] <= 2 * r["plan_bytes"]
+
+
+def test_too_few_devices_is_named(jax_report):
+    assert "xla_force_host_platform_device_count=8" in jax_report["too_few_devices"]
