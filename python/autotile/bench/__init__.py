@@ -20,4 +20,5 @@ BENCHES = {
     "runtime": ("runtime", "host runtime step time on k virtual devices"),
     "mpi": ("mpi", "MPI runtime against the in-process runtime; RMA bandwidth (needs mpirun)"),
     "gpu": ("gpu", "GPU MultiFetch and step times (needs CuPy and a GPU)"),
+    "engines": ("engines", "plan bytes against the collectives XLA compiles from the plan (needs jax)"),
 }

@@ -5,6 +5,7 @@ on NumPy; the step tries this table first, then the array-module-generic kernels
 runtime (backend/gpu_kernels.py), then the registry's own kernel with ``ctx.xp`` set."""
 from __future__ import annotations
 
+from ..errors import Error
 from ..ops.loss import _so_norm_scale
 
 
@@ -79,8 +80,106 @@ def softmax_output_backward(attrs, inputs, ctx):
     return [grad.astype(out.dtype)]
 
 
+# ----------------------------------------------------------------------------- Convolution
+# The registry's convolution builds im2col windows as strided views, which jax.numpy has no
+# way to make; XLA's own convolution computes the same sums, and its transpose (jax.vjp) the
+# two backward convolutions.
+
+_SPATIAL = {1: "W", 2: "HW", 3: "DHW"}
+
+
+def _conv_fn(attrs, rank):
+    import jax
+
+    nd = rank - 2
+    if nd not in _SPATIAL or attrs.get("layout") not in (None, "NC" + _SPATIAL[nd]):
+        raise Error(f"Convolution: the JAX step runs NCW/NCHW/NCDHW convolutions, got rank {rank} layout "
+                    f"{attrs.get('layout')}")
+    vec = lambda name, d: tuple(attrs.get(name) or ()) or (d,) * nd  # noqa: E731
+    pad = vec("pad", 0)
+    dims = ("NC" + _SPATIAL[nd], "OI" + _SPATIAL[nd], "NC" + _SPATIAL[nd])
+
+    def conv(x, w):
+        return jax.lax.conv_general_dilated(x, w, vec("stride", 1), [(p, p) for p in pad], rhs_dilation=vec("dilate", 1),
+                                            dimension_numbers=dims, feature_group_count=attrs["num_group"])
+    return conv
+
+
+def _weight_shape(attrs, x):
+    return (attrs["num_filter"], x.shape[1] // attrs["num_group"]) + tuple(attrs["kernel"])
+
+
+def convolution(attrs, inputs, ctx):
+    x, w = inputs[0], inputs[1]
+    y = _conv_fn(attrs, x.ndim)(x, w)
+    if not attrs.get("no_bias"):
+        y = y + inputs[2].reshape((1, -1) + (1,) * (x.ndim - 2))
+    return [y.astype(x.dtype)]
+
+
+def convolution_backward_data(attrs, inputs, ctx):
+    import jax
+
+    dy, w, x = inputs
+    _, pull = jax.vjp(lambda v: _conv_fn(attrs, x.ndim)(v, w), x)
+    return [pull(dy)[0].astype(dy.dtype)]
+
+
+def convolution_backward_weight(attrs, inputs, ctx):
+    import jax
+    import jax.numpy as jnp
+
+    dy, x = inputs
+    w0 = jnp.zeros(_weight_shape(attrs, x), x.dtype)
+    _, pull = jax.vjp(lambda w: _conv_fn(attrs, x.ndim)(x, w), w0)
+    return [pull(dy)[0].astype(dy.dtype)]
+
+
+# ----------------------------------------------------------------------------- Pooling
+
+def _pool_fn(attrs, shape):
+    """x -> pooled x (the registry's Geometry: kernel, stride, pad, 'full' convention)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..ops.pooling import Geometry
+
+    geo = Geometry(attrs, shape)
+    window, strides = (1, 1) + tuple(geo.kernel), (1, 1) + tuple(geo.stride)
+    hi = [(o - 1) * s + k - n - p for o, s, k, n, p in zip(geo.out, geo.stride, geo.kernel, geo.spatial, geo.pad)]
+    pads = [(0, 0), (0, 0)] + [(p, max(h, 0)) for p, h in zip(geo.pad, hi)]
+    kind = attrs["pool_type"]
+
+    def pool(x):
+        if kind == "max":
+            return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, window, strides, pads)
+        y = jax.lax.reduce_window(x, 0.0, jax.lax.add, window, strides, pads)
+        if kind == "avg":
+            y = y / geo.counts(attrs["count_include_pad"] is not False).astype(x.dtype)
+        return y
+    return pool
+
+
+def pooling(attrs, inputs, ctx):
+    x = inputs[0]
+    return [_pool_fn(attrs, x.shape)(x).astype(x.dtype)]
+
+
+def pooling_backward(attrs, inputs, ctx):
+    import jax
+
+    dy, x = inputs[0], inputs[1]
+    _, pull = jax.vjp(_pool_fn(attrs, x.shape), x)
+    return [pull(dy)[0].astype(dy.dtype)]
+
+
 #: op name -> kernel for the JAX step (ahead of backend/gpu_kernels.KERNELS)
 KERNELS = {
+    "Convolution": convolution,
+    "_backward_Convolution_data": convolution_backward_data,
+    "_backward_Convolution_weight": convolution_backward_weight,
+    "Pooling": pooling,
+    "_backward_Pooling": pooling_backward,
     "SoftmaxOutput": softmax_output,
     "Softmax": softmax_output,
     "_backward_SoftmaxOutput": softmax_output_backward,

@@ -1,0 +1,148 @@
+"""Plans taken to JAX: the bytes the plan says a training step moves (``plan.comm_bytes``)
+against the collectives of the step XLA compiles from it (``autotile.jax.training_step``:
+every tensor constrained to the plan's layout, jitted on a Mesh from the plan), on 8 host
+devices, in the same accounting (ring collectives, bytes received summed over devices), and
+the compiled step's largest difference from autotile's 1-device step.
+
+    autotile bench engines [--quick]
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+# 8 host devices: set before jax is first imported (this runs as its own process)
+if "xla_force_host_platform_device_count" not in os.environ.get("XLA_FLAGS", ""):
+    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_platform_device_count=8").strip()
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
+
+import numpy as np  # noqa: E402
+
+from . import common  # noqa: E402
+
+DEVICES = 8
+
+
+def readme_mlp():
+    import autotile as at
+
+    data = at.sym.Variable("data")
+    fc1 = at.sym.FullyConnected(data, num_hidden=512, name="fc1")
+    act = at.sym.Activation(fc1, act_type="relu", name="relu1")
+    fc2 = at.sym.FullyConnected(act, num_hidden=10, name="fc2")
+    return at.sym.SoftmaxOutput(fc2, name="softmax"), {"data": (256, 784), "softmax_label": (256,)}
+
+
+def models(quick: bool):
+    """(name, Symbol, input shapes, layout rules of the mesh plan) per model."""
+    import autotile as at
+
+    net, shapes = readme_mlp()
+    yield "mlp (README)", net, shapes, {"fc1_weight": {0: "model"}, "data": {0: "batch"}}
+    if quick:
+        return
+    cnn = at.models.get("cnn-digits", batch=64)
+    yield "cnn-digits", cnn, {"data": (64, 1, 8, 8), "softmax_label": (64,)}, \
+        {"fc1_weight": {0: "model"}, "data": {0: "batch"}}
+    tr = at.models.get("transformer", batch=8, layers=1, d_model=32, heads=4, d_ff=64, seq=16, vocab=64)
+    yield "transformer 1x32", tr, {"data": (8, 16), "softmax_label": (8, 16)}, \
+        {"layer0_ffn_fc1_weight": {0: "model"}, "data": {0: "batch"}}
+
+
+def plans(sym, shapes, rules):
+    import autotile as at
+
+    yield "tofu", lambda: at.plan(sym, devices=DEVICES, shapes=shapes)
+    yield "data", lambda: at.plan(sym, devices=DEVICES, shapes=shapes, algorithm="data")
+    yield "rules 2x4", lambda: at.plan(sym, mesh={"batch": 2, "model": DEVICES // 2}, shapes=shapes, layout=rules)
+
+
+def values(sym, shapes, rng):
+    """Inputs and parameters of the step: class labels and token ids in range, weights small."""
+    from autotile.symbol.infer import infer_entry_shapes
+
+    entry = infer_entry_shapes(sym, shapes)
+    out = {}
+    for node in sym.topo_nodes():
+        if not node.is_variable:
+            continue
+        shape = entry[(id(node), 0)]
+        if node.name == "softmax_label":
+            out[node.name] = rng.integers(0, 10, shape).astype(np.float32)
+        elif node.name == "data" and len(shape) == 2 and "transformer" in getattr(sym, "name", ""):
+            out[node.name] = rng.integers(0, 10, shape).astype(np.float32)
+        else:
+            out[node.name] = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+    return out
+
+
+def measure(sym, shapes, make_plan, token_ids: bool) -> dict:
+    import autotile as at
+    import autotile.jax as atj
+
+    plan = make_plan()
+    step = atj.training_step(sym, plan)
+    rng = np.random.default_rng(0)
+    vals = values(sym, shapes, rng)
+    if token_ids:
+        vals["data"] = rng.integers(0, 10, shapes["data"]).astype(np.float32)
+    params = {n: vals[n] for n in step.param_names + step.aux_names}
+    inputs = {n: vals[n] for n in step.data_names}
+    ref = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
+    _, new_params = step(params, inputs)
+    err = max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in step.param_names)
+    text = step.lower(params, inputs).compile().as_text()
+    by_kind = {}
+    for c in atj.collectives(text, DEVICES):
+        by_kind[c["kind"]] = by_kind.get(c["kind"], 0) + c["bytes"]
+    compiled = sum(by_kind.values())
+    return {"ok": True, "plan_bytes": plan.comm_bytes, "compiled_bytes": compiled, "max_param_diff": err,
+            "by_kind": by_kind, "partial_tensors": sorted(step.layout["partial"])}
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--quick", action="store_true", help="the README MLP only")
+    args = p.parse_args(argv)
+    try:
+        import jax
+    except ImportError as e:
+        print(f"autotile bench engines needs jax (pip install 'autotile[jax]'): {e}")
+        return 1
+    if jax.device_count() < DEVICES:
+        print(f"JAX sees {jax.device_count()} devices; this benchmark needs {DEVICES} (XLA_FLAGS was set "
+              "after jax was imported?)")
+        return 1
+    t0 = time.perf_counter()
+    raw, rows = [], []
+    for model, sym, shapes, rules in models(args.quick):
+        for name, make in plans(sym, shapes, rules):
+            try:
+                r = measure(sym, shapes, make, token_ids=model.startswith("transformer"))
+            except Exception as e:  # a row that cannot be built says why; the others still run
+                r = {"ok": False, "error": common.error_text(e, 90)}
+            raw.append({"model": model, "plan": name, **r})
+            if r["ok"]:
+                kinds = " ".join(f"{k.replace('all-', '')} {v / 1e3:.0f}K" for k, v in sorted(r["by_kind"].items()))
+                rows.append((model, name, int(r["plan_bytes"]), r["compiled_bytes"],
+                             f"{r['compiled_bytes'] / max(r['plan_bytes'], 1):.2f}x", f"{r['max_param_diff']:.1e}",
+                             kinds))
+            else:
+                rows.append((model, name, "n/a", "n/a", "n/a", "n/a", r["error"]))
+            print(f"  {model} {name}: {time.perf_counter() - t0:.0f}s", file=sys.stderr)
+    text = (f"plan bytes against XLA's compiled collectives, {DEVICES} host devices (jax {jax.__version__}); "
+            "ring accounting, bytes received summed over devices\n"
+            + common.table(("model", "plan", "plan bytes", "compiled bytes", "ratio", "max |dparam|",
+                            "compiled by kind"), rows))
+    print(text)
+    path = common.write_json("engines.json", {"devices": DEVICES, "jax": jax.__version__, "results": raw,
+                                              "table": text})
+    print(f"{time.perf_counter() - t0:.0f}s; raw numbers in {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(common.run_main(main))
