@@ -36,6 +36,25 @@ def plans(net):
                            layout={"fc1_weight": {0: "model"}, "data": {0: "batch"}})
 
 
+def zoo_models():
+    """(name, Symbol, inputs, params) of a CNN and a Transformer (token ids as float inputs)."""
+    from autotile.symbol.infer import infer_entry_shapes
+
+    rng = np.random.default_rng(1)
+    cnn = at.models.get("cnn-digits", batch=16)
+    tr = at.models.get("transformer", batch=8, layers=1, d_model=32, heads=4, d_ff=64, seq=16, vocab=64)
+    for name, sym, shapes in (("cnn", cnn, {"data": (16, 1, 8, 8), "softmax_label": (16,)}),
+                              ("transformer", tr, {"data": (8, 16), "softmax_label": (8, 16)})):
+        entry = infer_entry_shapes(sym, shapes)
+        values = {n.name: (rng.standard_normal(entry[(id(n), 0)]) * 0.1).astype(np.float32)
+                  for n in sym.topo_nodes() if n.is_variable}
+        values["softmax_label"] = rng.integers(0, 10, shapes["softmax_label"]).astype(np.float32)
+        if name == "transformer":
+            values["data"] = rng.integers(0, 64, shapes["data"]).astype(np.float32)
+        inputs = {k: values.pop(k) for k in shapes}
+        yield name, sym, shapes, inputs, values
+
+
 def known_programs():
     """(name, autotile-accounting bytes computed by hand, bytes parsed from the compiled HLO)."""
     import jax
@@ -76,6 +95,16 @@ def main():
             "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
             "kinds": sorted({c["kind"] for c in atj.collectives(text, 8)}),
         }
+    for name, sym, shapes, inputs, params in zoo_models():
+        ref = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
+        for kind in ("tofu", "data"):
+            plan = at.plan(sym, devices=8, shapes=shapes, algorithm=kind)
+            step = atj.training_step(sym, plan)
+            _, new_params = step(params, inputs)
+            report["plans"][f"{name}-{kind}"] = {
+                "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
+                                 for k in step.param_names),
+                "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names)}
     import jax
     try:
         atj.training_step(net, next(plans(net))[1], devices=jax.devices()[:4])

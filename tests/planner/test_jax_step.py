@@ -82,6 +82,14 @@ def test_jax_step_equals_the_one_device_step(jax_report, kind):
     assert r["constrained"] == r["tensors"]  # no tensor of these plans is left partial
 
 
+@pytest.mark.parametrize("kind", ["cnn-tofu", "cnn-data", "transformer-tofu", "transformer-data"])
+def test_zoo_jax_step_equals_the_one_device_step(jax_report, kind):
+    """Convolution and pooling (XLA's own, jax/kernels.py), and the Transformer's registry
+    kernels traced through NumPy's dispatch protocols (jax/duck.py)."""
+    r = jax_report["plans"][kind]
+    assert r["param_err"] <= 1e-5 * max(1.0, r["scale"])
+
+
 def test_collective_bytes_of_known_programs(jax_report):
     for name, want, got in jax_report["known"]:
         assert got == want, name
@@ -93,7 +101,7 @@ def test_compiled_step_keeps_the_plans_saving(jax_report):
     p = jax_report["plans"]
     assert p["tofu"]["compiled_bytes"] * 20 < p["data"]["compiled_bytes"]
     assert "all-reduce" in p["data"]["kinds"]
-    for r in p.values():
+    for r in (p["tofu"], p["data"], p["rules"]):
         assert 0.5 * r["plan_bytes"] <= r["compiled_bytes"] <= 2 * r["plan_bytes"]
 
 

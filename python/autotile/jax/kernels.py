@@ -173,8 +173,27 @@ def pooling_backward(attrs, inputs, ctx):
     return [pull(dy)[0].astype(dy.dtype)]
 
 
+# ----------------------------------------------------------------------------- Embedding
+
+def embedding_backward(attrs, inputs, ctx):
+    """_backward_Embedding: rows [row_begin, row_begin + num_rows) of the weight gradient, a
+    scatter-add of dy's rows (ops/embedding.py selects the rows in range with a boolean mask,
+    which a traced array cannot take; out-of-range rows are dropped here instead)."""
+    xp = ctx.xp
+    dy, data = inputs
+    n = attrs["num_rows"] if attrs["num_rows"] is not None else attrs["input_dim"]
+    if attrs["mode"] == "raise":
+        raise Error("_backward_Embedding: mode='raise' checks index values, which the JAX step cannot read "
+                    "while tracing (use mode='clip')")
+    rows = xp.clip(data.astype(xp.int32), 0, attrs["input_dim"] - 1).reshape(-1) - attrs["row_begin"]
+    rows = xp.where((rows >= 0) & (rows < n), rows, n)  # index n: out of bounds, dropped
+    dw = xp.zeros((n, attrs["output_dim"]), dtype=dy.dtype)
+    return [dw.at[rows].add(dy.reshape(-1, attrs["output_dim"]), mode="drop")]
+
+
 #: op name -> kernel for the JAX step (ahead of backend/gpu_kernels.KERNELS)
 KERNELS = {
+    "_backward_Embedding": embedding_backward,
     "Convolution": convolution,
     "_backward_Convolution_data": convolution_backward_data,
     "_backward_Convolution_weight": convolution_backward_weight,

@@ -41,11 +41,16 @@ def _spec(entries):
 
 def _kernel(op_name: str, opdef):
     """The kernel the step runs for `op_name`: the JAX table, the array-module-generic
-    kernels, else the registry's own (given ``ctx.xp``)."""
+    kernels (given ``ctx.xp = jax.numpy``), else the registry's own NumPy kernel on traced
+    arrays seen through NumPy's dispatch protocols (jax/duck.py)."""
     from ..backend.gpu_kernels import KERNELS as GENERIC
+    from .duck import run_kernel
     from .kernels import KERNELS
 
-    return KERNELS.get(op_name) or GENERIC.get(op_name) or opdef.forward
+    kernel = KERNELS.get(op_name) or GENERIC.get(op_name)
+    if kernel is not None or opdef.forward is None:
+        return kernel
+    return lambda attrs, inputs, ctx: run_kernel(opdef.forward, attrs, inputs, ctx)
 
 
 class TrainingStep:
