@@ -30,6 +30,32 @@ DEVICES = 4
 FLOAT_TYPES = (1, 10, 11, 16)  # TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
 
 
+#: stages known to fail on a fixture, by tag and stage (the test function's name less "test_"),
+#: with the bug behind it: each runs as xfail(strict=True), so a fix shows as XPASS and its entry
+#: must go. Found by issue 22's fresh exports.
+KNOWN_FAILURES: dict = {}
+
+#: fixtures whose float64 and finite-difference stages run in the default set (the rest run
+#: in the slow set): the families with embeddings and masked attention, a depthwise CNN with
+#: squeeze-excitation, a causal TCN and an encoder-decoder
+FLOAT64_FAST = ("gpt2_ts17", "bert_dynamo18", "llama_dynamo18", "regnety_ts17", "tcn_ts17", "t5_dynamo20")
+
+
+def cases(stage: str, slow_unless=None):
+    """FIXTURES as pytest params for one stage: KNOWN_FAILURES' entries as strict xfails, and
+    with ``slow_unless`` every tag not in it marked slow."""
+    params = []
+    for tag in FIXTURES:
+        marks = []
+        reason = KNOWN_FAILURES.get(tag, {}).get(stage)
+        if reason:
+            marks.append(pytest.mark.xfail(strict=True, reason=reason))
+        if slow_unless is not None and tag not in slow_unless:
+            marks.append(pytest.mark.slow)
+        params.append(pytest.param(tag, marks=marks, id=tag))
+    return params
+
+
 @functools.lru_cache(maxsize=None)
 def manifest() -> dict:
     with open(os.path.join(FIXTURE_DIR, "MANIFEST.json")) as f:
@@ -77,7 +103,7 @@ def single_device(tag: str, train: bool):
     return at.backend.run(imported(tag), inputs=feeds(tag), train=train)
 
 
-@pytest.mark.parametrize("tag", FIXTURES)
+@pytest.mark.parametrize("tag", cases("imports"))
 def test_imports(tag):
     sym = imported(tag)
     _, inputs, outputs, _ = fixture(tag)
@@ -89,7 +115,7 @@ def test_imports(tag):
     assert all(k in sym.onnx_names for k in outputs), (list(outputs), sym.list_outputs())
 
 
-@pytest.mark.parametrize("tag", FIXTURES)
+@pytest.mark.parametrize("tag", cases("forward_equals_onnxruntime"))
 def test_forward_equals_onnxruntime(tag):
     sym = imported(tag)
     _, _, outputs, _ = fixture(tag)
@@ -101,7 +127,7 @@ def test_forward_equals_onnxruntime(tag):
         np.testing.assert_allclose(g, want, rtol=ORT_RTOL, atol=ORT_ATOL, err_msg=f"{tag}: output {name}")
 
 
-@pytest.mark.parametrize("tag", FIXTURES)
+@pytest.mark.parametrize("tag", cases("plans_on_8_devices"))
 def test_plans_on_8_devices(tag):
     """The training step plans on 8 devices: every op gets a strategy, the weights are the
     parameters (the data inputs are not: a data input taken for a weight would be
@@ -113,14 +139,16 @@ def test_plans_on_8_devices(tag):
     assert ops <= set(plan.node_strategies), sorted(ops - set(plan.node_strategies))[:5]
     from autotile.autodiff.graph import constant_names
 
-    weights = set(sym.params) - set(constant_names(sym))  # masks and fill values are not trained
+    # masks and fill values are not trained, nor BatchNorm's running statistics (aux states,
+    # initializers where the exporter did not fold the BatchNorm, as after a ConvTranspose)
+    weights = set(sym.params) - set(constant_names(sym)) - set(sym.list_auxiliary_states())
     assert weights <= set(plan.param_names), sorted(weights - set(plan.param_names))[:5]
     assert not set(constant_names(sym)) & set(plan.param_names)
     assert not set(feeds(tag)) & set(plan.param_names)
     assert np.isfinite(plan.comm_bytes) and plan.comm_bytes > 0
 
 
-@pytest.mark.parametrize("tag", FIXTURES)
+@pytest.mark.parametrize("tag", cases("inference_on_4_devices_equals_1"))
 def test_inference_on_4_devices_equals_1(tag):
     ref = single_device(tag, False)
     res = at.backend.run(imported(tag), devices=DEVICES, inputs=feeds(tag), train=False)
@@ -129,7 +157,7 @@ def test_inference_on_4_devices_equals_1(tag):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6, err_msg=tag)
 
 
-@pytest.mark.parametrize("tag", FIXTURES)
+@pytest.mark.parametrize("tag", cases("training_step_on_4_devices_equals_1"))
 def test_training_step_on_4_devices_equals_1(tag):
     ref = single_device(tag, True)
     data = set(feeds(tag))
@@ -143,7 +171,7 @@ def test_training_step_on_4_devices_equals_1(tag):
         np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-3, atol=1e-5, err_msg=f"{tag}: param {p}")
 
 
-@pytest.mark.parametrize("tag", FIXTURES)
+@pytest.mark.parametrize("tag", cases("trains_the_exported_weights"))
 def test_trains_the_exported_weights(tag):
     """A training step trains the model's weights under their ONNX names, and only them:
     every torch parameter the exporter kept as an initializer of its own name gets a gradient
@@ -162,16 +190,11 @@ def test_trains_the_exported_weights(tag):
     assert not constants, f"{tag}: tensors trained that are not weight initializers of the file: {constants}"
 
 
-#: float64 runs in the default set: the families with embeddings and masked attention (the
-#: rest run in the slow set)
-FLOAT64_FAST = ("gpt2_ts17", "bert_dynamo18", "llama_dynamo18")
-
-
 def _float64(values: dict) -> dict:
     return {k: np.asarray(v).astype(np.float64) if np.asarray(v).dtype.kind == "f" else v for k, v in values.items()}
 
 
-@pytest.mark.parametrize("tag", [t if t in FLOAT64_FAST else pytest.param(t, marks=pytest.mark.slow) for t in FIXTURES])
+@pytest.mark.parametrize("tag", cases("training_step_in_float64_on_4_devices_equals_1", FLOAT64_FAST))
 def test_training_step_in_float64_on_4_devices_equals_1(tag):
     """The float32 file run with float64 weights and data: every output, gradient and update is
     float64 (no float32 constant or embedding row mixes in), the forward pass equals
@@ -189,3 +212,36 @@ def test_training_step_in_float64_on_4_devices_equals_1(tag):
         assert want.dtype == np.float64 and res.grads[p].dtype == np.float64, p
         np.testing.assert_allclose(res.grads[p], want, rtol=1e-9, atol=1e-11, err_msg=f"{tag}: grad {p}")
         np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-9, atol=1e-11, err_msg=f"{tag}: param {p}")
+
+
+FD_ENTRIES, FD_EPS = 4, 1e-6
+
+
+@pytest.mark.parametrize("tag", cases("gradients_pass_finite_differences", FLOAT64_FAST))
+def test_gradients_pass_finite_differences(tag):
+    """The 1-device float64 gradient of a training step equals central differences of its loss:
+    L(w) = sum(h * outputs) for fixed random head gradients h (what ``head_grads`` means), on a
+    few random entries of a few weights, each perturbed by +-FD_EPS through a training-mode
+    forward (BatchNorm on batch statistics, as the gradient is taken)."""
+    sym = imported(tag)
+    params, inputs = _float64(sym.params), _float64(feeds(tag))
+    rng = np.random.default_rng(0)
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    heads = [rng.standard_normal(o.shape) for o in ref.outputs]
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True, head_grads=heads)
+
+    def loss(values):
+        res = at.backend.run(sym, inputs=inputs, params=values, train=True, head_grads=heads)
+        return sum(float(np.sum(h * o)) for h, o in zip(heads, res.outputs))
+
+    names = sorted(ref.grads)
+    for name in rng.choice(names, size=min(3, len(names)), replace=False):
+        w = params[name]
+        for flat in rng.choice(w.size, size=min(FD_ENTRIES, w.size), replace=False):
+            idx = np.unravel_index(flat, w.shape)
+            plus, minus = w.copy(), w.copy()
+            plus[idx] += FD_EPS
+            minus[idx] -= FD_EPS
+            fd = (loss({**params, name: plus}) - loss({**params, name: minus})) / (2 * FD_EPS)
+            got = ref.grads[name][idx]
+            assert abs(got - fd) <= 1e-5 * max(1.0, abs(fd)), f"{tag}: d loss / d {name}{idx}: {got} vs finite differences {fd}"
