@@ -38,7 +38,7 @@ KNOWN_FAILURES: dict = {}
 #: fixtures whose float64 and finite-difference stages run in the default set (the rest run
 #: in the slow set): the families with embeddings and masked attention, a depthwise CNN with
 #: squeeze-excitation, a causal TCN and an encoder-decoder
-FLOAT64_FAST = ("gpt2_ts17", "bert_dynamo18", "llama_dynamo18", "regnety_ts17", "tcn_ts17", "t5_dynamo20")
+FLOAT64_FAST = ("gpt2_ts17", "bert_dynamo18", "llama_dynamo18", "regnety_ts17", "tcn_ts17", "t5_ts17")
 
 
 def cases(stage: str, slow_unless=None):
