@@ -13,11 +13,9 @@ import autotile.jax as atj
 
 
 def readme_mlp():
-    data = at.sym.Variable("data")
-    fc1 = at.sym.FullyConnected(data, num_hidden=512, name="fc1")
-    act = at.sym.Activation(fc1, act_type="relu", name="relu1")
-    fc2 = at.sym.FullyConnected(act, num_hidden=10, name="fc2")
-    net = at.sym.SoftmaxOutput(fc2, name="softmax")
+    from autotile.bench.engines import readme_mlp as net_and_shapes
+
+    net = net_and_shapes()[0]
     rng = np.random.default_rng(0)
     inputs = {"data": rng.standard_normal((256, 784), dtype=np.float32),
               "softmax_label": rng.integers(0, 10, 256).astype(np.float32)}

@@ -20,11 +20,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def readme_mlp():
-    data = at.sym.Variable("data")
-    fc1 = at.sym.FullyConnected(data, num_hidden=512, name="fc1")
-    act = at.sym.Activation(fc1, act_type="relu", name="relu1")
-    fc2 = at.sym.FullyConnected(act, num_hidden=10, name="fc2")
-    return at.sym.SoftmaxOutput(fc2, name="softmax")
+    from autotile.bench.engines import readme_mlp as net_and_shapes
+
+    return net_and_shapes()[0]
 
 
 SHAPES = {"data": (256, 784), "softmax_label": (256,)}
