@@ -340,6 +340,7 @@ class Importer:
         self.var_names: Dict[str, str] = {}  # ONNX tensor name -> Variable name
         self.onnx_names: Dict[str, str] = {}  # ONNX tensor name -> autotile entry name
         self._param_syms: Dict[str, Symbol] = {}
+        self._derived: Dict[tuple, list] = {}  # (ONNX source, tag) -> [(name, Variable)] made by new_param
         self._anon = itertools.count()
         from onnx import numpy_helper
 
@@ -563,8 +564,18 @@ class Importer:
         return Variable(var_name, **kwargs)
 
     def new_param(self, value: np.ndarray, source: str, tag: str) -> Symbol:
+        # One weight read by several nodes (ALBERT's shared layer: the dynamo exporter writes its
+        # transposed weight once, for two MatMuls) derives the same value each time: reuse that
+        # Variable, so the weight trains once on the summed gradient, not as separate copies.
+        value = np.asarray(value)
+        for name, sym in self._derived.get((source, tag), ()):
+            kept = self.params[name]
+            if kept.dtype == value.dtype and kept.shape == value.shape and np.array_equal(kept, value):
+                return sym
         name = self.names.unique(f"{source}_{tag}" if tag and source in self.var_names else source)
-        return self._make_param(name, value, source)
+        sym = self._make_param(name, value, source)
+        self._derived.setdefault((source, tag), []).append((name, sym))
+        return sym
 
     # -- walk
     def _topo_order(self) -> List:
