@@ -93,6 +93,12 @@ def main():
             "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
             "kinds": sorted({c["kind"] for c in atj.collectives(text, 8)}),
         }
+        free = atj.training_step(net, plan, unconstrained="gradients")
+        outputs, new_params = free(params, inputs)
+        report["plans"][name]["free_param_err"] = max(
+            float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in params)
+        report["plans"][name]["free_bytes"] = atj.collective_bytes(free.lower(params, inputs).compile().as_text(), 8)
+        report["plans"][name]["free_constrained"] = len(free.constrained)
     for name, sym, shapes, inputs, params in zoo_models():
         ref = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
         for kind in ("tofu", "data"):

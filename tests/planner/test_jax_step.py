@@ -103,5 +103,14 @@ def test_compiled_step_keeps_the_plans_saving(jax_report):
         assert 0.5 * r["plan_bytes"] <= r["compiled_bytes"] <= 2 * r["plan_bytes"]
 
 
+def test_data_parallel_gradients_left_to_xla_move_the_plans_bytes(jax_report):
+    """XLA on CPU lowers the data-parallel plan's split gradient (a reduce-scatter in the
+    plan) as all-reduce + slice; left unconstrained, the gradient is all-reduced, which
+    moves exactly the plan's 2 (n - 1) S."""
+    r = jax_report["plans"]["data"]
+    assert r["free_bytes"] == r["plan_bytes"] == 2 * 7 * 4 * (512 * 784 + 512 + 10 * 512 + 10)
+    assert r["free_param_err"] < 1e-6 and r["free_constrained"] == r["tensors"] - 4
+
+
 def test_too_few_devices_is_named(jax_report):
     assert "xla_force_host_platform_device_count=8" in jax_report["too_few_devices"]

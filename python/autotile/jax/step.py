@@ -62,9 +62,10 @@ class TrainingStep:
     parameters. ``step.lower(params, inputs)`` lowers it as any jitted function (then
     ``.compile().as_text()`` is the partitioned program). ``step.mesh`` and ``step.layout``
     are the mesh and ``plan.to_jax(tensors="all")``; ``step.constrained`` names the tensors
-    given a sharding constraint (all but those the plan leaves partial)."""
+    given a sharding constraint (all but those the plan leaves partial and those in
+    `unconstrained`, whose layout XLA then chooses)."""
 
-    def __init__(self, sym, plan, optimizer_args=None, granularity=None, devices=None):
+    def __init__(self, sym, plan, optimizer_args=None, granularity=None, devices=None, unconstrained=()):
         jax, jnp = _jax()
         from ..autodiff import training_graph
         from ..symbol.infer import infer_entry_shapes
@@ -77,7 +78,9 @@ class TrainingStep:
         self.plan = plan
         self.mesh, self.layout = mesh_of(plan, granularity, devices)
         specs = self.layout["specs"]
-        self._sharding = {n: jax.sharding.NamedSharding(self.mesh, _spec(s)) for n, s in specs.items()}
+        free = self._unconstrained(unconstrained)
+        self._sharding = {n: jax.sharding.NamedSharding(self.mesh, _spec(s)) for n, s in specs.items()
+                          if n not in free}
         graph_inputs = tg.symbol.list_inputs()
         shapes = dict(plan.input_shapes)
         entry = infer_entry_shapes(tg.symbol, {k: v for k, v in shapes.items() if k in set(graph_inputs)})
@@ -91,12 +94,28 @@ class TrainingStep:
         self.aux_names = [n for n in graph_inputs if n not in set(self.param_names) | set(self.data_names)
                           | set(tg.state_names) | set(tg.head_grad_names)]
         self.output_names = list(tg.output_names)
-        self.constrained = sorted(specs)
+        self.constrained = sorted(self._sharding)
         self._entry_shape = entry
         in_sh = ({n: self._sharding[n] for n in self.param_names + self.aux_names if n in self._sharding},
                  {n: self._sharding[n] for n in self.data_names if n in self._sharding})
         self._jitted = jax.jit(self._trace, in_shardings=self._full(in_sh))
         self._jnp = jnp
+
+    def _unconstrained(self, names):
+        """Tensor names to leave to XLA: `names`, with "gradients" standing for the parameter
+        gradients the optimizer update reads."""
+        tg = self.tg
+        names = [names] if isinstance(names, str) else list(names or ())
+        out = set()
+        n_fwd, n_p = len(tg.output_names), len(tg.param_names)
+        for name in names:
+            if name == "gradients":
+                out |= {n.output_names()[i] for n, i in tg.symbol.entries[n_fwd:n_fwd + n_p]}
+            elif name in self.plan.tensor_tilings:
+                out.add(name)
+            else:
+                raise Error(f"unconstrained names '{name}', which is not a tensor of the plan (nor 'gradients')")
+        return out
 
     def _full(self, in_sh):
         """in_shardings for every name the step takes (None: left to XLA)."""
@@ -181,12 +200,14 @@ class TrainingStep:
 
 
 def training_step(model, plan, optimizer_args: Optional[Dict] = None, granularity: Optional[str] = None,
-                  devices=None, batch: Optional[int] = None) -> TrainingStep:
+                  devices=None, batch: Optional[int] = None, unconstrained=()) -> TrainingStep:
     """The training step of `model` (Symbol, model path or zoo name) as `plan` tiles it, in
     JAX: see :class:`TrainingStep`. `optimizer_args` (``lr``, ``momentum``...) as in
-    ``backend.run``; `devices` the JAX devices to use (default ``jax.devices()``)."""
+    ``backend.run``; `devices` the JAX devices to use (default ``jax.devices()``);
+    `unconstrained` names tensors left to XLA (``"gradients"``: the parameter gradients; XLA
+    on CPU lowers a split gradient as an all-reduce and a slice, docs/layouts.md)."""
     from ..arguments import check_plan
     from ..model_input import as_symbol
 
     check_plan(plan)
-    return TrainingStep(as_symbol(model, batch=batch), plan, optimizer_args, granularity, devices)
+    return TrainingStep(as_symbol(model, batch=batch), plan, optimizer_args, granularity, devices, unconstrained)
