@@ -1,0 +1,93 @@
+"""The kernels the JAX step runs (autotile/jax: the JAX table, the array-generic kernels, and
+registry NumPy kernels traced through jax/duck.py), each jitted on one device against the
+registry's NumPy kernel on the same inputs (the reference executor's values of a training
+step): every op of a CNN's and a Transformer's training graph. And the step's errors."""
+import numpy as np
+import pytest
+
+import autotile as at
+
+jax = pytest.importorskip("jax", reason="jax is not installed (pip install 'autotile[jax]'; CI installs it)")
+
+
+def _graph_values(sym, shapes, token_ids):
+    from autotile.autodiff import feed_values, training_graph
+    from autotile.backend.reference import execute
+    from autotile.symbol.infer import infer_entry_shapes
+
+    tg = training_graph(sym, shapes=shapes)
+    rng = np.random.default_rng(0)
+    entry = infer_entry_shapes(sym, shapes)
+    vals = {n.name: (rng.standard_normal(entry[(id(n), 0)]) * 0.1).astype(np.float32)
+            for n in sym.topo_nodes() if n.is_variable}
+    vals["softmax_label"] = rng.integers(0, 10, shapes["softmax_label"]).astype(np.float32)
+    if token_ids:
+        vals["data"] = rng.integers(0, 64, shapes["data"]).astype(np.float32)
+    _, _, env = execute(tg.symbol, feed_values(tg, vals), is_train=True, keep=True)
+    return tg, env
+
+
+CASES = {
+    "cnn": (lambda: at.models.get("cnn-digits", batch=8), {"data": (8, 1, 8, 8), "softmax_label": (8,)}, False),
+    "transformer": (lambda: at.models.get("transformer", batch=2, layers=1, d_model=16, heads=2, d_ff=32, seq=8,
+                                          vocab=64), {"data": (2, 8), "softmax_label": (2, 8)}, True),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_op_kernel_traced_equals_numpy(case):
+    import jax.numpy as jnp
+
+    from autotile.jax.step import _kernel
+    from autotile.ops.registry import KernelContext, node_key
+
+    build, shapes, token_ids = CASES[case]
+    tg, env = _graph_values(build(), shapes, token_ids)
+    checked = set()
+    for node in tg.symbol.topo_nodes():
+        if node.is_variable or node.op in checked:
+            continue
+        checked.add(node.op)
+        op, attrs = node.opdef(), node.parsed_attrs()
+        args = [env[(id(s), i)] for s, i in node.inputs]
+        kernel = _kernel(node.op, op)
+
+        def run(*a, kernel=kernel, attrs=attrs, name=node.name):
+            return kernel(attrs, list(a), KernelContext(is_train=True, xp=jnp, key=node_key(name), out=None))
+
+        got = jax.jit(run)(*args)
+        for i, g in enumerate(got):
+            want = env[(id(node), i)]
+            assert np.shape(g) == np.shape(want), node.name
+            np.testing.assert_allclose(np.asarray(g), want, rtol=1e-5, atol=1e-6, err_msg=f"{node.name} ({node.op})")
+    assert len(checked) >= (12 if case == "cnn" else 25)
+
+
+def _mlp_step():
+    from autotile.bench.engines import readme_mlp
+
+    net, shapes = readme_mlp()
+    plan = at.plan(net, devices=1, shapes=shapes)
+    return net, plan
+
+
+def test_step_errors_name_what_is_wrong():
+    import autotile.jax as atj
+
+    net, plan = _mlp_step()
+    step = atj.training_step(net, plan)
+    params = {n: np.zeros(plan.tensor_shapes[n], np.float32) for n in step.param_names}
+    inputs = {n: np.zeros(plan.tensor_shapes[n], np.float32) for n in step.data_names}
+    with pytest.raises(at.Error, match=r"params lacks \['fc2_bias'\]"):
+        step({k: v for k, v in params.items() if k != "fc2_bias"}, inputs)
+    with pytest.raises(at.Error, match=r"inputs names \['label'\]"):
+        step(params, {**inputs, "label": inputs["softmax_label"]})
+    with pytest.raises(at.Error, match=r"'data' has shape \(2, 784\), but the plan was made for \(256, 784\)"):
+        step(params, {**inputs, "data": np.zeros((2, 784), np.float32)})
+    with pytest.raises(at.Error, match="unconstrained names 'fc9_output'"):
+        atj.training_step(net, plan, unconstrained=["fc9_output"])
+    with pytest.raises(at.Error, match="needs a training plan"):
+        atj.training_step(net, at.plan(net, devices=1, shapes={"data": (256, 784), "softmax_label": (256,)},
+                                       train=False))
+    outputs, new_params = step(params, inputs)
+    assert list(outputs) == ["softmax_output"] and sorted(new_params) == sorted(params)
