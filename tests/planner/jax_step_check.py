@@ -53,6 +53,19 @@ def zoo_models():
         yield name, sym, shapes, inputs, values
 
 
+def onnx_gpt2(fixtures: str):
+    """The ONNX GPT-2 fixture (TorchScript exporter): Symbol, shapes and inputs by its names."""
+    import os
+
+    path = os.path.join(fixtures, "gpt2_ts17.onnx")
+    npz = np.load(path[:-5] + ".npz")
+    inputs = {k[3:]: npz[k] for k in npz.files if k.startswith("in.")}
+    shapes = {k: tuple(v.shape) for k, v in inputs.items()}
+    sym = at.onnx.load(path, batch_size=shapes["input_ids"][0], shapes=shapes)
+    feeds = {sym.onnx_names[k]: v for k, v in inputs.items()}
+    return sym, {k: tuple(v.shape) for k, v in feeds.items()}, feeds
+
+
 def known_programs():
     """(name, autotile-accounting bytes computed by hand, bytes parsed from the compiled HLO)."""
     import jax
@@ -109,6 +122,15 @@ def main():
                 "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
                                  for k in step.param_names),
                 "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names)}
+    if len(sys.argv) > 1:  # the ONNX fixtures' directory
+        sym, shapes, feeds = onnx_gpt2(sys.argv[1])
+        ref = at.backend.run(sym, devices=1, inputs=feeds, train=True)
+        plan = at.plan(sym, devices=8, shapes=shapes)
+        step = atj.training_step(sym, plan)
+        _, new_params = step({n: sym.params[n] for n in step.param_names}, feeds)
+        report["plans"]["gpt2-tofu"] = {
+            "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in step.param_names),
+            "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names)}
     import jax
     try:
         atj.training_step(net, next(plans(net))[1], devices=jax.devices()[:4])

@@ -7,6 +7,7 @@ autotile's 1-device training step (the JAX step on 8 host devices gives its outp
 updated parameters); hand-counted bytes of programs whose collectives are known (the HLO
 byte accounting). The JAX checks run in a subprocess: the host device count must be set
 before jax is first imported."""
+import importlib.util
 import json
 import os
 import subprocess
@@ -66,7 +67,10 @@ def test_export_names_a_bad_tensors_argument():
 def jax_report():
     pytest.importorskip("jax", reason="jax is not installed (pip install 'autotile[jax]'; CI installs it)")
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8", JAX_PLATFORMS="cpu")
-    proc = subprocess.run([sys.executable, os.path.join(HERE, "jax_step_check.py")], capture_output=True,
+    fixtures = os.path.join(HERE, "..", "fixtures", "onnx_torch")
+    args = [fixtures] if importlib.util.find_spec("onnx") and os.path.isfile(os.path.join(fixtures, "gpt2_ts17.onnx")) \
+        else []
+    proc = subprocess.run([sys.executable, os.path.join(HERE, "jax_step_check.py"), *args], capture_output=True,
                           text=True, env=env, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout)
@@ -85,6 +89,14 @@ def test_zoo_jax_step_equals_the_one_device_step(jax_report, kind):
     """Convolution and pooling (XLA's own, jax/kernels.py), and the Transformer's registry
     kernels traced through NumPy's dispatch protocols (jax/duck.py)."""
     r = jax_report["plans"][kind]
+    assert r["param_err"] <= 1e-5 * max(1.0, r["scale"])
+
+
+def test_onnx_gpt2_jax_step_equals_the_one_device_step(jax_report):
+    """The ONNX GPT-2 fixture (Gather as Embedding and take, token ids checked on the host)."""
+    if "gpt2-tofu" not in jax_report["plans"]:
+        pytest.skip("onnx is not installed (the GPT-2 fixture needs the ONNX importer)")
+    r = jax_report["plans"]["gpt2-tofu"]
     assert r["param_err"] <= 1e-5 * max(1.0, r["scale"])
 
 

@@ -5,6 +5,8 @@ on NumPy; the step tries this table first, then the array-module-generic kernels
 runtime (backend/gpu_kernels.py), then the registry's own kernel with ``ctx.xp`` set."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..errors import Error
 from ..ops.loss import _so_norm_scale
 
@@ -175,6 +177,28 @@ def pooling_backward(attrs, inputs, ctx):
 
 # ----------------------------------------------------------------------------- Embedding
 
+def _positions(xp, indices, n, mode):
+    """ops/gather.py's map_indices without its checks: clipped into [0, n), wrapped, or under
+    mode='raise' (ONNX Gather) negative indices counted from the end. The step checks index
+    inputs on the host first (out of range, not integers: Error), since a traced index has
+    no value to check."""
+    idx = indices.astype(xp.int32)
+    if mode == "clip":
+        return xp.clip(idx, 0, n - 1)
+    if mode == "wrap":
+        return xp.mod(idx, n)
+    return xp.where(idx < 0, idx + n, idx)
+
+
+def _embedding_rows(xp, data, attrs):
+    return _positions(xp, data, attrs["input_dim"], attrs["mode"])
+
+
+def embedding(attrs, inputs, ctx):
+    data, weight = inputs
+    return [weight[_embedding_rows(ctx.xp, data, attrs)]]
+
+
 def embedding_backward(attrs, inputs, ctx):
     """_backward_Embedding: rows [row_begin, row_begin + num_rows) of the weight gradient, a
     scatter-add of dy's rows (ops/embedding.py selects the rows in range with a boolean mask,
@@ -182,17 +206,50 @@ def embedding_backward(attrs, inputs, ctx):
     xp = ctx.xp
     dy, data = inputs
     n = attrs["num_rows"] if attrs["num_rows"] is not None else attrs["input_dim"]
-    if attrs["mode"] == "raise":
-        raise Error("_backward_Embedding: mode='raise' checks index values, which the JAX step cannot read "
-                    "while tracing (use mode='clip')")
-    rows = xp.clip(data.astype(xp.int32), 0, attrs["input_dim"] - 1).reshape(-1) - attrs["row_begin"]
+    rows = _embedding_rows(xp, data, attrs).reshape(-1) - attrs["row_begin"]
     rows = xp.where((rows >= 0) & (rows < n), rows, n)  # index n: out of bounds, dropped
     dw = xp.zeros((n, attrs["output_dim"]), dtype=dy.dtype)
     return [dw.at[rows].add(dy.reshape(-1, attrs["output_dim"]), mode="drop")]
 
 
+def take(attrs, inputs, ctx):
+    """take (ONNX Gather): rows of `a` along `axis`; a tile's rows outside [row_begin,
+    row_begin + its size) read as 0, as ops/gather.py's kernel."""
+    from ..ops.gather import _take_axis
+
+    xp = ctx.xp
+    a, indices = inputs
+    axis = _take_axis("take", attrs, a.shape)
+    n = attrs["axis_size"] if attrs["axis_size"] is not None else a.shape[axis]
+    local = _positions(xp, indices, n, attrs["mode"]) - attrs["row_begin"]
+    keep = (local >= 0) & (local < a.shape[axis])
+    out = xp.take(a, xp.where(keep, local, 0), axis=axis)
+    mask = keep.reshape((1,) * axis + keep.shape + (1,) * (a.ndim - axis - 1))
+    return [(out * mask).astype(a.dtype)]
+
+
+def take_backward(attrs, inputs, ctx):
+    """_backward_take: dy's rows scatter-added into rows [row_begin, row_begin + num_rows)."""
+    from ..ops.gather import _take_bwd_geometry
+
+    xp = ctx.xp
+    dy, indices = inputs
+    axis, n = _take_bwd_geometry(attrs, dy.shape, indices.shape)
+    rows = attrs["num_rows"] if attrs["num_rows"] is not None else n
+    local = _positions(xp, indices, n, attrs["mode"]).reshape(-1) - attrs["row_begin"]
+    local = xp.where((local >= 0) & (local < rows), local, rows)  # index rows: dropped
+    lead, rest = dy.shape[:axis], dy.shape[axis + indices.ndim:]
+    p, s = int(np.prod(lead)), int(np.prod(rest))
+    target = xp.zeros((p, rows, s), dtype=dy.dtype)
+    target = target.at[:, local].add(dy.reshape(p, local.size, s), mode="drop")
+    return [target.reshape(lead + (rows,) + rest)]
+
+
 #: op name -> kernel for the JAX step (ahead of backend/gpu_kernels.KERNELS)
 KERNELS = {
+    "take": take,
+    "_backward_take": take_backward,
+    "Embedding": embedding,
     "_backward_Embedding": embedding_backward,
     "Convolution": convolution,
     "_backward_Convolution_data": convolution_backward_data,

@@ -55,7 +55,8 @@ def _kernel(op_name: str, opdef):
 
 class TrainingStep:
     """``step(params, inputs) -> (outputs, new_params)``: one jitted training step of the
-    planned graph. ``params`` holds the trainable parameters (and auxiliary states) by name,
+    planned graph. ``params`` holds the trainable parameters (and auxiliary states and
+    constants, which default to the model's own ``sym.params``) by name,
     ``inputs`` the data and labels; optimizer states start at zero and head gradients of
     non-loss outputs at one, as in ``backend.run(..., train=True)``. ``outputs`` are the
     forward outputs by name in the model's output order, ``new_params`` the updated
@@ -75,7 +76,7 @@ class TrainingStep:
         arguments = set(sym.list_arguments())
         self.tg = tg = training_graph(sym, optimizer=plan.optimizer, optimizer_args=optimizer_args,
                                       shapes={k: v for k, v in plan.input_shapes.items() if k in arguments})
-        self.plan = plan
+        self.plan, self.sym = plan, sym
         self.mesh, self.layout = mesh_of(plan, granularity, devices)
         specs = self.layout["specs"]
         free = self._unconstrained(unconstrained)
@@ -176,6 +177,10 @@ class TrainingStep:
 
     def _args(self, params, inputs):
         params, inputs = dict(params or {}), dict(inputs or {})
+        own = getattr(self.sym, "params", None) or {}
+        for n in self.aux_names:  # constants and auxiliary states default to the model's own
+            if n not in params and n in own:
+                params[n] = own[n]
         want_p, want_i = self.param_names + self.aux_names, self.data_names
         for given, want, what in ((params, want_p, "params"), (inputs, want_i, "inputs")):
             missing = [n for n in want if n not in given]
@@ -189,6 +194,10 @@ class TrainingStep:
             want = tuple(self.plan.tensor_shapes.get(n, np.shape(v)))
             if tuple(np.shape(v)) != want:
                 raise Error(f"'{n}' has shape {tuple(np.shape(v))}, but the plan was made for {want}")
+        from ..ops.gather import check_index_inputs
+
+        # index inputs (token ids) checked on the host: a traced index has no value to check
+        check_index_inputs(self.sym, {k: v for k, v in inputs.items() if not hasattr(v, "sharding")})
         return params, inputs
 
     def __call__(self, params, inputs):
