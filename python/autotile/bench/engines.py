@@ -42,20 +42,45 @@ def readme_mlp():
     return at.sym.SoftmaxOutput(fc2, name="softmax"), {"data": (256, 784), "softmax_label": (256,)}
 
 
+def gpt2_fixture():
+    """The ONNX GPT-2 fixture of a source checkout (tests/fixtures/onnx_torch/gpt2_ts17):
+    (Symbol, input shapes, inputs), or None (installed package, or no onnx)."""
+    import importlib.util
+
+    import autotile as at
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    path = os.path.normpath(os.path.join(here, "..", "..", "..", "tests", "fixtures", "onnx_torch", "gpt2_ts17.onnx"))
+    if not os.path.isfile(path) or importlib.util.find_spec("onnx") is None:
+        return None
+    npz = np.load(path[:-5] + ".npz")
+    inputs = {k[3:]: npz[k] for k in npz.files if k.startswith("in.")}
+    shapes = {k: tuple(v.shape) for k, v in inputs.items()}
+    sym = at.onnx.load(path, batch_size=shapes["input_ids"][0], shapes=shapes)
+    feeds = {sym.onnx_names[k]: v for k, v in inputs.items()}
+    return sym, {k: tuple(v.shape) for k, v in feeds.items()}, feeds
+
+
 def models(quick: bool):
-    """(name, Symbol, input shapes, layout rules of the mesh plan) per model."""
+    """(name, Symbol, input shapes, layout rules of the mesh plan or None, inputs or None)."""
     import autotile as at
 
     net, shapes = readme_mlp()
-    yield "mlp (README)", net, shapes, {"fc1_weight": {0: "model"}, "data": {0: "batch"}}
+    yield "mlp (README)", net, shapes, {"fc1_weight": {0: "model"}, "data": {0: "batch"}}, None
     if quick:
         return
     cnn = at.models.get("cnn-digits", batch=64)
     yield "cnn-digits", cnn, {"data": (64, 1, 8, 8), "softmax_label": (64,)}, \
-        {"fc1_weight": {0: "model"}, "data": {0: "batch"}}
+        {"fc1_weight": {0: "model"}, "data": {0: "batch"}}, None
     tr = at.models.get("transformer", batch=8, layers=1, d_model=32, heads=4, d_ff=64, seq=16, vocab=64)
+    rng = np.random.default_rng(0)
     yield "transformer 1x32", tr, {"data": (8, 16), "softmax_label": (8, 16)}, \
-        {"layer0_ffn_fc1_weight": {0: "model"}, "data": {0: "batch"}}
+        {"layer0_ffn_fc1_weight": {0: "model"}, "data": {0: "batch"}}, \
+        {"data": rng.integers(0, 64, (8, 16)).astype(np.float32),
+         "softmax_label": rng.integers(0, 64, (8, 16)).astype(np.float32)}
+    gpt2 = gpt2_fixture()
+    if gpt2 is not None:
+        yield "gpt2 (ONNX fixture)", gpt2[0], gpt2[1], None, gpt2[2]
 
 
 def plans(sym, shapes, rules):
@@ -63,11 +88,14 @@ def plans(sym, shapes, rules):
 
     yield "tofu", lambda: at.plan(sym, devices=DEVICES, shapes=shapes)
     yield "data", lambda: at.plan(sym, devices=DEVICES, shapes=shapes, algorithm="data")
-    yield "rules 2x4", lambda: at.plan(sym, mesh={"batch": 2, "model": DEVICES // 2}, shapes=shapes, layout=rules)
+    if rules is not None:
+        yield "rules 2x4", lambda: at.plan(sym, mesh={"batch": 2, "model": DEVICES // 2}, shapes=shapes,
+                                           layout=rules)
 
 
 def values(sym, shapes, rng):
-    """Inputs and parameters of the step: class labels and token ids in range, weights small."""
+    """Inputs and parameters of the step: class labels in range, the rest small normals (the
+    model's own weights where it has them)."""
     from autotile.symbol.infer import infer_entry_shapes
 
     entry = infer_entry_shapes(sym, shapes)
@@ -80,19 +108,18 @@ def values(sym, shapes, rng):
             out[node.name] = rng.integers(0, 10, shape).astype(np.float32)
         else:
             out[node.name] = (rng.standard_normal(shape) * 0.1).astype(np.float32)
+        if node.name in (getattr(sym, "params", None) or {}):
+            out[node.name] = np.asarray(sym.params[node.name])
     return out
 
 
-def measure(sym, shapes, make_plan, token_ids: bool) -> dict:
+def measure(sym, shapes, make_plan, given) -> dict:
     import autotile as at
     import autotile.jax as atj
 
     plan = make_plan()
     step = atj.training_step(sym, plan)
-    rng = np.random.default_rng(0)
-    vals = values(sym, shapes, rng)
-    if token_ids:
-        vals["data"] = rng.integers(0, 10, shapes["data"]).astype(np.float32)
+    vals = {**values(sym, shapes, np.random.default_rng(0)), **(given or {})}
     params = {n: vals[n] for n in step.param_names + step.aux_names}
     inputs = {n: vals[n] for n in step.data_names}
     ref = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
@@ -130,10 +157,10 @@ def main(argv=None) -> int:
         return 1
     t0 = time.perf_counter()
     raw, rows = [], []
-    for model, sym, shapes, rules in models(args.quick):
+    for model, sym, shapes, rules, given in models(args.quick):
         for name, make in plans(sym, shapes, rules):
             try:
-                r = measure(sym, shapes, make, token_ids=model.startswith("transformer"))
+                r = measure(sym, shapes, make, given)
             except Exception as e:  # a row that cannot be built says why; the others still run
                 r = {"ok": False, "error": common.error_text(e, 90)}
             raw.append({"model": model, "plan": name, **r})
