@@ -91,3 +91,23 @@ def test_step_errors_name_what_is_wrong():
                                        train=False))
     outputs, new_params = step(params, inputs)
     assert list(outputs) == ["softmax_output"] and sorted(new_params) == sorted(params)
+
+
+@pytest.mark.parametrize("optimizer,args,tol", [("momentum", {"lr": 0.1, "momentum": 0.9}, 1e-6),
+                                                # epsilon well above the gradients' rounding:
+                                                # g / (|g| + eps) is ill-conditioned where g ~ eps
+                                                ("adam", {"lr": 0.1, "epsilon": 1e-3}, 1e-4)])
+def test_stateful_optimizers_first_step_equals_backend_run(optimizer, args, tol):
+    import autotile.jax as atj
+    from autotile.bench.engines import readme_mlp, values
+
+    net, shapes = readme_mlp()
+    vals = values(net, shapes, np.random.default_rng(0))
+    plan = at.plan(net, devices=1, shapes=shapes, optimizer=optimizer)
+    step = atj.training_step(net, plan, optimizer_args=args)
+    params = {n: vals[n] for n in step.param_names}
+    inputs = {n: vals[n] for n in step.data_names}
+    _, new_params = step(params, inputs)
+    ref = at.backend.run(net, inputs=inputs, params=params, train=True, optimizer=optimizer, optimizer_args=args)
+    for k in params:
+        np.testing.assert_allclose(np.asarray(new_params[k]), ref.params[k], rtol=0, atol=tol, err_msg=k)

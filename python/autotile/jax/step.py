@@ -58,7 +58,9 @@ class TrainingStep:
     planned graph. ``params`` holds the trainable parameters (and auxiliary states and
     constants, which default to the model's own ``sym.params``) by name,
     ``inputs`` the data and labels; optimizer states start at zero and head gradients of
-    non-loss outputs at one, as in ``backend.run(..., train=True)``. ``outputs`` are the
+    non-loss outputs at one, as in ``backend.run(..., train=True)`` without ``states=`` (the
+    step returns parameters, not optimizer states: with a stateful optimizer each call is a
+    first step). ``outputs`` are the
     forward outputs by name in the model's output order, ``new_params`` the updated
     parameters. ``step.lower(params, inputs)`` lowers it as any jitted function (then
     ``.compile().as_text()`` is the partitioned program). ``step.mesh`` and ``step.layout``
@@ -67,7 +69,7 @@ class TrainingStep:
     `unconstrained`, whose layout XLA then chooses)."""
 
     def __init__(self, sym, plan, optimizer_args=None, granularity=None, devices=None, unconstrained=()):
-        jax, jnp = _jax()
+        jax, _ = _jax()
         from ..autodiff import training_graph
         from ..symbol.infer import infer_entry_shapes
 
@@ -100,7 +102,6 @@ class TrainingStep:
         in_sh = ({n: self._sharding[n] for n in self.param_names + self.aux_names if n in self._sharding},
                  {n: self._sharding[n] for n in self.data_names if n in self._sharding})
         self._jitted = jax.jit(self._trace, in_shardings=self._full(in_sh))
-        self._jnp = jnp
 
     def _unconstrained(self, names):
         """Tensor names to leave to XLA: `names`, with "gradients" standing for the parameter
