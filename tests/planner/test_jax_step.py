@@ -57,6 +57,23 @@ def test_every_tensor_exported_with_the_plans_tile(kind):
     assert {k: v for k, v in jx["specs"].items() if k in io} == io
 
 
+def test_partial_activation_listed_not_specified():
+    """A tensor the plan leaves partial (an edited plan here: no search result we have keeps
+    one stored partial) has no PartitionSpec: listed under "partial" with its mesh
+    dimensions; DTensor says Partial(). A partial parameter is still an Error naming it."""
+    import copy
+
+    plan = copy.deepcopy(at.plan(readme_mlp(), devices=8, shapes=SHAPES))
+    plan.tensor_tilings["fc2_output"] = ["partial", "replicate", "replicate"]
+    jx = plan.to_jax(tensors="all", granularity="cut")
+    assert jx["partial"] == {"fc2_output": ["devices.0"]} and "fc2_output" not in jx["specs"]
+    assert plan.to_dtensor(tensors="all", granularity="cut")["placements"]["fc2_output"] == \
+        ["Partial()", "Replicate()", "Replicate()"]
+    plan.tensor_tilings["fc2_bias"] = ["partial", "replicate", "replicate"]
+    with pytest.raises(at.Error, match="tensor 'fc2_bias' is partial"):
+        plan.to_jax(tensors="all")
+
+
 def test_export_names_a_bad_tensors_argument():
     plan = at.plan(readme_mlp(), devices=2, shapes=SHAPES)
     with pytest.raises(at.Error, match="tensors must be 'io'"):
