@@ -3,12 +3,14 @@
 squeeze-excitation), RegNet's Y-block, ConvNeXt's block (LayerNorm over channels, layer
 scale), Swin's shifted-window attention (roll as slice + concat, window partition by
 reshape/transpose, shift mask), U-Net's down/up with skip concatenation (nearest upsampling
-by reshape + broadcast_to), Transformer blocks (padding and causal masks, rotary embeddings,
-ALiBi biases, LayerNorm or RMSNorm, GELU or SwiGLU MLP) and TCN's causal dilated Conv1d.
+by reshape + broadcast_to, GroupNorm), Transformer blocks (padding and causal masks, rotary
+embeddings, ALiBi biases, grouped-query attention, dropout, LayerNorm or RMSNorm, GELU or
+SwiGLU MLP), ALBERT's shared layer and TCN's causal dilated Conv1d. Norms, softmax and GELU
+are drawn either as the op or written out in elementary ops, as exporters write them.
 
 A :class:`NetBuilder` draws each block's configuration from its random generator, tracks
 the running tensor's shape, and collects the non-trainable inputs blocks need (masks,
-rotary tables, ALiBi slopes), each marked as data with its float64 value."""
+rotary tables, ALiBi slopes, index tables), each marked as data with its float64 value."""
 from __future__ import annotations
 
 import numpy as np
@@ -370,7 +372,8 @@ def _alibi_slopes(heads):
 def transformer(nb: NetBuilder, h, shape):
     """Pre-norm Transformer block (LayerNorm or RMSNorm), multi-head attention with any of: a
     padding mask from the ``pad_mask`` input (B, T), a causal mask (additive bias or
-    where()), rotary embeddings on q and k, ALiBi biases (slopes x relative distance),
+    where()), rotary embeddings on q and k, ALiBi biases (slopes x relative distance) or
+    T5's bucketed relative-position bias (an Embedding of the bucket table),
     grouped-query attention, attention dropout; MLP with GELU or SwiGLU; residuals. Weights
     are named after ``nb.share_as`` when set (ALBERT's shared layers)."""
     p = nb.name("tf")
@@ -399,10 +402,17 @@ def transformer(nb: NetBuilder, h, shape):
         cos, sin = nb.const(f"rope_cos{d}", cos_t), nb.const(f"rope_sin{d}", sin_t)
         q, k = _rotate(q, cos, sin, d, f"{p}_rq"), _rotate(k, cos, sin, d, f"{p}_rk")
     a = S.batch_dot(q, k, transpose_b=True, name=f"{p}_qk") * (1.0 / np.sqrt(d))
-    if nb.choice([True, False]):
+    position = nb.choice(["none", "alibi", "t5"])
+    if position == "alibi":
         slopes = nb.const(f"alibi_slopes{heads}", _alibi_slopes(heads))
         dist = nb.const("alibi_dist", -np.abs(np.arange(t)[None, :] - np.arange(t)[:, None]).reshape(1, 1, t, t))
         a = S.broadcast_add(a, S.broadcast_mul(slopes, dist, name=f"{p}_alibi"), name=f"{p}_alibi_add")
+    elif position == "t5":  # T5's learned bias per (bucketed) relative position, via Embedding
+        buckets = nb.const("t5_buckets", _t5_buckets(t))
+        bias = S.Embedding(buckets, weight=nb.param(f"{pp}_t5_table"), input_dim=T5_BUCKETS, output_dim=heads,
+                           name=f"{p}_t5_bias")
+        bias = S.expand_dims(S.transpose(bias, axes=(2, 0, 1), name=f"{p}_t5_t"), axis=0, name=f"{p}_t5_e")
+        a = S.broadcast_add(a, bias, name=f"{p}_t5_add")
     causal = nb.choice(["none", "bias", "where"])
     if causal == "bias":
         a = S.broadcast_add(a, nb.const("causal_bias", np.triu(np.full((t, t), -1e9), 1).reshape(1, 1, t, t)),
@@ -446,6 +456,19 @@ def albert(nb: NetBuilder, h, shape):
     return h, shape
 
 
+T5_BUCKETS = 8
+
+
+def _t5_buckets(t):
+    """T5's bidirectional buckets in small: the sign of the offset, then |offset| exactly
+    up to 2 and logarithmically beyond, T5_BUCKETS in all."""
+    rel = np.arange(t)[None, :] - np.arange(t)[:, None]
+    half = T5_BUCKETS // 2
+    mag = np.abs(rel)
+    big = 2 + np.floor(np.log(np.maximum(mag, 1) / 2) / np.log(t / 2) * (half - 2)).astype(int)
+    return (rel > 0) * half + np.where(mag < 2, mag, np.minimum(big, half - 1))
+
+
 def _pad_mask(n, t):
     """1 for real tokens, 0 for padding: sequence i keeps t - i % (t // 2) tokens."""
     lengths = [t - i % max(1, t // 2) for i in range(n)]
@@ -470,6 +493,8 @@ def causal_conv1d(nb: NetBuilder, h, shape):
     x = S.Activation(S.elemwise_add(x, short, name=f"{p}_add"), act_type="relu", name=f"{p}_out")
     return S.transpose(x, axes=(0, 2, 1), name=f"{p}_ntc"), (n, t, out_c)
 
+
+VOCAB = 12  # divisible by 2, 3 and 4: the table's rows can be split
 
 SEQUENCE_BLOCKS = {"transformer": transformer, "tcn": causal_conv1d, "albert": albert}
 
@@ -506,12 +531,16 @@ def random_sequence_net(rng: np.random.Generator, kinds):
     shapes = {}
     if nb.choice(["embed", "linear"]) == "embed":
         embed = S.Variable("embed_weight")
-        h = S.Embedding(S.Variable("data"), weight=embed, input_dim=11, output_dim=c, name="embed")
+        h = S.Embedding(S.Variable("data"), weight=embed, input_dim=VOCAB, output_dim=c, name="embed")
         shapes["data"] = (n, t)
         nb.blocks.append("embedding")
     else:
         h = S.FullyConnected(S.Variable("data"), num_hidden=c, flatten=False, name="in_proj")
         shapes["data"] = (n, t, 5)
+    if nb.choice([True, False]):  # GPT-2/BERT's learned absolute positions: a Gather of a table
+        pos = S.take(S.Variable("pos_table", shape=(VOCAB, c)), nb.const("positions", np.arange(t)), axis=0,
+                     name="pos_embed")
+        h = S.broadcast_add(h, S.expand_dims(pos, axis=0, name="pos_e"), name="pos_add")
     shape = (n, t, c)
     aux = []
     for kind in kinds:
@@ -521,7 +550,7 @@ def random_sequence_net(rng: np.random.Generator, kinds):
     tied = "embedding" in nb.blocks and shape[2] == c
     head = nb.choice(["classify", "regress", "lm"] if tied else ["classify", "regress"])
     if head == "lm":  # language-model head tied to the embedding (one weight, two uses)
-        h = S.FullyConnected(h, weight=embed, num_hidden=11, no_bias=True, flatten=False,
+        h = S.FullyConnected(h, weight=embed, num_hidden=VOCAB, no_bias=True, flatten=False,
                              name="lm_head")
         sym = S.SoftmaxOutput(h, preserve_shape=True, name="lm")
         shapes["lm_label"] = (n, t)
@@ -581,9 +610,9 @@ def net_values(sym, shapes, consts, seed=0):
         elif name == "softmax_label":
             vals[name] = rng.integers(0, 4, size=shape).astype(np.float64)
         elif name == "lm_label":
-            vals[name] = rng.integers(0, 11, size=shape).astype(np.float64)
+            vals[name] = rng.integers(0, VOCAB, size=shape).astype(np.float64)
         elif name == "data" and embed:
-            vals[name] = rng.integers(0, 11, size=shape).astype(np.float32)
+            vals[name] = rng.integers(0, VOCAB, size=shape).astype(np.float32)
         elif name.endswith("moving_var"):
             vals[name] = rng.uniform(0.5, 1.5, shape)
         elif name.endswith("_scale"):

@@ -58,10 +58,10 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
 
 
 #: the CI sample: every block kind, each image block next to another, both sequence stems,
-#: a tied LM head, auxiliary losses
+#: GroupNorm and DropPath (20), T5 buckets and a tied LM head (75), auxiliary losses
 CI_GRAPHS = [(0, ["inverted_residual", "regnet_y"]), (1, ["convnext", "swin"]), (2, ["unet", "inverted_residual"]),
-             (3, ["transformer", "tcn"]), (4, ["tcn", "albert"]), (8, ["transformer"]),
-             (26, ["transformer"])]
+             (20, ["unet", "convnext"]), (3, ["transformer", "tcn"]), (4, ["tcn", "albert"]), (8, ["transformer"]),
+             (75, ["transformer"])]
 
 
 @pytest.mark.parametrize("seed,kinds", CI_GRAPHS)
@@ -108,3 +108,16 @@ def test_one_device_step_matches_finite_differences(seed, kinds):
         idx, num = numeric_grad(loss, vals, name, eps=1e-6, max_entries=4)
         np.testing.assert_allclose(ref.grads[name].reshape(-1)[idx], num, rtol=1e-5, atol=1e-7,
                                    err_msg=f"gradient of '{name}'")
+
+
+@pytest.mark.parametrize("op,seed,kinds", [("_backward_Pooling", 0, ["inverted_residual", "regnet_y"]),
+                                           ("_backward_slice_axis", 3, ["transformer", "tcn"]),
+                                           ("Dropout", 8, ["transformer"])])
+def test_fuzzer_catches_a_tile_that_ignores_its_place(op, seed, kinds, monkeypatch):
+    """The fuzzer's power: with one op's tile hook dropped (a tile computing as if it held the
+    whole tensor, as the global-pooling gradient once did) a CI graph fails."""
+    from autotile.ops import registry
+
+    monkeypatch.setitem(registry.get(op).extra, "tile_attrs", lambda attrs, *boxes: attrs)
+    with pytest.raises(AssertionError):
+        check_net(seed, devices=(2, 3, 4, 8), plans_per_count=1, kinds=kinds)
