@@ -4,8 +4,9 @@
 must equal the 1-device step: outputs, every gradient (name for name, both ways), updated
 params, optimizer states and BatchNorm statistics.
 
-The CI sample runs a few seeds; the slow sweep runs many and prints how many (graph, plan)
-pairs it checked. Each bug the fuzzer found has its own small reproduction below."""
+The CI sample runs a few graphs naming every block; the slow sweep runs many and prints how
+many (graph, plan) pairs it checked and which ops ran split. A mutation test shows the sample
+fails when one op's tiles ignore where they sit."""
 import os
 import sys
 
@@ -34,10 +35,10 @@ def assert_same_step_float64(res, ref, what):
 OPTIMIZERS = (("sgd", None), ("momentum", None), ("adam", {"epsilon": 1e-4}))
 
 
-def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=None) -> int:
+def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=None):
     """Train random net `seed` (or one of the blocks `kinds`) with the optimizer `seed` picks,
     on `plans_per_count` random plans per device count, each against the 1-device step.
-    Returns how many (graph, plan) pairs were checked."""
+    Returns (how many (graph, plan) pairs were checked, the ops some plan split)."""
     sym, shapes, consts, names = random_net(seed, blocks, kinds)
     optimizer, args = OPTIMIZERS[seed % len(OPTIMIZERS)]
     vals = net_values(sym, shapes, consts, seed)
@@ -45,7 +46,8 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
     low = lowered_training_graph(sym, shapes, optimizer=optimizer, optimizer_args=args)
     rng = np.random.default_rng(1000 + seed)
-    checked = 0
+    checked, split = 0, set()
+    ops = [low.core.node(i)["op"] for i in range(len(low.node_names))]
     for k in devices:
         for i in range(plans_per_count):
             options = FACTORS[k]
@@ -54,7 +56,8 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
             res = run_multi_device(sym, plan.devices, vals, plan=plan, optimizer=optimizer, optimizer_args=args)
             assert_same_step_float64(res, ref, f"seed {seed} ({'+'.join(names)}, {optimizer}) on {factors}, plan {i}")
             checked += 1
-    return checked
+            split |= {op for op, name in zip(ops, low.node_names) if set(plan.node_strategies[name]) != {"replicate"}}
+    return checked, split
 
 
 #: the CI sample: every block kind, each image block next to another, both sequence stems,
@@ -67,15 +70,19 @@ CI_GRAPHS = [(0, ["inverted_residual", "regnet_y"]), (1, ["convnext", "swin"]), 
 @pytest.mark.parametrize("seed,kinds", CI_GRAPHS)
 def test_architectures_train_on_k_devices_as_on_1(seed, kinds):
     """CI sample: one random plan per device count (2, 3, 4 and 8) for each graph."""
-    assert check_net(seed, devices=(2, 3, 4, 8), plans_per_count=1, kinds=kinds) == 4
+    checked, split = check_net(seed, devices=(2, 3, 4, 8), plans_per_count=1, kinds=kinds)
+    assert checked == 4 and len(split) >= 10, split
 
 
 @pytest.mark.slow
 def test_architecture_sweep():
     """Many random graphs (3 blocks each), three random plans at each of 2, 3, 4 and 8 devices."""
-    seeds = range(60)
-    checked = sum(check_net(seed, devices=(2, 3, 4, 8), plans_per_count=3, blocks=3) for seed in seeds)
-    print(f"architecture fuzzer: {checked} (graph, plan) pairs checked over {len(seeds)} graphs")
+    seeds, checked, split = range(60), 0, set()
+    for seed in seeds:
+        pairs, ops = check_net(seed, devices=(2, 3, 4, 8), plans_per_count=3, blocks=3)
+        checked, split = checked + pairs, split | ops
+    print(f"architecture fuzzer: {checked} (graph, plan) pairs checked over {len(seeds)} graphs; "
+          f"{len(split)} ops ran split: {' '.join(sorted(split))}")
     assert checked == len(seeds) * 4 * 3
 
 
