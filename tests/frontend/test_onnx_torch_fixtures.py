@@ -176,8 +176,13 @@ def test_training_step_on_4_devices_equals_1(tag):
     data = set(feeds(tag))
     assert ref.grads and not data & set(ref.grads), f"{tag}: gradients for data inputs {sorted(data & set(ref.grads))}"
     res = at.backend.run(imported(tag), devices=DEVICES, inputs=feeds(tag), train=True)
+    assert len(res.outputs) == len(ref.outputs)
     for got, want in zip(res.outputs, ref.outputs):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6, err_msg=f"{tag}: output")
+    # BatchNorm's updated running statistics (where the exporter kept the BatchNorm) too
+    assert set(res.aux or {}) == set(ref.aux or {})
+    for name, want in (ref.aux or {}).items():
+        np.testing.assert_allclose(res.aux[name], want, rtol=1e-4, atol=1e-6, err_msg=f"{tag}: aux {name}")
     assert set(res.grads) == set(ref.grads)
     for p in ref.grads:
         np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-3, atol=1e-5, err_msg=f"{tag}: grad {p}")
