@@ -263,3 +263,30 @@ def test_gradients_pass_finite_differences(tag):
             fd = (loss({**params, name: plus}) - loss({**params, name: minus})) / (2 * FD_EPS)
             got = ref.grads[name][idx]
             assert abs(got - fd) <= 1e-5 * max(1.0, abs(fd)), f"{tag}: d loss / d {name}{idx}: {got} vs finite differences {fd}"
+
+
+def _torch_grads(tag: str) -> dict:
+    """PyTorch's gradients of sum(outputs) stored with the fixture (``grad.<torch name>``)."""
+    npz = np.load(fixture(tag)[0][:-5] + ".npz")
+    return {k[5:]: npz[k] for k in npz.files if k.startswith("grad.")}
+
+
+#: fixtures with stored PyTorch gradients whose graph trains like the eval-mode torch model
+#: (a BatchNormalization left in the graph trains on batch statistics, torch's eval on running ones)
+TORCH_GRAD_FIXTURES = [t for t in FIXTURES if _torch_grads(t)
+                       and "BatchNormalization" not in manifest()["fixtures"][t]["op_types"]]
+
+
+@pytest.mark.parametrize("tag", [p for p in cases("gradients_equal_torch") if p.values[0] in TORCH_GRAD_FIXTURES])
+def test_gradients_equal_torch(tag):
+    """The 1-device float32 training step's gradients (head gradients of ones) equal PyTorch's
+    autograd on the same weights and inputs, for the parameters the exporter kept by name."""
+    sym = imported(tag)
+    got = single_device(tag, True).grads
+    want = _torch_grads(tag)
+    # float32 rounding scales with the largest gradient (a gradient that is zero in exact
+    # arithmetic, as a key bias's under softmax, comes out as noise of that size)
+    scale = max(float(np.max(np.abs(g))) for g in want.values())
+    for name, g in want.items():
+        ours = got[sym.onnx_names[name]].reshape(g.shape)
+        np.testing.assert_allclose(ours, g, rtol=1e-3, atol=1e-5 * scale, err_msg=f"{tag}: grad of {name}")
