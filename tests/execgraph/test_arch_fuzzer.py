@@ -128,3 +128,40 @@ def test_fuzzer_catches_a_tile_that_ignores_its_place(op, seed, kinds, monkeypat
     monkeypatch.setitem(registry.get(op).extra, "tile_attrs", lambda attrs, *boxes: attrs)
     with pytest.raises(AssertionError):
         check_net(seed, devices=(2, 3, 4, 8), plans_per_count=1, kinds=kinds)
+
+
+def _two_variables_one_name():
+    """data -> FC -> + mask -> tanh -> x mask -> FC, the mask created as two Variables of one
+    name (as a block builder that calls Variable("mask") per use writes it)."""
+    S = at.sym
+    h = S.FullyConnected(S.Variable("data"), num_hidden=6, name="fc1")
+    h = S.Activation(S.broadcast_add(h, S.Variable("mask", attr={"__data__": "1"}), name="add"), act_type="tanh",
+                     name="act")
+    h = S.broadcast_mul(h, S.Variable("mask", attr={"__data__": "1"}), name="mul")
+    return S.SoftmaxOutput(S.FullyConnected(h, num_hidden=3, name="fc2"), name="softmax")
+
+
+@pytest.mark.xfail(strict=True, reason="infer_shape gives the shape passed for 'mask' to only one of the two "
+                                       "Variables named 'mask' (symbol/infer.py: by_name keeps one node per name) and "
+                                       "fails downstream with \"node 'fc2' (op FullyConnected): FullyConnected needs "
+                                       "the shape of its data input\", naming neither the input nor the duplicate; "
+                                       "planning refuses with the core's \"add_tensor: duplicate tensor name "
+                                       "'mask'\" while the 1-device run accepts the graph")
+def test_two_variables_of_one_name_are_one_input_or_refused_by_name():
+    """Found while writing the fuzzer's blocks. MXNet refuses duplicated argument names at
+    bind; either way the answer must be consistent and name the input: one input (shape
+    inference and the k-device step work, equal to 1 device) or an Error naming 'mask'."""
+    sym = _two_variables_one_name()
+    shapes = {"data": (4, 5), "mask": (1, 6), "softmax_label": (4,)}
+    try:
+        sym.infer_shape(**shapes)
+    except at.Error as e:
+        assert "'mask'" in str(e), str(e)
+        return
+    rng = np.random.default_rng(0)
+    inputs = {"data": rng.standard_normal((4, 5)), "mask": rng.standard_normal((1, 6)),
+              "softmax_label": np.array([0.0, 1.0, 2.0, 0.0])}
+    params = {"fc1_weight": rng.standard_normal((6, 5)), "fc1_bias": rng.standard_normal(6),
+              "fc2_weight": rng.standard_normal((3, 6)), "fc2_bias": rng.standard_normal(3)}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    assert_same_step_float64(run_multi_device(sym, 2, {**inputs, **params}), ref, "two Variables named 'mask'")
