@@ -57,19 +57,14 @@ def onnx_gpt2(fixtures: str):
     """The ONNX GPT-2 fixture (TorchScript exporter): Symbol, shapes and inputs by its names."""
     import os
 
-    path = os.path.join(fixtures, "gpt2_ts17.onnx")
-    npz = np.load(path[:-5] + ".npz")
-    inputs = {k[3:]: npz[k] for k in npz.files if k.startswith("in.")}
-    shapes = {k: tuple(v.shape) for k, v in inputs.items()}
-    sym = at.onnx.load(path, batch_size=shapes["input_ids"][0], shapes=shapes)
-    feeds = {sym.onnx_names[k]: v for k, v in inputs.items()}
-    return sym, {k: tuple(v.shape) for k, v in feeds.items()}, feeds
+    from autotile.bench.engines import load_fixture
+
+    return load_fixture(os.path.join(fixtures, "gpt2_ts17.onnx"))
 
 
 def known_programs():
     """(name, autotile-accounting bytes computed by hand, bytes parsed from the compiled HLO)."""
     import jax
-    import jax.numpy as jnp
     from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
     mesh = Mesh(np.array(jax.devices()[:8]).reshape(2, 4), ("a", "b"))

@@ -47,12 +47,18 @@ def gpt2_fixture():
     (Symbol, input shapes, inputs), or None (installed package, or no onnx)."""
     import importlib.util
 
-    import autotile as at
-
     here = os.path.dirname(os.path.abspath(__file__))
     path = os.path.normpath(os.path.join(here, "..", "..", "..", "tests", "fixtures", "onnx_torch", "gpt2_ts17.onnx"))
     if not os.path.isfile(path) or importlib.util.find_spec("onnx") is None:
         return None
+    return load_fixture(path)
+
+
+def load_fixture(path: str):
+    """An ONNX fixture (`path`, with its .npz of inputs beside it) at its inputs' shapes:
+    (Symbol, input shapes, inputs), keyed by autotile's names."""
+    import autotile as at
+
     npz = np.load(path[:-5] + ".npz")
     inputs = {k[3:]: npz[k] for k in npz.files if k.startswith("in.")}
     shapes = {k: tuple(v.shape) for k, v in inputs.items()}
