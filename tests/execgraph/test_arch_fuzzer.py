@@ -141,12 +141,6 @@ def _two_variables_one_name():
     return S.SoftmaxOutput(S.FullyConnected(h, num_hidden=3, name="fc2"), name="softmax")
 
 
-@pytest.mark.xfail(strict=True, reason="infer_shape gives the shape passed for 'mask' to only one of the two "
-                                       "Variables named 'mask' (symbol/infer.py: by_name keeps one node per name) and "
-                                       "fails downstream with \"node 'fc2' (op FullyConnected): FullyConnected needs "
-                                       "the shape of its data input\", naming neither the input nor the duplicate; "
-                                       "planning refuses with the core's \"add_tensor: duplicate tensor name "
-                                       "'mask'\" while the 1-device run accepts the graph")
 def test_two_variables_of_one_name_are_one_input_or_refused_by_name():
     """Found while writing the fuzzer's blocks. MXNet refuses duplicated argument names at
     bind; either way the answer must be consistent and name the input: one input (shape
@@ -157,6 +151,16 @@ def test_two_variables_of_one_name_are_one_input_or_refused_by_name():
         sym.infer_shape(**shapes)
     except at.Error as e:
         assert "'mask'" in str(e), str(e)
+        # refused: then by name everywhere, the 1-device run and planning alike
+        rng = np.random.default_rng(0)
+        inputs = {"data": rng.standard_normal((4, 5)), "mask": rng.standard_normal((1, 6)),
+                  "softmax_label": np.array([0.0, 1.0, 2.0, 0.0])}
+        params = {"fc1_weight": rng.standard_normal((6, 5)), "fc1_bias": rng.standard_normal(6),
+                  "fc2_weight": rng.standard_normal((3, 6)), "fc2_bias": rng.standard_normal(3)}
+        for call in (lambda: at.backend.run(sym, inputs=inputs, params=params, train=True),
+                     lambda: at.plan(sym, devices=2, shapes=shapes)):
+            with pytest.raises(at.Error, match="two different Variables named 'mask'"):
+                call()
         return
     rng = np.random.default_rng(0)
     inputs = {"data": rng.standard_normal((4, 5)), "mask": rng.standard_normal((1, 6)),

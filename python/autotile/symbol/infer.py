@@ -21,6 +21,18 @@ def _declared_shape(node: Node) -> Optional[Shape]:
     return tuple(shape)
 
 
+def _variables_by_name(nodes) -> Dict[str, object]:
+    """The symbol's Variables by name; Error naming the name when two different Variables
+    share it (names identify inputs and weights, so MXNet refuses this at bind too: one
+    would get the other's value)."""
+    by_name: Dict[str, object] = {}
+    for n in nodes:
+        if n.is_variable and by_name.setdefault(n.name, n) is not n:
+            raise Error(f"the symbol has two different Variables named '{n.name}': names identify inputs and "
+                        f"weights; rename one, or use the same Variable for both uses")
+    return by_name
+
+
 def infer_entry_shapes(sym: Symbol, shapes: Dict[str, Shape], partial: bool = False) -> Dict[Tuple[int, int], Shape]:
     """Shapes of every entry (id(node), output index) reachable from `sym`.
 
@@ -28,7 +40,7 @@ def infer_entry_shapes(sym: Symbol, shapes: Dict[str, Shape], partial: bool = Fa
     what the consuming op deduces (weights). Raises Error on contradictions."""
     nodes = sym.topo_nodes()
     known: Dict[Tuple[int, int], Shape] = {}
-    by_name = {n.name: n for n in nodes if n.is_variable}
+    by_name = _variables_by_name(nodes)
     for name, shape in shapes.items():
         if name not in by_name:
             raise Error(f"infer_shape: '{name}' is not an input of the symbol (inputs: {sorted(by_name)[:30]})")
