@@ -42,8 +42,19 @@ def test_grouped_convolution_plans_never_split_its_channels():
     h = at.sym.FullyConnected(at.sym.Flatten(h), num_hidden=4, name="fc")
     net = at.sym.SoftmaxOutput(h, name="softmax")
     shapes = {"data": (2, 4, 6, 6), "softmax_label": (2,)}
+    rng = np.random.default_rng(0)
+    inputs = {"data": rng.standard_normal(shapes["data"]), "softmax_label": np.array([1.0, 3.0])}
+    params = {"gconv_weight": rng.standard_normal((8, 2, 3, 3)), "gconv_bias": rng.standard_normal(8),
+              "fc_weight": rng.standard_normal((4, 288)), "fc_bias": rng.standard_normal(4)}
+    ref = at.backend.run(net, inputs=inputs, params=params, train=True)
     for devices in (4, 8):
         plan = at.plan(net, devices=devices, shapes=shapes)
         for node, vars_ in plan.node_strategies.items():
             if node.startswith("gconv") and plan.node_ops[node] != "_backward_Convolution_bias":
                 assert not {"co", "ci"} & set(vars_), (node, vars_)
+        # and the plan's step is the single-device step (float64)
+        res = at.backend.run(net, devices=devices, inputs=inputs, params=params, train=True, plan=plan)
+        assert sorted(res.grads) == sorted(ref.grads)
+        for p in ref.grads:
+            np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-10, atol=1e-12, err_msg=f"x{devices}: {p}")
+            np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-10, atol=1e-12)
