@@ -95,6 +95,7 @@ class HostRuntime:
         few MB of rows at a time, so assembling a tensor holds little of it twice."""
         tid = self.eg.tensor_id[name]
         full = np.zeros(self.eg.lowered.tensor_shapes[tid], dtype=self.dtypes[tid])
+        banded = []
         for b in value_tiles(self.eg, name):
             region = full[box_index(self.eg.buffers[b]["lo"], self.eg.buffers[b]["hi"])]
             tile = self.views[b]
@@ -104,9 +105,18 @@ class HostRuntime:
                     self.free([b])
                 continue
             host, device, start, end = buffer_span(self.eg, b)
-            row_bytes = max(1, (end - start) // max(1, len(tile)))
-            step = max(1, GATHER_BLOCK // row_bytes)
-            for r in range(0, len(tile), step):
+            banded.append((region, tile, host, device, start, end, max(1, (end - start) // max(1, len(tile)))))
+        if not banded:
+            return full
+        # Row bands of every tile in lockstep: tiles side by side (a split of an inner dim)
+        # fill the same rows of `full` together, so the (huge) pages those rows touch are
+        # written whole before the next band, not half-touched by one tile and held until
+        # the other's turn. Each element still gets its tiles' values in the same order.
+        step = max(1, min(GATHER_BLOCK // row_bytes for *_, row_bytes in banded))
+        for r in range(0, max(len(t[1]) for t in banded), step):
+            for region, tile, host, device, start, end, row_bytes in banded:
+                if r >= len(tile):
+                    continue
                 region[r:r + step] += tile[r:r + step]
                 last = min(r + step, len(tile))
                 self._free_span(host, device, start + r * row_bytes, end if last == len(tile) else start + last * row_bytes)
