@@ -89,3 +89,21 @@ def randomize_weights(model: onnx.ModelProto, seed: int = 0) -> onnx.ModelProto:
     if softmax:
         g.output.append(helper.make_tensor_value_info(softmax[-1].input[0], TensorProto.FLOAT, None))
     return m
+
+
+def node_case_feeds(case, constant_inputs: Sequence[str] = ()):
+    """An onnx backend node case's model with attribute-like inputs (integer or bool tensors,
+    scalars such as Dropout's ratio, and the inputs named in `constant_inputs`) turned into
+    initializers, as autotile needs them at import time: (model, feeds, expected outputs)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(case.model)
+    inputs, outputs = case.data_sets[0]
+    feeds = {}
+    for vi, value in zip(list(model.graph.input), inputs):
+        value = np.asarray(value)
+        if value.dtype.kind in "iub" or value.ndim == 0 or vi.name in constant_inputs:
+            model.graph.initializer.append(numpy_helper.from_array(value, vi.name))
+            model.graph.input.remove(vi)
+        else:
+            feeds[vi.name] = value
+    return model, feeds, [np.asarray(o) for o in outputs]

@@ -17,7 +17,8 @@ import autotile as at  # noqa: E402
 from autotile.errors import Error  # noqa: E402
 from autotile.ops import registry  # noqa: E402
 
-from onnx_models import assert_matches_ort, make_model, randomize_weights, run_autotile, run_ort  # noqa: E402
+from onnx_models import (assert_matches_ort, make_model, node_case_feeds, randomize_weights, run_autotile,  # noqa: E402
+                         run_ort)
 
 RNG = np.random.default_rng(0)
 ONNX_DIR = os.path.dirname(onnx.__file__)
@@ -617,23 +618,6 @@ def _node_cases():
 NODE_CASES = _node_cases()
 
 
-def _node_feeds(case):
-    """The case's model with attribute-like inputs (integer or bool tensors, scalars such as
-    Dropout's ratio) turned into initializers: autotile needs those at import time."""
-    model = onnx.ModelProto()
-    model.CopyFrom(case.model)
-    inputs, outputs = case.data_sets[0]
-    feeds = {}
-    for vi, value in zip(list(model.graph.input), inputs):
-        value = np.asarray(value)
-        if value.dtype.kind in "iub" or value.ndim == 0:
-            model.graph.initializer.append(numpy_helper.from_array(value, vi.name))
-            model.graph.input.remove(vi)
-        else:
-            feeds[vi.name] = value
-    return model, feeds, [np.asarray(o) for o in outputs]
-
-
 @pytest.mark.parametrize("name", sorted(NODE_CASES))
 def test_onnx_node_backend(name):
     from autotile.frontend.onnx_converters import CONVERTERS
@@ -644,7 +628,7 @@ def test_onnx_node_backend(name):
         pytest.skip(f"uses ops outside the importer's scope: {ops}")
     if name in NODE_RANDOM:
         pytest.skip(NODE_RANDOM[name])
-    model, feeds, want = _node_feeds(case)
+    model, feeds, want = node_case_feeds(case)
     # A key naming a whole case ("test_...") matches that case only; others match as substrings.
     reason = next((r for key, r in NODE_UNSUPPORTED.items()
                    if key == name or (key in name and not key.startswith("test_"))), None)

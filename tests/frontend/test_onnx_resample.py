@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import autotile as at  # noqa: E402
 from autotile.errors import Error  # noqa: E402
+from onnx_models import node_case_feeds  # noqa: E402
 
 FAMILIES = ("convtranspose", "resize", "upsample", "argmax", "argmin", "scatternd")
 
@@ -42,22 +43,6 @@ def _cases():
 CASES = _cases()
 
 
-def _feeds(case):
-    """The case's model with integer inputs (indices, sizes) and scalars as initializers."""
-    model = onnx.ModelProto()
-    model.CopyFrom(case.model)
-    inputs, outputs = case.data_sets[0]
-    feeds = {}
-    for vi, value in zip(list(model.graph.input), inputs):
-        value = np.asarray(value)
-        if value.dtype.kind in "iub" or value.ndim == 0 or vi.name in ("roi", "scales", "sizes"):
-            model.graph.initializer.append(numpy_helper.from_array(value, vi.name))
-            model.graph.input.remove(vi)
-        else:
-            feeds[vi.name] = value
-    return model, feeds, [np.asarray(o) for o in outputs]
-
-
 def test_node_cases_found():
     assert len(CASES) >= 40, sorted(CASES)
 
@@ -65,7 +50,7 @@ def test_node_cases_found():
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_onnx_node_backend(name):
     case = CASES[name]
-    model, feeds, want = _feeds(case)
+    model, feeds, want = node_case_feeds(case, ("roi", "scales", "sizes"))
     reason = next((r for key, r in UNSUPPORTED.items() if key in name), None)
     if reason is not None:
         with pytest.raises(Error):
