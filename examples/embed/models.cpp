@@ -11,7 +11,10 @@
 namespace embed {
 namespace {
 
-const char* kFc = "data, weight, bias -> out: out[n, o] = sum(k0) { data[n, k0] * weight[o, k0] } + bias[o]";
+// The bias is added inside the sum at k0 == 0, so the contraction stays a strategy (a k0 slab
+// other than the first adds no bias).
+const char* kFc =
+    "data, weight, bias -> out: out[n, o] = sum(k0) { data[n, k0] * weight[o, k0] + (k0 == 0) * bias[o] }";
 const char* kFcData = "dy, weight, data -> dx: dx[n, k0] = sum(o) { dy[n, o] * weight[o, k0] }";
 const char* kFcWeight = "dy, data -> dw: dw[o, kk] = sum(n) { dy[n, o] * data[n, kk] }";
 const char* kFcBias = "dy -> db: db[o] = sum(n0) { dy[n0, o] }";
