@@ -24,10 +24,20 @@ _PARAMS = {
     "upper_bound": Param("float", 0.334),
 }
 
-try:  # SciPy's erf is vectorised; math.erf is the exact fallback
-    from scipy.special import erf as _erf
-except ImportError:  # pragma: no cover - SciPy is optional
-    _erf = np.vectorize(math.erf, otypes=[np.float64])
+_ERF = []
+
+
+def _erf(x):
+    """erf elementwise: SciPy's (vectorised) when installed, else math.erf (exact). SciPy is
+    imported on the first call, not with the op registry: scipy.special costs 0.2-0.4 s, which
+    every process that loads a model would pay."""
+    if not _ERF:
+        try:
+            from scipy.special import erf
+        except ImportError:  # pragma: no cover - SciPy is optional
+            erf = np.vectorize(math.erf, otypes=[np.float64])
+        _ERF.append(erf)
+    return _ERF[0](x)
 
 
 def _args(attrs):

@@ -162,9 +162,12 @@ WIDE_CUT_SECONDS = 60.0
 def wide_fallback(log: list, time_limit: float = WIDE_CUT_SECONDS):
     """The solver the search hands a cut whose exact DP table would be too large (a graph as
     wide as DenseNet's dense blocks): this integer program with a time limit, its stats
-    (cut, status, gap) appended to `log`. None without SciPy (the DP's error then stands)."""
-    try:
-        from scipy.optimize import milp  # noqa: F401
-    except ImportError:
+    (cut, status, gap) appended to `log`. None without SciPy (the DP's error then stands).
+
+    SciPy is only looked up here, not imported: importing scipy.optimize costs 0.2-0.5 s (more
+    on a loaded machine), paid by the first solve of a wide cut, never by a plain plan."""
+    import importlib.util
+
+    if importlib.util.find_spec("scipy") is None:
         return None
     return make_cut_solver(time_limit=time_limit, log=log)
