@@ -58,6 +58,13 @@ def check_bandwidths(bandwidths, what: str = "bandwidths"):
     return [number(i, v) for i, v in enumerate(bandwidths)]
 
 
+def check_seed(seed, what: str = "seed") -> int:
+    """`seed` as a non-negative integer (NumPy's generators take no negative seed)."""
+    if not _is_int(seed) or seed < 0:
+        raise Error(f"{what} must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
 def check_arrays(values, what: str) -> Optional[Dict[str, object]]:
     """`values` (params, inputs, aux, states) as a dict {name: array}."""
     if values is None:

@@ -23,6 +23,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
+from .arguments import check_seed
 from .errors import Error
 
 
@@ -186,8 +187,7 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     if data not in training_data.DATASETS:
         raise Error(f"unknown data set '{data}' (known: {', '.join(training_data.DATASETS)})")
     lr = check_lr(lr)
-    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or seed < 0:
-        raise Error(f"seed must be a non-negative integer, got {seed!r}")
+    seed = check_seed(seed)
     for key, value in (("plot", plot), ("save", save)):
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise Error(f"{key} must be a file path, got {type(value).__name__}")

@@ -209,6 +209,18 @@ def test_help_exit_0():
         assert command in out
 
 
+def test_python_dash_m_autotile_is_the_same_command():
+    """``python -m autotile`` runs the same CLI with the same exit statuses as the script."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = PKG_ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    for argv, want in ((["plan", "mlp", "--devices", "2", "--batch", "8"], 0), (["plan", "nosuchnet"], 1),
+                       (["plan", "mlp", "--frobnicate"], 2)):
+        proc = subprocess.run([sys.executable, "-m", "autotile", *argv], capture_output=True, text=True,
+                              timeout=120, env=env, stdin=subprocess.DEVNULL)
+        assert proc.returncode == want, (argv, proc.stderr)
+    assert "Traceback" not in proc.stderr and "usage:" in proc.stderr
+
+
 def test_subcommand_help_and_missing_arguments(capsys):
     status, out, err = run_main(capsys, "plan", "--help")
     assert status == 0 and "--devices" in out and err == ""

@@ -71,6 +71,10 @@ def test_plan_refuses_device_memory_of_wrong_type(device_memory):
     (2, {"plan": "x"}, "plan must be a Plan"),
     (True, {}, "devices"),
     (2.0, {}, "devices"),
+    (1, {"seed": -1}, "seed must be a non-negative integer"),
+    (2, {"seed": -1}, "seed must be a non-negative integer"),
+    (1, {"seed": 1.5}, "seed must be a non-negative integer"),
+    (1, {"seed": True}, "seed must be a non-negative integer"),
 ])
 def test_run_refuses_arguments_of_wrong_type(devices, kwargs, culprit):
     args = {"inputs": _inputs(), "params": _params(), **kwargs}

@@ -6,7 +6,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ..arguments import cast_inputs, check_arrays, check_plan
+from ..arguments import cast_inputs, check_arrays, check_plan, check_seed
 from ..errors import Error
 from ..model_input import as_symbol
 from ..symbol.infer import infer_entry_shapes
@@ -90,6 +90,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     sym = as_symbol(model, batch=batch, trainable=trainable)
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
+    seed = check_seed(seed)
     inputs, aux, states = (check_arrays(inputs, "inputs"), check_arrays(aux, "aux"), check_arrays(states, "states"))
     if kwargs.get("plan") is not None:
         check_plan(kwargs["plan"])
