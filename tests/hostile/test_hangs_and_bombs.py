@@ -63,6 +63,20 @@ def test_plan_of_a_fifo_named_like_a_symbol_file(tmp_path):
 
 
 @needs_fifo
+def test_plan_of_a_fifo_or_directory_named_like_an_onnx_file(tmp_path):
+    """Named for what it is, not reported missing (and never opened for a blocking read)."""
+    pytest.importorskip("onnx")
+    fifo, folder = tmp_path / "net.onnx", tmp_path / "dir.onnx"
+    os.mkfifo(fifo)
+    folder.mkdir()
+    for path, kind in ((fifo, "FIFO"), (folder, "directory")):
+        proc = run_cli("plan", str(path), "--devices", "2")
+        assert proc.returncode == 1, proc.stderr
+        assert kind in proc.stderr and str(path) in proc.stderr and "does not exist" not in proc.stderr
+        assert "Traceback" not in proc.stderr
+
+
+@needs_fifo
 def test_nd_load_of_a_fifo(tmp_path):
     fifo = tmp_path / "net-0000.params"
     os.mkfifo(fifo)

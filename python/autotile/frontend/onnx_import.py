@@ -22,6 +22,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from ..errors import Error
+from ..file_read import read_regular_file
 from ..symbol.ops_api import create
 from ..symbol.symbol import Group, Symbol, Variable
 from .onnx_fold import SymDim, fold, has_symbolic
@@ -109,10 +110,10 @@ def load_model(path_or_model):
     elif isinstance(path_or_model, (str, os.PathLike)):
         path = os.fspath(path_or_model)
         where = f"'{path}'"
-        if not os.path.isfile(path):
+        if not os.path.exists(path):
             raise Error(f"ONNX model {where} does not exist")
-        with open(path, "rb") as f:
-            model = _parse(onnx, f.read(), where)
+        # a FIFO, device or directory is named as such (read_regular_file), not as missing
+        model = _parse(onnx, read_regular_file(path, "ONNX model"), where)
         if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
             try:
                 from onnx.external_data_helper import load_external_data_for_model
