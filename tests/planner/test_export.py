@@ -4,8 +4,9 @@ Oracle: the execution graph autotile builds from the plan holds, on every device
 each parameter and input (eg.core.tile). The box an exported layout gives that device,
 computed here from the placements alone (the device's row-major mesh coordinates, shards
 major-first), must equal that tile's box. With JAX installed (CI installs it), the same is
-checked on a real 8-device CPU mesh with NamedSharding; with PyTorch, DTensor's own local
-shape/offset computation is compared."""
+checked on a real 8-device CPU mesh with NamedSharding; with PyTorch (CI installs the CPU
+wheel), DTensor's own local shape/offset computation is compared for every tensor of every
+plan, and 4 gloo processes distribute_tensor with the exported mesh and placements."""
 import importlib.util
 import os
 import subprocess
@@ -149,17 +150,35 @@ def test_jax_named_sharding_places_autotile_tiles():
     assert int(proc.stdout.split("checked")[1]) >= 8
 
 
-def test_dtensor_local_shapes_match_autotile_tiles():
-    torch = pytest.importorskip("torch", reason="torch is not installed (optional: DTensor export objects)")
-    try:  # DTensor's own shard arithmetic, in its plain-data form (no process group needed)
-        from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset as local_and_offset
+def _dtensor_local_and_offset():
+    """DTensor's own shard arithmetic, in its plain-data form (no process group needed)."""
+    pytest.importorskip("torch", reason="torch is not installed (optional: DTensor export objects; CI installs it)")
+    try:
+        from torch.distributed.tensor._utils import _compute_local_shape_and_global_offset
     except ImportError:
         pytest.skip("this torch has no torch.distributed.tensor._utils._compute_local_shape_and_global_offset")
-    sym, shapes, _ = models.mlp()
-    plan = at.plan(sym, mesh={"batch": 2, "model": 4}, shapes=shapes,
-                   layout={"fc*_weight": {0: "model"}, "data": {0: "batch"}})
+    return _compute_local_shape_and_global_offset
+
+
+def uneven_plans():
+    """Free searches where a split need not divide evenly (batch 6, widths 10 and 6)."""
+    x = at.sym.Variable("data")
+    h = at.sym.FullyConnected(x, num_hidden=10, name="fc1")
+    h = at.sym.Activation(h, act_type="relu", name="relu1")
+    h = at.sym.FullyConnected(h, num_hidden=6, name="fc2")
+    sym = at.sym.SoftmaxOutput(h, name="softmax")
+    for devices in (3, 4, 8):
+        yield f"mlp-uneven-{devices}", sym, at.plan(sym, devices=devices, shapes={"data": (6, 12), "softmax_label": (6,)})
+
+
+@pytest.mark.parametrize("label, sym, plan", list(plans()) + list(uneven_plans()),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_dtensor_local_shapes_match_autotile_tiles(label, sym, plan):
+    """Every tensor of the plan (tensors="all", partial sums included), on every device."""
+    import torch
+    local_and_offset = _dtensor_local_and_offset()
     eg = at.transform(sym, plan)
-    dt = plan.to_dtensor(objects=True)
+    dt = plan.to_dtensor(objects=True, tensors="all")
     mesh_shape = dt["mesh"]["shape"]
     checked = 0
     for name, placements in dt["placements"].items():
@@ -168,7 +187,59 @@ def test_dtensor_local_shapes_match_autotile_tiles():
             coords = [int(c) for c in np.unravel_index(dev, mesh_shape)]
             local, offset = local_and_offset(torch.Size(plan.tensor_shapes[name]), mesh_shape, coords, placements)
             buf = eg.buffers[eg.core.tile(tid, dev)]
-            assert list(offset) == list(buf["lo"]), (name, dev)
-            assert [o + s for o, s in zip(offset, local)] == list(buf["hi"]), (name, dev)
+            assert list(offset) == list(buf["lo"]), (label, name, dev)
+            assert [o + s for o, s in zip(offset, local)] == list(buf["hi"]), (label, name, dev)
             checked += 1
-    assert checked >= 8 * len(plan.param_names)
+    assert checked >= plan.devices * len(plan.param_names)
+
+
+_DTENSOR_GLOO_SCRIPT = textwrap.dedent("""
+    import importlib.util, sys
+    import numpy as np
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import distribute_tensor
+    import autotile as at
+    models_py, plan_json, init_file, rank, world = sys.argv[1:6]
+    rank, world = int(rank), int(world)
+    spec = importlib.util.spec_from_file_location("execgraph_models", models_py)
+    models = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(models)
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
+    sym, shapes, _ = getattr(models, sys.argv[6])()
+    plan = at.Plan.from_json(open(plan_json).read())
+    eg = at.transform(sym, plan)
+    dt = plan.to_dtensor(objects=True)
+    mesh = init_device_mesh("cpu", tuple(dt["mesh"]["shape"]), mesh_dim_names=tuple(dt["mesh"]["dim_names"]))
+    checked = 0
+    for name, placements in dt["placements"].items():
+        whole = torch.arange(int(np.prod(plan.tensor_shapes[name])), dtype=torch.float64)
+        whole = whole.reshape(plan.tensor_shapes[name])
+        local = distribute_tensor(whole, mesh, placements).to_local()
+        buf = eg.buffers[eg.core.tile(eg.tensor_id[name], rank)]
+        box = tuple(slice(lo, hi) for lo, hi in zip(buf["lo"], buf["hi"]))
+        assert torch.equal(local, whole[box]), (name, rank, placements, buf["lo"], buf["hi"], tuple(local.shape))
+        checked += 1
+    dist.destroy_process_group()
+    print("checked", checked)
+""")
+
+
+def test_dtensor_distribute_tensor_over_gloo_holds_autotile_tiles(tmp_path):
+    """The export used for real: 4 gloo processes build the exported DeviceMesh, distribute_tensor
+    each parameter and input with the exported placements, and each process's local shard must
+    be the tile autotile's execution graph gives that device (values, not only boxes)."""
+    pytest.importorskip("torch", reason="torch is not installed (optional: DTensor export objects; CI installs it)")
+    sym, shapes, _ = models.cnn()
+    plan = at.plan(sym, mesh={"batch": 2, "model": 2}, shapes=shapes,
+                   layout={"data": {0: "batch"}, "conv*_weight": {0: "model"}, "fc_weight": {1: "model"}})
+    (tmp_path / "plan.json").write_text(plan.to_json())
+    models_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "execgraph", "models.py")
+    procs = [subprocess.Popen([sys.executable, "-c", _DTENSOR_GLOO_SCRIPT, models_py, str(tmp_path / "plan.json"),
+                               str(tmp_path / "rendezvous"), str(rank), "4", "cnn"],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(4)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
+        assert p.returncode == 0, f"rank {rank}: {err[-3000:]}"
+        assert int(out.split("checked")[1]) == len(plan.to_dtensor()["placements"]) >= len(plan.param_names)
