@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import threading
 import time
@@ -128,6 +129,17 @@ def _positive_int(text):
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _positive_float(text):
+    """--lr: a positive finite number (a usage error, exit 2, like any bad flag value)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive finite number, got {text!r}")
     return value
 
 
@@ -405,7 +417,7 @@ def add_init_args(sp) -> None:
     sp.add_argument("--init", default="xavier", choices=INITIALIZERS,
                     help="weight initializer (MXNet's: xavier = Xavier(uniform, avg, 3), normal = N(0, 0.01^2), "
                          "uniform = U(-0.07, 0.07)); biases 0, BatchNorm gamma 1")
-    sp.add_argument("--lr", type=float, default=0.1, help="SGD learning rate (gradients averaged over the batch)")
+    sp.add_argument("--lr", type=_positive_float, default=0.1, help="SGD learning rate (gradients averaged over the batch)")
 
 
 def build_parser() -> argparse.ArgumentParser:

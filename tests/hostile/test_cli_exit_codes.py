@@ -26,3 +26,13 @@ def test_a_model_error_is_exit_1(capsys):
     """An unknown model is a model error, not usage: exit 1, naming it."""
     assert cli.main(["plan", "no-such-model-xyz", "--devices", "2"]) == 1
     assert "no-such-model-xyz" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["run", "train"])
+@pytest.mark.parametrize("lr", ["-1", "0", "nan", "inf", "fast"])
+def test_a_learning_rate_that_is_not_positive_is_a_usage_error(command, lr, capsys):
+    """Like any bad flag value: exit 2 naming --lr, before a model is built."""
+    with pytest.raises(SystemExit) as e:
+        cli.main([command, "mlp-2-16", "--lr", lr])
+    assert e.value.code == 2
+    assert "argument --lr: expected a positive finite number" in capsys.readouterr().err
