@@ -1,9 +1,7 @@
 """ONNX importer (at.onnx.load): small models built with onnx.helper against onnxruntime, the
 node backend tests and light model-zoo nets shipped inside the onnx wheel against their
 reference outputs, and the errors users get for bad files and unsupported operators."""
-import importlib
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -17,8 +15,8 @@ import autotile as at  # noqa: E402
 from autotile.errors import Error  # noqa: E402
 from autotile.ops import registry  # noqa: E402
 
-from onnx_models import (assert_matches_ort, make_model, node_case_feeds, randomize_weights, run_autotile,  # noqa: E402
-                         run_ort)
+from onnx_models import (assert_matches_ort, make_model, node_case_feeds, node_cases, randomize_weights,  # noqa: E402
+                         run_autotile, run_ort)
 
 RNG = np.random.default_rng(0)
 ONNX_DIR = os.path.dirname(onnx.__file__)
@@ -603,19 +601,7 @@ NODE_RANDOM = {
 }
 
 
-def _node_cases():
-    import onnx.backend.test.case.node as node
-
-    state = np.random.get_state()  # the case generators reseed NumPy's global generator
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for family in NODE_FAMILIES:
-            importlib.import_module(f"onnx.backend.test.case.node.{family}")
-    np.random.set_state(state)
-    return {c.name: c for c in node._NodeTestCases}
-
-
-NODE_CASES = _node_cases()
+NODE_CASES = node_cases(NODE_FAMILIES)
 
 
 @pytest.mark.parametrize("name", sorted(NODE_CASES))

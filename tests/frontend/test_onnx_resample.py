@@ -3,8 +3,6 @@ independent oracles: the onnx wheel's node backend tests (the spec's reference o
 ConvTranspose, Resize, Upsample, ArgMax, ArgMin and ScatterND, and onnxruntime on small
 onnx.helper graphs; then U-Net / DCGAN-like graphs that use them train on k devices under
 random plans equal to one device."""
-import importlib
-import warnings
 
 import numpy as np
 import pytest
@@ -14,7 +12,7 @@ from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 import autotile as at  # noqa: E402
 from autotile.errors import Error  # noqa: E402
-from onnx_models import node_case_feeds  # noqa: E402
+from onnx_models import node_case_feeds, node_cases  # noqa: E402
 
 FAMILIES = ("convtranspose", "resize", "upsample", "argmax", "argmin", "scatternd")
 
@@ -28,16 +26,8 @@ UNSUPPORTED = {
 
 
 def _cases():
-    import onnx.backend.test.case.node as node
-
-    state = np.random.get_state()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for family in FAMILIES:
-            importlib.import_module(f"onnx.backend.test.case.node.{family}")
-    np.random.set_state(state)
     ops = {"ConvTranspose", "Resize", "Upsample", "ArgMax", "ArgMin", "ScatterND"}
-    return {c.name: c for c in node._NodeTestCases if {n.op_type for n in c.model.graph.node} <= ops}
+    return {name: c for name, c in node_cases(FAMILIES).items() if {n.op_type for n in c.model.graph.node} <= ops}
 
 
 CASES = _cases()
