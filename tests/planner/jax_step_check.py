@@ -107,6 +107,13 @@ def main():
             float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in params)
         report["plans"][name]["free_bytes"] = atj.collective_bytes(free.lower(params, inputs).compile().as_text(), 8)
         report["plans"][name]["free_constrained"] = len(free.constrained)
+        glob = atj.training_step(net, plan, lowering="global")
+        outputs, new_params = glob(params, inputs)
+        report["plans"][name]["global_param_err"] = max(
+            float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in params)
+        report["plans"][name]["global_mapped"] = len(glob.mapped)
+        report["plans"][name]["mapped"] = len(step.mapped)
+        report["plans"][name]["nodes"] = len(plan.node_strategies)
     for name, sym, shapes, inputs, params in zoo_models():
         ref = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
         for kind in ("tofu", "data"):
@@ -116,7 +123,9 @@ def main():
             report["plans"][f"{name}-{kind}"] = {
                 "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
                                  for k in step.param_names),
-                "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names)}
+                "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
+                "plan_bytes": plan.comm_bytes,
+                "compiled_bytes": atj.collective_bytes(step.lower(params, inputs).compile().as_text(), 8)}
     if len(sys.argv) > 1:  # the ONNX fixtures' directory
         sym, shapes, feeds = onnx_gpt2(sys.argv[1])
         ref = at.backend.run(sym, devices=1, inputs=feeds, train=True)
@@ -127,6 +136,13 @@ def main():
             "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in step.param_names),
             "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names)}
     import jax
+    report["bad_lowering"] = []
+    for kwargs in ({"lowering": "spmd"}, {"granularity": "axis"}):
+        try:
+            atj.training_step(net, next(plans(net))[1], **kwargs)
+            report["bad_lowering"].append("no error")
+        except at.Error as e:
+            report["bad_lowering"].append(str(e))
     try:
         atj.training_step(net, next(plans(net))[1], devices=jax.devices()[:4])
         report["too_few_devices"] = "no error"

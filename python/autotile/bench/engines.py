@@ -1,11 +1,15 @@
 """Plans taken to JAX: the bytes the plan says a training step moves (``plan.comm_bytes``)
-against the collectives of the step XLA compiles from it (``autotile.jax.training_step``:
-every tensor constrained to the plan's layout, jitted on a Mesh from the plan), on 8 host
-devices, in the same accounting (ring collectives, bytes received summed over devices), and
-the compiled step's largest difference from autotile's 1-device step. "gradients free": the
-same step with the parameter gradients left to XLA (``unconstrained="gradients"``).
+against the collectives of the step XLA compiles from it (``autotile.jax.training_step``,
+jitted on a Mesh from the plan), on 8 host devices, in the same accounting (ring
+collectives, bytes received summed over devices), and the compiled step's largest
+difference from autotile's 1-device step. "compiled" is the default lowering (each node a
+shard_map of its kernel, the plan's collectives written out: jax/node_map.py); "global
+view" the same step traced on whole arrays with every tensor constrained to the plan's
+layout, re-layouts left to XLA's partitioner. "differences" names, per row, the tensors
+whose compiled bytes differ from the plan's by more than 1% of the row's plan bytes, with
+the cause (``--detail``: every tensor that differs).
 
-    autotile bench engines [--quick]
+    autotile bench engines [--quick] [--detail]
 """
 from __future__ import annotations
 
@@ -122,6 +126,7 @@ def values(sym, shapes, rng):
 def measure(sym, shapes, make_plan, given) -> dict:
     import autotile as at
     import autotile.jax as atj
+    from autotile.jax.attribution import compiled_bytes_by_tensor, differences, plan_bytes_by_tensor
 
     plan = make_plan()
     step = atj.training_step(sym, plan)
@@ -131,18 +136,22 @@ def measure(sym, shapes, make_plan, given) -> dict:
     ref = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
     _, new_params = step(params, inputs)
     err = max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in step.param_names)
-    text = step.lower(params, inputs).compile().as_text()
+    found = atj.collectives(step.lower(params, inputs).compile().as_text(), DEVICES)
     by_kind = {}
-    for c in atj.collectives(text, DEVICES):
+    for c in found:
         by_kind[c["kind"]] = by_kind.get(c["kind"], 0) + c["bytes"]
     compiled = sum(by_kind.values())
-    # the same step with the parameter gradients left to XLA (it all-reduces them instead of
-    # lowering the plan's split gradient as all-reduce + slice)
-    free = atj.training_step(sym, plan, unconstrained="gradients")
-    free_bytes = atj.collective_bytes(free.lower(params, inputs).compile().as_text(), DEVICES)
+    diffs = differences(plan_bytes_by_tensor(step.exec_graph), compiled_bytes_by_tensor(found, step.scope_names),
+                        step)
+    glob = atj.training_step(sym, plan, lowering="global")
+    global_bytes = atj.collective_bytes(glob.lower(params, inputs).compile().as_text(), DEVICES)
     return {"ok": True, "plan_bytes": plan.comm_bytes, "compiled_bytes": compiled, "max_param_diff": err,
-            "by_kind": by_kind, "partial_tensors": sorted(step.layout["partial"]),
-            "gradients_free_bytes": free_bytes}
+            "by_kind": by_kind, "global_view_bytes": global_bytes, "differences": diffs,
+            "global_nodes": step.global_nodes}
+
+
+def _diff_line(d) -> str:
+    return f"{d['tensor']} {d['plan']}->{d['compiled']}: {d['short']}"
 
 
 def main(argv=None) -> int:
@@ -150,6 +159,7 @@ def main(argv=None) -> int:
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="the README MLP only")
+    p.add_argument("--detail", action="store_true", help="every tensor whose compiled bytes differ from the plan's")
     args = p.parse_args(argv)
     host_devices()
     try:
@@ -162,7 +172,7 @@ def main(argv=None) -> int:
               "after jax was imported?)")
         return 1
     t0 = time.perf_counter()
-    raw, rows = [], []
+    raw, rows, detail = [], [], []
     for model, sym, shapes, rules, given in models(args.quick):
         for name, make in plans(sym, shapes, rules):
             try:
@@ -173,16 +183,27 @@ def main(argv=None) -> int:
             if r["ok"]:
                 kinds = " ".join(f"{SHORT[k]} {v / 1e3:.0f}K" for k, v in sorted(r["by_kind"].items()))
                 plan_bytes = max(r["plan_bytes"], 1)
+                big = [d for d in r["differences"] if abs(d["compiled"] - d["plan"]) > 0.01 * plan_bytes]
                 rows.append((model, name, int(r["plan_bytes"]), r["compiled_bytes"],
-                             f"{r['compiled_bytes'] / plan_bytes:.2f}x", r["gradients_free_bytes"],
-                             f"{r['gradients_free_bytes'] / plan_bytes:.2f}x", f"{r['max_param_diff']:.1e}", kinds))
+                             f"{r['compiled_bytes'] / plan_bytes:.2f}x", r["global_view_bytes"],
+                             f"{r['global_view_bytes'] / plan_bytes:.2f}x", f"{r['max_param_diff']:.1e}", kinds,
+                             "; ".join(_diff_line(d) for d in big[:3]) + (f"; +{len(big) - 3} more" if len(big) > 3
+                                                                          else "") or "-"))
+                for d in r["differences"] if args.detail else ():
+                    detail.append((model, name, d["tensor"], d["plan"], d["compiled"],
+                                   " ".join(f"{SHORT[k]} {v}" for k, v in sorted(d["kinds"].items())) or "-",
+                                   d["cause"]))
             else:
-                rows.append((model, name, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", r["error"]))
+                rows.append((model, name, "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", "n/a", r["error"]))
             print(f"  {model} {name}: {time.perf_counter() - t0:.0f}s", file=sys.stderr)
     text = (f"plan bytes against XLA's compiled collectives, {DEVICES} host devices (jax {jax.__version__}); "
             "ring accounting, bytes received summed over devices\n"
-            + common.table(("model", "plan", "plan bytes", "compiled bytes", "ratio", "gradients free", "ratio",
-                            "max |dparam|", "compiled by kind (K = 1000 B)"), rows))
+            + common.table(("model", "plan", "plan bytes", "compiled bytes", "ratio", "global view", "ratio",
+                            "max |dparam|", "compiled by kind (K = 1000 B)", "differences > 1% (tensor plan->compiled: cause)"),
+                           rows))
+    if detail:
+        text += ("\n\nper tensor, where the compiled step moves other bytes than the plan's execution graph\n"
+                 + common.table(("model", "plan", "tensor", "plan B", "compiled B", "compiled by kind", "cause"), detail))
     print(text)
     path = common.write_json("engines.json", {"devices": DEVICES, "jax": jax.__version__, "results": raw,
                                               "table": text})

@@ -57,7 +57,8 @@ def _groups(line: str, devices: int) -> List[int]:
 
 def collectives(hlo_text: str, devices: int) -> List[Dict]:
     """Every collective of `hlo_text` (``compiled.as_text()``): its kind, per-device bytes,
-    group sizes and bytes in autotile's accounting."""
+    group sizes, bytes in autotile's accounting and the ``op_name`` of its metadata (the
+    jax named scopes it was traced under)."""
     found = []
     for line in hlo_text.splitlines():
         m = _LINE.search(line)
@@ -80,8 +81,9 @@ def collectives(hlo_text: str, devices: int) -> List[Dict]:
             groups = _groups(line, devices)
             factor = 2 if kind == "all-reduce" else 1
             total = sum(factor * (n - 1) * per_device for n in groups)
+        name = re.search(r'op_name="([^"]*)"', line)
         found.append({"kind": kind, "bytes_per_device": per_device, "groups": groups, "bytes": total,
-                      "line": line.strip()[:200]})
+                      "op_name": name.group(1) if name else "", "line": line.strip()[:200]})
     return found
 
 

@@ -66,15 +66,33 @@ class TrainingStep:
     ``.compile().as_text()`` is the partitioned program). ``step.mesh`` and ``step.layout``
     are the mesh and ``plan.to_jax(tensors="all")``; ``step.constrained`` names the tensors
     given a sharding constraint (all but those the plan leaves partial and those in
-    `unconstrained`, whose layout XLA then chooses)."""
+    `unconstrained`, whose layout XLA then chooses).
 
-    def __init__(self, sym, plan, optimizer_args=None, granularity=None, devices=None, unconstrained=()):
+    With ``lowering="shard_map"`` (the default) every node whose tiles are mesh tiles runs as
+    a ``jax.shard_map`` of its kernel over the plan's mesh (one mesh axis per cut), its
+    partial sums reduced as the plan reduces them (jax/node_map.py); ``step.mapped`` names
+    those nodes, ``step.global_nodes`` the others with the reason. ``lowering="global"``
+    traces every node on whole arrays and leaves each re-layout to XLA's partitioner. Each
+    node traces under ``jax.named_scope("at_n<i>")`` and each re-layout of a tensor under
+    ``"at_t<i>"`` (``step.scope_names`` maps them back), so the compiled program's
+    collectives can be attributed (:func:`autotile.jax.collectives_by_tensor`)."""
+
+    def __init__(self, sym, plan, optimizer_args=None, granularity=None, devices=None, unconstrained=(),
+                 lowering="shard_map"):
         jax, _ = _jax()
         from ..autodiff import training_graph
         from ..symbol.infer import infer_entry_shapes
 
         if not plan.train:
             raise Error("autotile.jax.training_step needs a training plan (this plan was made with train=False)")
+        if lowering not in ("shard_map", "global"):
+            raise Error(f"lowering must be 'shard_map' or 'global', got {lowering!r}")
+        if lowering == "shard_map":
+            if granularity not in (None, "cut"):
+                raise Error(f"lowering='shard_map' runs on the mesh of one axis per cut (granularity 'cut'), "
+                            f"got granularity={granularity!r}; pass lowering='global' for another mesh")
+            granularity = "cut"
+        self.lowering = lowering
         arguments = set(sym.list_arguments())
         self.tg = tg = training_graph(sym, optimizer=plan.optimizer, optimizer_args=optimizer_args,
                                       shapes={k: v for k, v in plan.input_shapes.items() if k in arguments})
@@ -82,6 +100,7 @@ class TrainingStep:
         self.mesh, self.layout = mesh_of(plan, granularity, devices)
         specs = self.layout["specs"]
         free = self._unconstrained(unconstrained)
+        self._free = free
         self._sharding = {n: jax.sharding.NamedSharding(self.mesh, _spec(s)) for n, s in specs.items()
                           if n not in free}
         graph_inputs = tg.symbol.list_inputs()
@@ -101,7 +120,144 @@ class TrainingStep:
         self._entry_shape = entry
         in_sh = ({n: self._sharding[n] for n in self.param_names + self.aux_names if n in self._sharding},
                  {n: self._sharding[n] for n in self.data_names if n in self._sharding})
+        self.scope_names = {f"at_t{i}": n for i, n in enumerate(sorted(plan.tensor_tilings))}
+        self.scope_names.update({f"at_n{i}": n.name for i, n in enumerate(names)})
+        self._scope = {n: s for s, n in self.scope_names.items()}
+        self.mapped, self.global_nodes = {}, {}
+        #: tensor -> how its re-layouts were lowered where that may cost more than the plan
+        #: ("xla: src -> dst at node", "move", "order", "uneven: ...")
+        self.notes = {}
+        self._eg, self._optimizer_args = None, optimizer_args
+        if lowering == "shard_map":
+            self._map_nodes()
+        else:
+            self.global_nodes = {n.name: "lowering='global'" for n in names}
         self._jitted = jax.jit(self._trace, in_shardings=self._full(in_sh))
+
+    def _map_nodes(self):
+        """The per-device tiles of every node (the plan's execution graph) as shard_map specs."""
+        from .node_map import node_maps
+
+        eg = self.exec_graph
+        mesh = self.layout["mesh"]
+        self.mapped, self.global_nodes = node_maps(eg, tuple(mesh["shape"]), tuple(mesh["axis_names"]))
+        for n in self.tg.symbol.topo_nodes():  # a tensor left to XLA: its producer and readers too
+            if n.is_variable or n.name not in self.mapped:
+                continue
+            touched = [s.name if s.is_variable else s.output_names()[i] for s, i in n.inputs] + n.output_names()
+            free = [t for t in touched if t in self._free]
+            if free:
+                del self.mapped[n.name]
+                self.global_nodes[n.name] = f"reads or writes '{free[0]}', which is left to XLA (unconstrained)"
+        for n in self.tg.symbol.topo_nodes():
+            if not n.is_variable and n.name not in self.mapped and n.name not in self.global_nodes:
+                self.global_nodes[n.name] = "not in the execution graph"
+
+    @property
+    def exec_graph(self):
+        """autotile's execution graph of the plan (``execgraph.transform``): the tiles each
+        device computes and the fetches between them."""
+        if self._eg is None:
+            from ..execgraph.graph import transform
+
+            self._eg = transform(self.sym, self.plan, optimizer_args=self._optimizer_args)
+        return self._eg
+
+    def _note(self, tensor, node, src, dst, steps):
+        """Record how a re-layout of `tensor` at `node` was lowered, for the bench's causes."""
+        if src is None or dst is None or tuple(src) == tuple(dst):
+            return
+        if steps is None:
+            self.notes.setdefault(tensor, []).append(f"xla: {_spec(src)} -> {_spec(dst)} at {node}")
+        elif any(s[0] == "move" for s in steps):
+            self.notes.setdefault(tensor, []).append("move")
+        elif sum(s[0] == "a2a" for s in steps) > 1:
+            self.notes.setdefault(tensor, []).append(f"a2a: {sum(s[0] == 'a2a' for s in steps)}")
+
+    def _stored(self, name):
+        """The stored layout of tensor `name` as a mesh spec (per dimension, a tuple of mesh
+        axes), None if it has no constraint."""
+        spec = self.layout["specs"].get(name)
+        if spec is None or name not in self._sharding:
+            return None
+        return tuple(() if e is None else (e,) if isinstance(e, str) else tuple(e) for e in spec)
+
+    def _mapped_node(self, node, m, args, kernel, n_args):
+        """Outputs of `node` run as a shard_map of its kernel (jax/node_map.py)."""
+        import jax
+        import jax.numpy as jnp
+        from jax.sharding import NamedSharding
+
+        from ..ops.registry import KernelContext, node_key
+        from .node_map import apply_relayout, device_index, reduce_partial, reduction, relayout, tile_offset
+
+        sizes = dict(zip(self.mesh.axis_names, self.mesh.devices.shape))
+        read = [j for j, s in enumerate(m.in_specs) if s is not None]
+        names = [src.name if src.is_variable else src.output_names()[i] for src, i in node.inputs]
+        # each input enters the map in its stored layout and is re-laid out inside it by the
+        # plan's collectives (node_map.relayout); where those cannot, XLA re-lays it out first
+        enter, inside = {}, {}
+        for j in read:
+            stored = self._stored(names[j])
+            steps = None if stored is None else relayout(stored, m.in_specs[j], sizes, self.plan.tensor_shapes[names[j]])
+            self._note(names[j], node.name, stored, m.in_specs[j], steps)
+            if steps is None:
+                with jax.named_scope(self._scope.get(names[j], "at_t")):
+                    args[j] = jax.lax.with_sharding_constraint(args[j], NamedSharding(self.mesh, _spec(m.in_specs[j])))
+                enter[j], inside[j] = m.in_specs[j], []
+            else:
+                enter[j], inside[j] = stored, steps
+        outs_names = node.output_names()
+        plans, exits = [], []
+        for n, spec, summed, tile in zip(outs_names, m.out_specs, m.partial, m.out_tiles):
+            scatters, left, spec, notes = reduction(spec, summed, self._stored(n), tile, sizes,
+                                                     self.plan.tensor_shapes[n]) if summed else \
+                ([], (), spec, [])
+            stored = self._stored(n)
+            steps = None if stored is None else relayout(spec, stored, sizes, self.plan.tensor_shapes[n])
+            self.notes.setdefault(n, []).extend(notes)
+            self._note(n, node.name, spec, stored, steps)
+            plans.append((scatters, left, steps or []))
+            exits.append(spec if steps is None else stored)
+        dtypes = {j: args[j].dtype for j in range(len(args))}
+        full = [tuple(self.plan.tensor_shapes[n]) for n in outs_names]
+
+        def run(attrs, ins):
+            ctx = KernelContext(is_train=True, aux=list(ins[n_args:]), xp=jnp, key=node_key(node.name), out=None)
+            outs = kernel(attrs, list(ins), ctx)
+            result = []
+            for o, tile, spec, shape in zip(outs, m.out_tiles, m.out_specs, full):
+                o = jnp.asarray(o)
+                for d in range(o.ndim if o.ndim == len(tile) else 0):  # a whole dim computed: keep the tile's part
+                    if o.shape[d] != tile[d] and o.shape[d] == shape[d]:
+                        o = jax.lax.dynamic_slice_in_dim(o, tile_offset(spec, d, tile[d], sizes), tile[d], d)
+                result.append(o)
+            return result
+
+        def body(*local):
+            ins, k = [], 0
+            for j in range(len(m.in_specs)):
+                if m.in_specs[j] is None:
+                    ins.append(jnp.zeros(m.shape_only[j], dtypes[j]))
+                    continue
+                with jax.named_scope(self._scope.get(names[j], "at_t")):
+                    ins.append(apply_relayout(local[k], inside[j], sizes))
+                k += 1
+            if len(m.attrs) == 1:
+                outs = run(m.attrs[0], ins)
+            else:
+                group = jnp.asarray(np.array(m.groups, np.int32))[device_index(self.mesh.axis_names,
+                                                                                self.mesh.devices.shape)]
+                outs = jax.lax.switch(group, [lambda v, a=a: run(a, v) for a in m.attrs], ins)
+            reduced = []
+            for n, o, (scatters, left, steps) in zip(outs_names, outs, plans):
+                with jax.named_scope(self._scope.get(n, "at_t")):
+                    reduced.append(apply_relayout(reduce_partial(o, scatters, left), steps, sizes))
+            return tuple(reduced)
+
+        fn = jax.shard_map(body, mesh=self.mesh, in_specs=tuple(_spec(enter[j]) for j in read),
+                           out_specs=tuple(_spec(spec) for spec in exits), check_vma=False)
+        return list(fn(*[args[j] for j in read]))
 
     def _unconstrained(self, names):
         """Tensor names to leave to XLA: `names`, with "gradients" standing for the parameter
@@ -129,9 +285,13 @@ class TrainingStep:
         import jax
 
         sh = self._sharding.get(name)
-        return value if sh is None else jax.lax.with_sharding_constraint(value, sh)
+        if sh is None:
+            return value
+        with jax.named_scope(self._scope.get(name, "at_t")):
+            return jax.lax.with_sharding_constraint(value, sh)
 
     def _trace(self, params, inputs):
+        import jax
         import jax.numpy as jnp
 
         from ..ops.registry import KernelContext, node_key
@@ -161,7 +321,9 @@ class TrainingStep:
             if kernel is None:
                 raise Error(f"node '{node.name}' (op {node.op}) has no kernel")
             try:
-                outs = kernel(attrs, args, ctx)
+                with jax.named_scope(self._scope[node.name]):
+                    m = self.mapped.get(node.name)
+                    outs = self._mapped_node(node, m, args, kernel, n_args) if m else kernel(attrs, args, ctx)
             except Error:
                 raise
             except Exception as e:  # a NumPy-only kernel meets a traced array
@@ -210,14 +372,18 @@ class TrainingStep:
 
 
 def training_step(model, plan, optimizer_args: Optional[Dict] = None, granularity: Optional[str] = None,
-                  devices=None, batch: Optional[int] = None, unconstrained=()) -> TrainingStep:
+                  devices=None, batch: Optional[int] = None, unconstrained=(), lowering: str = "shard_map") -> TrainingStep:
     """The training step of `model` (Symbol, model path or zoo name) as `plan` tiles it, in
     JAX: see :class:`TrainingStep`. `optimizer_args` (``lr``, ``momentum``...) as in
     ``backend.run``; `devices` the JAX devices to use (default ``jax.devices()``);
-    `unconstrained` names tensors left to XLA (``"gradients"``: the parameter gradients; XLA
-    on CPU lowers a split gradient as an all-reduce and a slice, docs/layouts.md)."""
+    `unconstrained` names tensors left to XLA, their producers and readers traced in the
+    global view (``"gradients"``: the parameter gradients; XLA
+    on CPU lowers a split gradient as an all-reduce and a slice, docs/layouts.md);
+    `lowering` "shard_map" (nodes as per-device kernels with the plan's collectives) or
+    "global" (whole arrays, re-layouts left to XLA): see :class:`TrainingStep`."""
     from ..arguments import check_plan
     from ..model_input import as_symbol
 
     check_plan(plan)
-    return TrainingStep(as_symbol(model, batch=batch), plan, optimizer_args, granularity, devices, unconstrained)
+    return TrainingStep(as_symbol(model, batch=batch), plan, optimizer_args, granularity, devices, unconstrained,
+                        lowering)
