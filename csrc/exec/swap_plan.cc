@@ -19,8 +19,10 @@ struct Live {
 
 // Liveness as plan_memory computes it (exec/memory_plan.cc): from the producer's time (graph
 // inputs: before everything) to the last reader's; planned tiles of outputs to the end.
+// A buffer moved to the host pool holds no device memory.
 Live liveness(const ExecGraph& eg, const Graph& g, int id) {
   const Buffer& b = eg.buffers[id];
+  if (b.host) return {-1, -1, 0};
   int64_t begin = b.producer >= 0 ? eg.ops[b.producer].time : -1, end = begin;
   for (int r : b.readers) end = std::max(end, eg.ops[r].time);
   const Tensor& t = g.tensor(b.tensor);
@@ -80,43 +82,35 @@ int add_buffer(ExecGraph& eg, const Buffer& like, bool host) {
   return static_cast<int>(eg.buffers.size()) - 1;
 }
 
-// Moves buffer `id` out after `last` and back before `next`; readers at or after `next` read
-// the copy, and for a step output (`output`) the copy becomes the tile. Returns the copy's id.
-int swap(ExecGraph& eg, int id, int64_t out_time, int64_t in_time, bool output) {
+// The tile of a step output (`output`) moves with its value: readers at or after the swap-in
+// read the copy, and so does the gather at the end.
+void set_tile(ExecGraph& eg, int id, int to) {
+  const Buffer& b = eg.buffers[id];
+  eg.tile_of[static_cast<size_t>(b.tensor) * eg.devices + b.device] = to;
+}
+
+// A swap-in at `in_time` of host buffer `host` into a new device buffer; every reader of `id`
+// at or after `in_time` reads the new buffer instead. Returns the new buffer's id.
+int swap_in(ExecGraph& eg, int id, int host, int64_t in_time, std::vector<int> deps) {
   const int device = eg.buffers[id].device;
-  const int host = add_buffer(eg, eg.buffers[id], true);
   const int copy = add_buffer(eg, eg.buffers[id], false);
   std::vector<int> later;
   for (int r : eg.buffers[id].readers)
     if (eg.ops[r].time >= in_time) later.push_back(r);
-  const NodeId node = later.empty() ? kNone : eg.ops[later.front()].node;
-
-  ExecOp out;
-  out.kind = ExecKind::kSwapOut;
-  out.device = device;
-  out.node = node;
-  out.outputs = {host};
-  out.pieces = {Piece{id, eg.buffers[id].box}};
-  if (eg.buffers[id].producer >= 0) out.deps.push_back(eg.buffers[id].producer);
-  out.time = out_time;
-  const int out_id = add_op(eg, std::move(out));
   ExecOp in;
   in.kind = ExecKind::kSwapIn;
   in.device = device;
-  in.node = node;
+  in.node = later.empty() ? kNone : eg.ops[later.front()].node;
   in.outputs = {copy};
   in.pieces = {Piece{host, eg.buffers[id].box}};
-  in.deps.push_back(out_id);
+  in.deps = std::move(deps);
   in.time = in_time;
   const int in_id = add_op(eg, std::move(in));
-
-  eg.buffers[host].producer = out_id;
-  eg.buffers[host].readers = {in_id};
-  eg.buffers[copy].producer = in_id;
   auto& readers = eg.buffers[id].readers;
   readers.erase(std::remove_if(readers.begin(), readers.end(), [&](int r) { return eg.ops[r].time >= in_time; }),
                 readers.end());
-  readers.push_back(out_id);
+  eg.buffers[host].readers.push_back(in_id);
+  eg.buffers[copy].producer = in_id;
   for (int r : later) {
     ExecOp& op = eg.ops[r];
     for (int& x : op.inputs)
@@ -126,29 +120,101 @@ int swap(ExecGraph& eg, int id, int64_t out_time, int64_t in_time, bool output) 
     op.deps.push_back(in_id);
     eg.buffers[copy].readers.push_back(r);
   }
-  // A step output's tile comes back by the end of the step: the copy is now the tile (the
-  // result the runtime gathers), and the original's memory is free after the swap-out.
-  if (output) eg.tile_of[static_cast<size_t>(eg.buffers[id].tensor) * eg.devices + device] = copy;
-  eg.copy_schedule[device].push_back(out_id);
   eg.copy_schedule[device].push_back(in_id);
   return copy;
 }
 
+// The host buffer already holding the value of device buffer `id` when `id` was swapped in
+// and not rewritten since (a buffer is written once; an op overwriting it in place is its last
+// reader, later than any swap of it), else -1.
+int host_source(const ExecGraph& eg, int id) {
+  const int p = eg.buffers[id].producer;
+  return p >= 0 && eg.ops[p].kind == ExecKind::kSwapIn ? eg.ops[p].pieces[0].src : -1;
+}
+
+// A swap-out of `id` at `out_time` into a new host buffer (none when `id` was swapped in: the
+// host already holds its value); returns the host buffer and the op a swap-in of it waits for.
+std::pair<int, int> swap_out(ExecGraph& eg, int id, int64_t out_time) {
+  if (int host = host_source(eg, id); host >= 0) return {host, eg.buffers[id].producer};
+  const int device = eg.buffers[id].device;
+  const int host = add_buffer(eg, eg.buffers[id], true);
+  ExecOp out;
+  out.kind = ExecKind::kSwapOut;
+  out.device = device;
+  out.node = eg.ops[eg.buffers[id].producer].node;  // swap_out runs only on computed buffers
+  out.outputs = {host};
+  out.pieces = {Piece{id, eg.buffers[id].box}};
+  if (eg.buffers[id].producer >= 0) out.deps.push_back(eg.buffers[id].producer);
+  out.time = out_time;
+  const int out_id = add_op(eg, std::move(out));
+  eg.buffers[host].producer = out_id;
+  eg.buffers[id].readers.push_back(out_id);
+  eg.copy_schedule[device].push_back(out_id);
+  return {host, out_id};
+}
+
+// How buffer `id` leaves the device across the over-budget point (Swap::kind).
+struct Swap {
+  enum Kind { kGap, kLoad, kStay } kind = kGap;
+  int64_t out_time = 0, in_time = 0;
+};
+
+// Moves buffer `id` off the device as `how` says, appending the device buffers it adds to
+// `added`. A graph input's tile moves to the host pool first (the runtimes load it there before
+// the step; it stays the tile) and is swapped in before its first use (kLoad: that is all);
+// copies of it are swapped in from there, never out. kGap: out after the last use before the
+// gap, back before the next (a step output's tile moves to the copy). kStay: a step output idle
+// to the end goes to the host and stays there; its host buffer is the tile the runtimes gather.
+void swap(ExecGraph& eg, int id, const Swap& how, bool output, std::vector<int>& added) {
+  const Buffer& b = eg.buffers[id];
+  if (b.producer < 0 && eg.tile(b.tensor, b.device) == id) {
+    eg.buffers[id].host = true;
+    if (eg.buffers[id].readers.empty()) return;
+    int64_t first = kForever;
+    for (int r : eg.buffers[id].readers) first = std::min(first, eg.ops[r].time);
+    const int copy = swap_in(eg, id, id, how.kind == Swap::kLoad ? how.in_time : first - 1, {});
+    added.push_back(copy);
+    if (how.kind == Swap::kLoad) return;
+    id = copy, output = false;
+  }
+  auto [host, ready] = swap_out(eg, id, how.out_time);
+  if (how.kind == Swap::kStay) {
+    set_tile(eg, id, host);
+    return;
+  }
+  std::vector<int> deps = {ready};
+  if (ready == eg.buffers[id].producer) {
+    // swapped in again from the host buffer: after the last use of the copy it replaces on this
+    // device (there is no swap-out to wait for, and two copies at once would be wasted memory)
+    int last = -1;
+    for (int r : eg.buffers[id].readers)
+      if (eg.ops[r].time < how.in_time && eg.ops[r].device == eg.buffers[id].device &&
+          (last < 0 || eg.ops[r].time > eg.ops[last].time))
+        last = r;
+    if (last >= 0) deps.push_back(last);
+  }
+  const int copy = swap_in(eg, id, host, how.in_time, std::move(deps));
+  added.push_back(copy);
+  if (output) set_tile(eg, id, copy);
+}
+
 // Moves every swap-in of `ids` (one device's buffers) as early as memory allows, so that the
 // copy hides behind compute (the thesis's swap planner prefetches as early as possible): in
-// order of next use, each to the earliest time after its swap-out from which its copy, added
-// to the live bytes, keeps every point up to its next use within `budget`. Points already
-// over the budget (nothing could be swapped there) keep their swap-ins just in time.
+// order of next use, each to the earliest time after what it waits for (its swap-out, or the
+// start of the step for an input loaded into the host pool) from which its copy, added to the
+// live bytes, keeps every point up to its next use within `budget`. Points already over the
+// budget (nothing could be swapped there) keep their swap-ins just in time.
 void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>& ids, int64_t budget) {
   int64_t horizon = 0;
   std::vector<std::pair<int64_t, int>> ins;  // (next use, swap-in op)
   for (int id : ids) {
     const Buffer& b = eg.buffers[id];
+    if (b.host) continue;
     for (int r : b.readers) horizon = std::max(horizon, eg.ops[r].time);
     if (b.producer < 0) continue;
     horizon = std::max(horizon, eg.ops[b.producer].time);
-    if (eg.ops[b.producer].kind != ExecKind::kSwapIn) continue;
-    int64_t first = b.readers.empty() ? eg.ops[b.producer].time + 1 : kForever;  // an output: the end
+    if (eg.ops[b.producer].kind != ExecKind::kSwapIn || b.readers.empty()) continue;
+    int64_t first = kForever;
     for (int r : b.readers) first = std::min(first, eg.ops[r].time);
     ins.push_back({first, b.producer});
   }
@@ -165,7 +231,9 @@ void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>
   std::sort(ins.begin(), ins.end());
   for (auto [next, in_id] : ins) {
     ExecOp& in = eg.ops[in_id];
-    const int64_t bytes = eg.buffers[in.outputs[0]].bytes, after = eg.ops[in.deps.front()].time;
+    const int64_t bytes = eg.buffers[in.outputs[0]].bytes;
+    int64_t after = -1;
+    for (int d : in.deps) after = std::max(after, eg.ops[d].time);
     int64_t t = in.time;
     while (t - 1 > after && live[t] + bytes <= budget) --t;  // live[t] is time t - 1
     for (int64_t s = t; s < in.time; ++s) live[s + 1] += bytes;
@@ -173,13 +241,48 @@ void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>
   }
 }
 
+// How buffer `id` (live as `iv`) can leave the device across time `at`, and for how long
+// (the gap); {kGap, -1} when it cannot. `end_time` is the end of the step.
+std::pair<Swap, int64_t> way_out(const ExecGraph& eg, int id, const Live& iv, int64_t at, int64_t end_time,
+                                 int64_t hold) {
+  const Buffer& b = eg.buffers[id];
+  const bool output = iv.end >= kForever;
+  const bool tile = eg.tile(b.tensor, b.device) == id;
+  int64_t first = kForever, last = b.producer >= 0 ? eg.ops[b.producer].time : -1;
+  for (int r : b.readers) first = std::min(first, eg.ops[r].time), last = std::max(last, eg.ops[r].time);
+  Swap how;
+  if (b.producer < 0 && tile) {
+    // A graph input (data, a weight, an optimizer state) waits in the host pool from before
+    // the step to just before its first use (the runtimes load it there).
+    if (at < first - 1 || (output && at > last)) {
+      how.kind = Swap::kLoad;
+      how.in_time = first >= kForever ? kForever : first - 1;
+      return {how, (first >= kForever ? end_time : first) + 1};
+    }
+  }
+  if (output && b.producer >= 0 && at > last) {
+    // A step output idle from its last use to the end of the step goes to the host and stays:
+    // its host buffer is the tile the runtimes gather.
+    how.kind = Swap::kStay;
+    how.out_time = std::max(last + 1, std::min(last + 1 + hold, at - 1));
+    if (how.out_time >= at && host_source(eg, id) < 0) return {how, -1};
+    return {how, end_time - how.out_time};
+  }
+  auto [before, next] = gap_around(eg, id, at);
+  if (before < -1 || next < 0) return {how, -1};
+  // swap-ins start just in time; prefetch_swap_ins moves them earlier afterwards
+  how.out_time = std::max(before + 1, std::min(before + 1 + hold, at - 1));
+  how.in_time = next - 1;
+  if (!(how.out_time < at && at < how.in_time)) return {how, -1};
+  return {how, how.in_time - how.out_time};
+}
+
 }  // namespace
 
 int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   eg.copy_schedule.resize(eg.devices);
   int swaps = 0;
-  // The end of the step on the memory clock: a step output's tile must be back by then.
-  int64_t end_time = 0;
+  int64_t end_time = 0;  // the end of the step on the memory clock
   for (const ExecOp& op : eg.ops) end_time = std::max(end_time, op.time + 2);
   for (int dev = 0; dev < eg.devices; ++dev) {
     std::vector<int> ids;
@@ -194,35 +297,23 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
       if (bytes <= budget) break;
       // The buffer idle across the peak that frees the most: largest, then longest gap.
       int best = -1;
-      int64_t best_bytes = 0, best_gap = 0, best_out = 0, best_in = 0;
-      bool best_output = false;
+      int64_t best_bytes = 0, best_gap = 0;
+      Swap best_how;
       for (size_t k = 0; k < ids.size(); ++k) {
-        int id = ids[k];
-        if (swapped[id] || eg.buffers[id].bytes == 0) continue;
-        // A step output's tile (the updated weights) idles from its last use to the end of the
-        // step: it may wait on the host and come back at the end. Inputs kept to the end are
-        // not moved (the runtime loads them into this very buffer).
-        const bool output = live[k].end >= kForever;
-        if (output && eg.buffers[id].producer < 0) continue;
-        auto [last, next] = output ? std::pair<int64_t, int64_t>{live[k].begin, end_time} : gap_around(eg, id, at);
-        if (output)
-          for (int r : eg.buffers[id].readers) last = std::max(last, eg.ops[r].time);
-        if (output && last >= at) continue;
-        if (last < -1 || next < 0) continue;
-        // swap-ins start just in time; prefetch_swap_ins moves them earlier afterwards
-        int64_t out_time = std::max(last + 1, std::min(last + 1 + hold, at - 1)), in_time = next - 1;
-        if (!(out_time < at && at < in_time)) continue;
-        int64_t gap = in_time - out_time;
-        if (eg.buffers[id].bytes > best_bytes || (eg.buffers[id].bytes == best_bytes && gap > best_gap)) {
-          best = id, best_bytes = eg.buffers[id].bytes, best_gap = gap, best_out = out_time, best_in = in_time;
-          best_output = output;
-        }
+        const int id = ids[k];
+        if (swapped[id] || live[k].bytes == 0 || live[k].begin > at || live[k].end < at) continue;
+        auto [how, gap] = way_out(eg, id, live[k], at, end_time, hold);
+        if (gap < 0) continue;
+        if (live[k].bytes > best_bytes || (live[k].bytes == best_bytes && gap > best_gap))
+          best = id, best_bytes = live[k].bytes, best_gap = gap, best_how = how;
       }
       if (best < 0) break;  // nothing idle across the peak: swapping cannot lower it
-      int copy = swap(eg, best, best_out, best_in, best_output);
+      const bool output = liveness(eg, graph, best).end >= kForever;
+      // A copy may move again across a later point (a weight between its forward and backward
+      // use): it is swapped in again from the host buffer that still holds its value.
+      swap(eg, best, best_how, output, ids);
       swapped.resize(eg.buffers.size(), 0);
-      swapped[best] = swapped[copy] = 1;
-      ids.push_back(copy);
+      swapped[best] = 1;
       ++swaps;
     }
     prefetch_swap_ins(eg, graph, ids, budget);

@@ -6,10 +6,16 @@
 // that is idle across that point for longest-and-largest (a gap between two uses: an
 // activation kept for the backward pass, a weight between its forward and backward use),
 // copy it to the host pool after its last use before the gap (swap-out) and back into a new
-// buffer shortly before its next use (swap-in), and point the later readers at the copy. The
-// swap ops run on the device's copy stream, so they overlap compute; the memory plan then runs
-// on the augmented graph and places the arena, and every later writer of reused memory waits
-// for the swap-out as for any reader.
+// buffer shortly before its next use (swap-in), and point the later readers at the copy. A
+// buffer swapped in and idle again is swapped in again from the same host buffer (no second
+// swap-out). The step's own ends move too (SwapAdvisor keeps them in host memory): a graph
+// input (data, weights, optimizer states) may be loaded into the host pool before the step and
+// swapped in before its first use, and a step output (updated weights, gradients, new states)
+// idle to the end may go to the host and stay there; those host buffers are the tiles the
+// runtimes load and gather, so the results live in host memory between steps. The swap ops
+// run on the device's copy stream, so they overlap compute; the memory plan then runs on the
+// augmented graph and places the arena, and every later writer of reused memory waits for the
+// swap-out as for any reader.
 #pragma once
 #include <cstdint>
 

@@ -48,6 +48,46 @@ def lstm():
 MODELS = {"mlp": deep_mlp, "cnn": deep_cnn, "lstm": lstm}
 
 
+def host_ready(eg, op_id, host):
+    """True when swap-in `op_id` waits, directly or through earlier swap-ins of the same host
+    buffer, for the op that wrote `host` (inputs loaded there before the step need none)."""
+    writer = eg.buffers[host]["producer"]
+    seen, todo = set(), [op_id]
+    while todo:
+        i = todo.pop()
+        for d in eg.ops[i]["deps"]:
+            if d == writer:
+                return True
+            o = eg.ops[d]
+            if d not in seen and o["kind"] == "swap_in" and o["pieces"][0][0] == host:
+                seen.add(d)
+                todo.append(d)
+    return writer < 0
+
+
+def check_swap_ops(eg):
+    """The swap ops of `eg` are well formed: each copies one whole buffer between a device's
+    arena and its host pool on the device's copy stream; a swap-in reads a host buffer that is
+    a graph input loaded there or that it waits to be written, before every reader of its copy;
+    a swapped-out buffer comes back or is the tile of a step output (a result that stays)."""
+    swaps_in = [i for i, o in enumerate(eg.ops) if o["kind"] == "swap_in"]
+    assert swaps_in and any(o["kind"] == "swap_out" for o in eg.ops)
+    for i, o in enumerate(eg.ops):
+        if o["kind"] not in ("swap_out", "swap_in"):
+            continue
+        src, dst = eg.buffers[o["pieces"][0][0]], eg.buffers[o["outputs"][0]]
+        assert src["device"] == dst["device"] == o["device"] and src["bytes"] == dst["bytes"]
+        assert (src["host"], dst["host"]) == ((False, True) if o["kind"] == "swap_out" else (True, False))
+        assert i in eg.core.copy_schedule(o["device"])
+        if o["kind"] == "swap_in":
+            assert host_ready(eg, i, o["pieces"][0][0]), f"swap-in op {i} does not wait for its host copy"
+            assert src["producer"] >= 0 or eg.core.tile(src["tensor"], o["device"]) == o["pieces"][0][0]
+            assert all(eg.ops[r]["time"] > o["time"] for r in dst["readers"])
+        else:
+            host = o["outputs"][0]
+            assert dst["readers"] or eg.core.tile(dst["tensor"], o["device"]) == host, f"swap-out op {i} is lost"
+
+
 @pytest.mark.parametrize("name", sorted(MODELS))
 @pytest.mark.parametrize("devices", [1, 2])
 def test_half_the_memory_gives_the_same_step(name, devices):
@@ -59,19 +99,7 @@ def test_half_the_memory_gives_the_same_step(name, devices):
     eg = transform(sym, plan)
     check_memory_plan(eg)
     assert all(eg.peak_memory(d) <= budget for d in range(devices))
-    swaps_out = [o for o in eg.ops if o["kind"] == "swap_out"]
-    swaps_in = [o for o in eg.ops if o["kind"] == "swap_in"]
-    assert swaps_out and len(swaps_out) == len(swaps_in)
-    for i, o in enumerate(eg.ops):
-        if o["kind"] not in ("swap_out", "swap_in"):
-            continue
-        src, dst = eg.buffers[o["pieces"][0][0]], eg.buffers[o["outputs"][0]]
-        assert src["device"] == dst["device"] == o["device"]
-        assert (src["host"], dst["host"]) == ((False, True) if o["kind"] == "swap_out" else (True, False))
-        assert i in eg.core.copy_schedule(o["device"])
-        if o["kind"] == "swap_in":  # after its swap-out, before every reader of the copy
-            assert any(eg.ops[d]["kind"] == "swap_out" for d in o["deps"])
-            assert all(eg.ops[r]["time"] > o["time"] for r in dst["readers"])
+    check_swap_ops(eg)
     vals = values(sym, shapes, classes)
     inputs = {k: vals[k] for k in shapes}
     params = {k: v for k, v in vals.items() if k not in shapes}
@@ -117,23 +145,22 @@ def test_swap_needs_a_budget():
         transform(sym, plan, swap=True)
 
 
-def test_step_outputs_wait_on_the_host_until_the_end():
+def test_step_outputs_stay_on_the_host():
     """An LSTM step on one device at half its need: besides activations, some of the step's
     outputs (updated weights, idle from their update to the end of the step) go to the host
-    once computed and come back before the step ends (as early as memory allows); their copies
-    become the tiles the runtime gathers (test_half_the_memory_gives_the_same_step checks the values)."""
+    once computed and stay there; their host buffers are the tiles the runtime gathers
+    (test_half_the_memory_gives_the_same_step checks the values), and nothing brings them back."""
     sym, shapes, _ = MODELS["lstm"]()
     plan = at.plan(sym, devices=1, shapes=shapes)
     need = transform(sym, plan).peak_memory(0)
     plan.swap_budget = need // 2
     eg = transform(sym, plan)
     check_memory_plan(eg)
-    back = [o for o in eg.ops if o["kind"] == "swap_in" and not eg.buffers[o["outputs"][0]]["readers"]]
-    assert back, "no step output was swapped"
-    for o in back:
-        b = o["outputs"][0]
-        t = eg.buffers[b]["tensor"]
-        assert eg.core.tile(t, 0) == b, eg.lowered.tensor_names[t]  # the copy is the tile
-        out = next(eg.ops[d] for d in o["deps"] if eg.ops[d]["kind"] == "swap_out")
-        src = eg.buffers[out["pieces"][0][0]]
-        assert src["producer"] >= 0 and eg.ops[src["producer"]]["time"] < out["time"]  # computed, then out
+    stay = [o for o in eg.ops if o["kind"] == "swap_out"
+            and eg.core.tile(eg.buffers[o["outputs"][0]]["tensor"], 0) == o["outputs"][0]]
+    assert stay, "no step output stayed on the host"
+    for o in stay:
+        host, src = eg.buffers[o["outputs"][0]], eg.buffers[o["pieces"][0][0]]
+        assert src["producer"] >= 0 and eg.ops[src["producer"]]["time"] < o["time"]  # computed, then out
+        assert not host["readers"], eg.lowered.tensor_names[host["tensor"]]
+        assert all(eg.ops[r]["time"] < o["time"] for r in src["readers"] if r != eg.ops.index(o))
