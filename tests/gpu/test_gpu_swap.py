@@ -78,3 +78,32 @@ def test_swapped_step_on_a_gpu(exec_models, swap_models, name):
     attrs = cupy.cuda.runtime.pointerGetAttributes(int(pool.ctypes.data))
     assert attrs.type == cupy.cuda.runtime.memoryTypeHost, "the host pool is page-locked"
     assert isinstance(pool, np.ndarray)
+
+
+@pytest.mark.parametrize("workers,n_gpus,seed", [(1, 1, 3), (2, 2, 4), (4, 2, 5)])
+def test_results_kept_on_the_host_carry_over_steps(exec_models, swap_models, fetch_emulation, workers, n_gpus, seed):
+    """A weight-heavy MLP at half its need (tests/execgraph/test_swap_steps.py): its weights and
+    momenta are loaded into the pinned host pools and swapped in at first use, its results stay
+    there and are gathered from there; three steps on the stand-in, each fed the last one's
+    params and states, are bit for bit the unconstrained plan's steps on the stand-in."""
+    import test_swap_steps as steps
+
+    sym, shapes, classes = steps.wide_mlp()
+    free, half, budget = steps.half_need_plan(sym, shapes, workers, "momentum")
+    vals = exec_models.values(sym, shapes, classes)
+    eg = transform(sym, half)
+    assert any(eg.buffers[eg.core.tile(eg.tensor_id[n], 0)]["host"] for n in eg.training.updated_names)
+    runs = []
+    for plan in (half, free):
+        params = {k: v for k, v in vals.items() if k not in shapes}
+        states, got = {}, []
+        for step in range(3):
+            res = run_gpu(sym, workers, {**{k: vals[k] for k in shapes}, **params, **states}, plan=plan,
+                          optimizer="momentum", optimizer_args={"lr": 0.05}, seed=step,
+                          gpu_devices=SimDevices(workers, fetch_emulation, n_gpus=n_gpus, seed=seed + step))
+            params, states = res.params, res.states
+            got.append(res)
+        runs.append(got)
+    for step, (got, want) in enumerate(zip(*runs)):
+        assert max(got.stats["arena_bytes"]) <= budget and got.stats["swap_bytes"] > 0
+        steps.assert_bit_equal(got, want, f"x{workers} step {step + 1} on the stand-in at half the need")

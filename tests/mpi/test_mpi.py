@@ -224,3 +224,16 @@ def test_cli_runs_saves_and_resumes(tmp_path):
     assert "at step 2" in out and "step 3/3: output mean" in out and "step 1/3" not in out
     rc, out, _ = mpirun(2, cli + ["--devices", "4", "--steps", "1"])
     assert rc == 1 and "autotile: error: --devices 4 but the MPI world has 2 rank(s)" in out
+
+
+@pytest.mark.parametrize("ranks", [1, 2])
+def test_results_kept_on_the_host_carry_over_steps(ranks):
+    """A weight-heavy MLP at half its need: each rank loads weights and momenta into its host
+    pool, swaps them in at first use and keeps its results there; three steps carried on the
+    ranks are bit for bit the unconstrained plan's three steps."""
+    rc, out, _ = mpirun(ranks, script("mpi_swap_steps.py"))
+    assert rc == 0, out[-4000:]
+    [res] = results(out)
+    assert res["ok"] and res["ranks"] == ranks and res["tensors"] > 0
+    for r in res["ranks_stats"]:
+        assert r["arena"] <= res["budget"] and r["host_tiles"] > 0 and r["swaps"] > 0

@@ -7,7 +7,9 @@ Launch with ``mpirun -np K python script.py`` (script calling
 and transformation are deterministic); at start the ranks check that the world size equals
 the devices and compare a hash of their ExecGraph (JSON, schedules, arena sizes), and refuse
 to run, naming the ranks that differ, on a mismatch. Each rank then runs only its own
-schedule (``eg.schedule(rank)``).
+schedule (``eg.schedule(rank)``, with the swap-outs and swap-ins of a swapped plan inline:
+:func:`rank_schedule`; its host buffers -- swapped-out copies, and the inputs and results a
+swap plan keeps in host memory -- live in a host pool beside the arena window).
 
 
 Synchronisation. The ExecGraph's deps already say when an op may run: after the producers
@@ -59,6 +61,35 @@ from .sub_op import SubOpRunner
 from .tiles import box_index, input_tiles, is_extra_replica, overlap, step_inputs
 
 
+def rank_schedule(eg, device: int) -> List[int]:
+    """The ops one rank runs, in order: its compute schedule merged with its copy schedule (the
+    swap-outs and swap-ins of a swapped plan, exec/swap_plan.h), which a rank runs inline. Each
+    stream keeps its order; the earlier op on the memory clock goes first, and an op waits
+    until its dependencies on this device have run (every rank merges the same way)."""
+    streams = [list(eg.schedule(device)), list(eg.core.copy_schedule(device))]
+    if not streams[1]:
+        return streams[0]
+    ops = eg.ops
+    done, order, pos = set(), [], [0, 0]
+
+    def ready(i):
+        return all(d in done or ops[d]["device"] != device for d in ops[i]["deps"])
+
+    while pos[0] < len(streams[0]) or pos[1] < len(streams[1]):
+        heads = [(ops[streams[k][pos[k]]]["time"], k) for k in (0, 1) if pos[k] < len(streams[k])]
+        for _, k in sorted(heads):
+            i = streams[k][pos[k]]
+            if ready(i):
+                order.append(i)
+                done.add(i)
+                pos[k] += 1
+                break
+        else:
+            stuck = [streams[k][pos[k]] for _, k in heads]
+            raise Error(f"device {device}: its compute and copy schedules wait on each other (ops {stuck})")
+    return order
+
+
 def exec_graph_hash(eg) -> str:
     """SHA-256 of what every rank must agree on: the ExecGraph's JSON (ops, deps, pieces,
     buffers and their arena offsets), each device's schedule and arena size."""
@@ -106,7 +137,8 @@ class MPIRuntime(FaultProtocol, RMAWindows, Checkpoints):
                         "version. Refusing to run")
         self.dtypes = [np.dtype(d) for d in eg.lowered.tensor_dtypes]
         self.runner = SubOpRunner(eg)
-        self.schedules = [list(eg.schedule(d)) for d in range(self.size)]
+        # a swapped plan's swap ops run inline, between the rank's compute and fetch ops
+        self.schedules = [rank_schedule(eg, d) for d in range(self.size)]
         self.schedule = self.schedules[self.rank]
         self.units = [len(s) + 1 for s in self.schedules]  # progress units per step, per rank
         self.pos = {}  # op id -> its unit on its rank (1-based; unit 0 is "inputs loaded")
@@ -123,6 +155,9 @@ class MPIRuntime(FaultProtocol, RMAWindows, Checkpoints):
         self._open_windows(max(int(eg.core.arena_bytes[self.rank]), 8), window)
         self._watchdog.disarm()
 
+        # where a swapped plan's tensors wait (exec/swap_plan.h): swapped-out copies, inputs
+        # loaded there before the step, results that stay there (the tiles gathered)
+        self.host_pool = np.zeros(max(int(eg.core.host_bytes[self.rank]), 1), dtype=np.uint8)
         self.views: Dict[int, np.ndarray] = {}
         for b_id, b in enumerate(eg.buffers):
             if b["device"] == self.rank:
@@ -135,7 +170,8 @@ class MPIRuntime(FaultProtocol, RMAWindows, Checkpoints):
         dtype = self.dtypes[b["tensor"]]
         shape = tuple(h - l for l, h in zip(b["lo"], b["hi"]))
         count = int(np.prod(shape)) if shape else 1
-        return self.arena[b["offset"]: b["offset"] + count * dtype.itemsize].view(dtype).reshape(shape)
+        memory = self.host_pool if b.get("host") else self.arena
+        return memory[b["offset"]: b["offset"] + count * dtype.itemsize].view(dtype).reshape(shape)
 
     def _prepare(self):
         """Per op of this rank: what it waits for, and per fetch the Gets it issues."""
@@ -290,6 +326,8 @@ class MPIRuntime(FaultProtocol, RMAWindows, Checkpoints):
                     outs = self.runner.run(op, self.views.__getitem__, is_train, rng, seed)
                     for b, value in zip(op["outputs"], outs):
                         np.copyto(self.views[b], value, casting="unsafe")
+                elif op["kind"] in ("swap_out", "swap_in"):  # between the arena and the host pool
+                    self.views[op["outputs"][0]][...] = self.views[op["pieces"][0][0]]
                 else:
                     t0 = time.perf_counter()
                     self._watchdog.arm(self.timeout + GRACE, f"fetching op {op_id}")
