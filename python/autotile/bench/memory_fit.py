@@ -9,6 +9,10 @@ next to the models the thesis measured.
     autotile bench memory --widths   # the older sweep: largest width per device count, tofu vs data
     autotile bench memory --host     # swapping measured on the host runtime vs simulated (swap_host.py)
 
+Last, small members of each family at half their need on 1 and 8 devices (4 with --quick, RNN
+only) run a few chained steps on the host runtime, checked against the same plan unswapped and
+the unconstrained plan by execution (swap_steps.py).
+
 Memory is the busiest device's arena under the execution graph's static memory plan (the
 planner the runtime uses, COMPUTED, no run); "need" is that arena without swapping for the
 plan with the smallest peak the budget search found. Step times are SIMULATED on the
@@ -245,6 +249,12 @@ def main(argv=None) -> int:
             + common.table(["model x devices", "batch", "budget", "how", "step vs free (p2.8xlarge)", "step vs free (dgx-a100)",
                             "+ schedule search (p2.8xlarge)", "+ schedule search (dgx-a100)", f"<= {TARGET_STEP:g}x"],
                            targets))
+    # the target rows executed: small members of each family at half their need (swap_steps.py)
+    from .swap_steps import executed_table
+
+    text += "\n\n" + executed_table((1, 4) if args.quick else (1, cfg["devices"]),
+                                      lambda s: print(s, file=sys.stderr, flush=True),
+                                      ["rnn"] if args.quick else None)
     print(text)
     common.write_json("memory_fit.json", {"budget": budget, "devices": cfg["devices"], "rows": out,
                                           "quick": args.quick, "table": text})
