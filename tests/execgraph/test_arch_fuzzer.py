@@ -2,7 +2,8 @@
 (tests/execgraph/arch_blocks.py), each trained one step on random plans
 (tests/execgraph/random_plans.py) at 2, 3, 4 and 8 devices in float64. The k-device step
 must equal the 1-device step: outputs, every gradient (name for name, both ways), updated
-params, optimizer states and BatchNorm statistics.
+params, optimizer states and BatchNorm statistics. The same graphs served (train=False: the
+forward graph alone, planned and run partitioned) must give the 1-device outputs.
 
 The CI sample runs a few graphs naming every block; the slow sweep runs many and prints how
 many (graph, plan) pairs it checked and which ops ran split. A mutation test shows the sample
@@ -74,6 +75,40 @@ def test_architectures_train_on_k_devices_as_on_1(seed, kinds):
     assert checked == 4 and len(split) >= 10, split
 
 
+def check_net_inference(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=None):
+    """Serve random net `seed` (or the blocks `kinds`): its forward graph alone (train=False:
+    Dropout is the identity, BatchNorm reads its moving statistics) on random plans of that
+    graph, each against the 1-device forward. Returns (pairs checked, ops some plan split)."""
+    from autotile.planner import lowered_training_graph as lowered_graph
+
+    sym, shapes, consts, names = random_net(seed, blocks, kinds)
+    vals = net_values(sym, shapes, consts, seed)
+    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
+                         params={k: v for k, v in vals.items() if k not in shapes}, train=False)
+    _, _, in_shapes, low = lowered_graph(sym, shapes, train=False)
+    rng = np.random.default_rng(2000 + seed)
+    checked, split = 0, set()
+    ops = [low.core.node(i)["op"] for i in range(len(low.node_names))]
+    for k in devices:
+        for i in range(plans_per_count):
+            options = FACTORS[k]
+            factors = options[(seed + i) % len(options)]
+            plan = random_plan(low, factors, rng, optimizer="", input_shapes=in_shapes)
+            plan.train = False
+            res = run_multi_device(sym, plan.devices, vals, plan=plan, train=False)
+            assert_same_step_float64(res, ref, f"seed {seed} ({'+'.join(names)}) served on {factors}, plan {i}")
+            checked += 1
+            split |= {op for op, name in zip(ops, low.node_names) if set(plan.node_strategies[name]) != {"replicate"}}
+    return checked, split
+
+
+@pytest.mark.parametrize("seed,kinds", CI_GRAPHS)
+def test_architectures_serve_on_k_devices_as_on_1(seed, kinds):
+    """CI sample of partitioned inference: one random plan of the forward graph per device count."""
+    checked, split = check_net_inference(seed, devices=(2, 3, 4, 8), plans_per_count=1, kinds=kinds)
+    assert checked == 4 and len(split) >= 5, split
+
+
 @pytest.mark.slow
 def test_architecture_sweep():
     """Many random graphs (3 blocks each), three random plans at each of 2, 3, 4 and 8 devices."""
@@ -84,6 +119,19 @@ def test_architecture_sweep():
     print(f"architecture fuzzer: {checked} (graph, plan) pairs checked over {len(seeds)} graphs; "
           f"{len(split)} ops ran split: {' '.join(sorted(split))}")
     assert checked == len(seeds) * 4 * 3
+
+
+@pytest.mark.slow
+def test_architecture_inference_sweep():
+    """Partitioned inference of many random graphs (3 blocks each), two random plans of the
+    forward graph at each of 2, 3, 4 and 8 devices."""
+    seeds, checked, split = range(40), 0, set()
+    for seed in seeds:
+        pairs, ops = check_net_inference(seed, devices=(2, 3, 4, 8), plans_per_count=2, blocks=3)
+        checked, split = checked + pairs, split | ops
+    print(f"architecture fuzzer, inference: {checked} (graph, plan) pairs checked over {len(seeds)} graphs; "
+          f"{len(split)} ops ran split: {' '.join(sorted(split))}")
+    assert checked == len(seeds) * 4 * 2
 
 
 def _loss(sym, shapes):
@@ -128,6 +176,18 @@ def test_fuzzer_catches_a_tile_that_ignores_its_place(op, seed, kinds, monkeypat
     monkeypatch.setitem(registry.get(op).extra, "tile_attrs", lambda attrs, *boxes: attrs)
     with pytest.raises(AssertionError):
         check_net(seed, devices=(2, 3, 4, 8), plans_per_count=1, kinds=kinds)
+
+
+@pytest.mark.parametrize("op,seed,kinds", [("Convolution", 1, ["convnext", "swin"]),
+                                           ("FullyConnected", 2, ["unet", "inverted_residual"]),
+                                           ("GroupNorm", 20, ["unet", "convnext"])])
+def test_inference_fuzzer_catches_a_tile_that_ignores_its_place(op, seed, kinds, monkeypatch):
+    """The same for the forward-only check: a forward op's tile hook dropped fails a CI graph."""
+    from autotile.ops import registry
+
+    monkeypatch.setitem(registry.get(op).extra, "tile_attrs", lambda attrs, *boxes: attrs)
+    with pytest.raises(AssertionError):
+        check_net_inference(seed, devices=(2, 3, 4, 8), plans_per_count=1, kinds=kinds)
 
 
 def _two_variables_one_name():
