@@ -57,6 +57,15 @@ def _blas_threads(n: int):
     return _CONTROLLER[0].limit(limits=n, user_api="blas")
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity set where the OS has one (taskset,
+    a container's cpuset, a benchmark's thread budget), else every core."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return os.cpu_count() or 1
+
+
 class HostRuntime:
     """Runs an ExecGraph (autotile.execgraph.ExecGraph) on virtual devices."""
 
@@ -227,7 +236,7 @@ class HostRuntime:
         ready: "queue.SimpleQueue" = queue.SimpleQueue()
         lock = threading.Lock()
         state = {"done": 0, "running": 0, "error": None}
-        workers = min(len(streams), max(8, 2 * (os.cpu_count() or 1)))
+        workers = min(len(streams), max(8, 2 * usable_cores()))
         t0 = time.perf_counter()
 
         def stop(err):
@@ -302,7 +311,7 @@ class HostRuntime:
         threads = [threading.Thread(target=worker, daemon=True) for _ in range(workers)]
         # The workers share the cores: BLAS threads of their own would oversubscribe them
         # (OpenBLAS spin-waits), several times slower than one BLAS thread per worker.
-        with _blas_threads(max(1, (os.cpu_count() or 1) // max(1, min(workers, devices)))):
+        with _blas_threads(max(1, usable_cores() // max(1, min(workers, devices)))):
             for t in threads:
                 t.start()
             for t in threads:

@@ -3,6 +3,11 @@
 1. The same training step on 1 device and on k virtual devices on this machine: the total
    work is equal (the plan splits it), so the wall-time ratio is the runtime's overhead
    (threads, events, fetches, reductions). Target: at most 1.2x where kernels dominate.
+   Both sides get the same thread budget, ``--threads`` cores (default 1): the process is
+   pinned to that many cores, so the 1-device step's BLAS and the k workers' kernels (one
+   BLAS thread each, the runtime's split of its cores) share the same cores. Without it the
+   1-device step ran every core's BLAS threads against the workers' one each, and on a loaded
+   machine measured their contention rather than the runtime.
 2. MultiFetch (one C++ call assembling a region from several pieces, GIL released) against
    a plain memcpy (numpy.copyto) of the same bytes. Target: at least 80%.
 3. Resident memory of one k-device step (VmHWM of a fresh process) next to what the memory
@@ -13,7 +18,7 @@
    results' assembly are shown apart, and what each op type holds beyond the arenas.
    AUTOTILE_KERNEL_OUT=0 measures kernels that allocate their outputs instead.
 
-    autotile bench runtime [--quick] [--devices 8]
+    autotile bench runtime [--quick] [--devices 8] [--threads 1]
 """
 from __future__ import annotations
 
@@ -46,6 +51,16 @@ def step_ratio(model, batch, devices, algorithm, repeat):
         median_seconds(step, repeat=repeat, warmup=1)
         times[k] = float(np.median(secs[1:]))
     return times[1], times[devices]
+
+
+def pin_cores(threads: int) -> list:
+    """Pins this process to the first `threads` cores it may use (Linux; elsewhere nothing) and
+    returns them: the thread budget both sides of :func:`step_ratio` share."""
+    if not hasattr(os, "sched_setaffinity"):  # pragma: no cover - not Linux
+        return []
+    cores = sorted(os.sched_getaffinity(0))[:max(1, threads)]
+    os.sched_setaffinity(0, cores)
+    return cores
 
 
 def multifetch_bandwidth(mbytes, pieces, repeat):
@@ -248,7 +263,10 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--devices", type=int, default=8)
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--threads", type=int, default=1,
+                    help="cores both the 1-device and the k-device step may use (default 1)")
     args = ap.parse_args(argv)
+    cores = pin_cores(args.threads)
     repeat = 3 if args.quick else 5
     cases = [("mlp-4-1024", 256, "tofu"), ("mlp-4-1024", 256, "data")] if args.quick else \
         [("mlp-4-2048", 1024, "tofu"), ("mlp-4-2048", 1024, "data"), ("mlp-4-4096", 2048, "tofu")]
@@ -257,8 +275,9 @@ def main(argv=None):
         one, many = step_ratio(model, batch, args.devices, algo, repeat)
         rows.append([model, batch, algo, round(one, 3), round(many, 3), round(many / one, 2)])
         results.append({"model": model, "batch": batch, "algorithm": algo, "one_device_s": one,
-                        f"{args.devices}_devices_s": many, "ratio": many / one})
-    print(f"training step: 1 device vs {args.devices} virtual devices on this machine (median step seconds)")
+                        f"{args.devices}_devices_s": many, "ratio": many / one, "cores": len(cores)})
+    print(f"training step: 1 device vs {args.devices} virtual devices on this machine (median step seconds), "
+          f"both on {len(cores) or 'all'} core(s)")
     print(table(["model", "batch", "plan", "1 dev s", f"{args.devices} dev s", "ratio"], rows))
     bw = multifetch_bandwidth(32 if args.quick else 128, 4, repeat)
     print("\nMultiFetch vs memcpy of the same bytes")
