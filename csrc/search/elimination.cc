@@ -101,18 +101,19 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
 
   EliminationResult res;
   res.cost = fg.constant;
+  // First the order alone: it depends on the interaction graph only, not on the tables, so a
+  // graph too wide for the exact search is refused before any table is built (an unrolled
+  // LSTM built tables of up to 2^26 entries for seconds before meeting the one over the limit).
   std::vector<Step> steps;
   steps.reserve(V);
-  std::vector<int> tmp, incident;
-  std::vector<int64_t> fstride, off;
-  std::vector<int> digit;
+  std::vector<int> tmp;
   while (!queue.empty()) {
     auto [w, pr, v, st] = queue.top();
     queue.pop();
     if (done[v] || st != stamp[v]) continue;
     done[v] = 1;
     res.log2_width = std::max(res.log2_width, w);
-    const std::vector<int> scope = adj[v];  // sorted: the new factor's variables
+    const std::vector<int>& scope = adj[v];  // sorted: the new factor's variables
     double size = 1;
     for (int u : scope) size *= fg.domain[u];
     if (size * fg.domain[v] > static_cast<double>(max_states)) {
@@ -125,6 +126,24 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
           << others << "); the graph is too wide for the exact search";
       throw WidthError(msg.str());
     }
+    steps.push_back(Step{v, scope, {}});
+    // The interaction graph loses v; its neighbours become one clique.
+    for (int u : scope) {
+      erase_sorted(adj[u], v);
+      merge_sorted(adj[u], scope, u, tmp);
+      queue.emplace(weight(u), prio(u), u, ++stamp[u]);
+    }
+  }
+
+  // Then the tables, in that order.
+  std::vector<int> incident;
+  std::vector<int64_t> fstride, off;
+  std::vector<int> digit;
+  for (Step& step : steps) {
+    const int v = step.var;
+    const std::vector<int>& scope = step.scope;
+    double size = 1;
+    for (int u : scope) size *= fg.domain[u];
     incident.clear();
     for (int f : var_factors[v])
       if (alive[f]) incident.push_back(f), alive[f] = 0;
@@ -145,7 +164,7 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
     }
     const int64_t out_size = static_cast<int64_t>(size);
     res.work += static_cast<double>(out_size) * Dv * std::max(1, m);
-    Step step{v, scope, std::vector<uint16_t>(out_size)};
+    step.arg.assign(out_size, 0);
     std::vector<double> out(out_size);
     off.assign(m, 0);
     digit.assign(s, 0);
@@ -169,9 +188,6 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
     for (int f : incident) {  // free the consumed tables
       std::vector<double>().swap(factors[f].table);
     }
-    steps.push_back(std::move(step));
-
-    // The interaction graph loses v; its neighbours become one clique.
     if (scope.empty()) {
       res.cost += out[0];
       continue;
@@ -179,12 +195,7 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
     int id = static_cast<int>(factors.size());
     factors.push_back(FactorGraph::Factor{scope, std::move(out)});
     alive.push_back(1);
-    for (int u : scope) {
-      var_factors[u].push_back(id);
-      erase_sorted(adj[u], v);
-      merge_sorted(adj[u], scope, u, tmp);
-      queue.emplace(weight(u), prio(u), u, ++stamp[u]);
-    }
+    for (int u : scope) var_factors[u].push_back(id);
   }
 
   // Read the values back in reverse elimination order: every scope is decided by then.
