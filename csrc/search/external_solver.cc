@@ -2,6 +2,7 @@
 
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
+#include "search/dominance.h"
 #include "search/one_cut_dp.h"
 #include "util/error.h"
 
@@ -41,6 +42,16 @@ CutSolution solve_external(const Graph& g, const CutProblem& p, const ExternalCu
   sol.cost = 0;
   for (NodeId n = 0; n < g.num_nodes(); ++n) sol.cost += p.node_cost(n, sol.value);
   if (!(sol.cost < kInfCost)) fail("cut ", p.cut + 1, ": the external solver's answer is infeasible");
+  return sol;
+}
+
+CutSolution solve_external_reduced(const Graph& g, const CutProblem& p, const ExternalCutSolver& solver) {
+  const DomainReduction r = reduce_domains(p, Reduce::kEvery);
+  if (r.empty()) return solve_external(g, p, solver);
+  CutSolution sol = solve_external(g, restrict_domains(p, r), solver);
+  expand_and_polish(p, r, &sol.value);
+  sol.cost = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) sol.cost += p.node_cost(n, sol.value);
   return sol;
 }
 

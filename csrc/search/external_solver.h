@@ -36,4 +36,9 @@ CutProblemData cut_problem_data(const CutProblem& p);
 /// when the answer has the wrong length or an out-of-range value, or when it is infeasible.
 CutSolution solve_external(const Graph& g, const CutProblem& p, const ExternalCutSolver& solver);
 
+/// \brief The same on `p` with every dominated value and option dropped first (search/dominance.h:
+/// the cut's optimum is unchanged), then the values mapped back and polished as the DP does:
+/// a smaller program for a cut too wide for the DP. Returns values and cost of `p`.
+CutSolution solve_external_reduced(const Graph& g, const CutProblem& p, const ExternalCutSolver& solver);
+
 }  // namespace autotile

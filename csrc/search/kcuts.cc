@@ -102,7 +102,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
           // Too wide for the exact DP: the external solver, when one is given (the planner
           // passes the time-limited ILP, which reports its optimality gap), solves this cut.
           if (!options.external_solver) throw;
-          sol = solve_external(g, q, options.external_solver);
+          sol = solve_external_reduced(g, q, options.external_solver);
         }
       }
       if (options.memory_weight > 0) {

@@ -61,3 +61,23 @@ def test_densenets_plan_on_8_devices(depth):
     data = at.plan(sym, devices=8, shapes=DENSE_SHAPES, algorithm="data")
     assert plan.cut_costs[0] <= data.cut_costs[0] * (1 + 1e-9)
     assert plan.comm_bytes < data.comm_bytes
+
+
+def test_wide_cut_program_drops_dominated_values_at_the_same_optimum():
+    """A torch-exported 2-layer LSTM (unrolled: the shared weight slices, the per-step gradient
+    sums and the layer-2 input tie every step) is too wide for the DP; the integer program it
+    goes to is built without dominated values (search/dominance.h), so it is smaller, and its
+    optimum is the full program's (algorithm 'ilp' solves the unreduced problem)."""
+    import os
+
+    from autotile import _core
+    from autotile.planner import lowered_training_graph
+
+    path = os.path.join(os.path.dirname(__file__), "..", "fixtures", "onnx_torch", "lstm_ts17.onnx")
+    core = lowered_training_graph(at.onnx.load(path, batch_size=4))[3].core
+    reduced, full = [], []
+    wide = _core.plan_graph(core, 2, "tofu", cut_solver=ilp.make_cut_solver(log=reduced))
+    exact = _core.plan_graph(core, 2, "ilp", cut_solver=ilp.make_cut_solver(log=full))
+    assert len(reduced) == len(full) == 1 and reduced[0]["gap"] == full[0]["gap"] == 0.0
+    assert reduced[0]["columns"] < full[0]["columns"]
+    assert wide["cut_costs"] == pytest.approx(exact["cut_costs"], rel=1e-12)
