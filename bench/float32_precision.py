@@ -9,7 +9,7 @@ how to set up that environment; /opt/exportvenv here):
     python3 bench/float32_precision.py compare OUT [--devices 1,2,4]    # the table
 
 Export: regnet_y_400mf with torchvision's initialisation ("init") and with the fixtures'
-seeded perturbation of every weight and BatchNorm statistic ("perturbed", make_fixtures.build),
+seeded perturbation of every weight and BatchNorm statistic ("perturbed", make_fixtures.perturb),
 eval mode, TorchScript opset 17, input (2, 3, 64, 64); PyTorch's gradients of sum(logits)
 (head gradients of ones) in float32 and float64. The exporter folds BatchNorm into the convs
 in float32, so only the parameters it keeps by name (SE convs, head) are compared with
@@ -44,15 +44,7 @@ def export(out: str) -> None:
         torch.manual_seed(0)
         model = tv.regnet_y_400mf().eval()
         if variant == "perturbed":
-            g = torch.Generator().manual_seed(1)
-            with torch.no_grad():
-                for p in model.parameters():
-                    p.add_(0.1 * torch.randn(p.shape, generator=g))
-                for name, buf in model.named_buffers():
-                    if name.endswith("running_mean"):
-                        buf.copy_(0.1 * torch.randn(buf.shape, generator=g))
-                    elif name.endswith("running_var"):
-                        buf.copy_(torch.rand(buf.shape, generator=g) + 0.5)
+            make_fixtures.perturb(model)
         x = torch.randn(2, 3, 64, 64, generator=torch.Generator().manual_seed(2))
         torch.onnx.export(model, (x,), os.path.join(out, f"regnety400_{variant}.onnx"), opset_version=17,
                           dynamo=False, input_names=["input"], output_names=["logits"])

@@ -46,16 +46,23 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
     ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes}, optimizer=optimizer, optimizer_args=args,
                          params={k: v for k, v in vals.items() if k not in shapes}, train=True)
     low = lowered_training_graph(sym, shapes, optimizer=optimizer, optimizer_args=args)
-    rng = np.random.default_rng(1000 + seed)
+    return on_random_plans(low, seed, devices, plans_per_count, np.random.default_rng(1000 + seed), ref,
+                           lambda plan: run_multi_device(sym, plan.devices, vals, plan=plan, optimizer=optimizer,
+                                                         optimizer_args=args),
+                           f"seed {seed} ({'+'.join(names)}, {optimizer})", optimizer=optimizer, input_shapes=shapes)
+
+
+def on_random_plans(low, seed, devices, plans_per_count, rng, ref, run, what, **plan_kw):
+    """`run(plan)` on `plans_per_count` random plans of the lowered graph `low` per device count
+    (cut factors cycling with `seed`), each against `ref`: (pairs checked, ops some plan split)."""
     checked, split = 0, set()
     ops = [low.core.node(i)["op"] for i in range(len(low.node_names))]
     for k in devices:
         for i in range(plans_per_count):
             options = FACTORS[k]
             factors = options[(seed + i) % len(options)]
-            plan = random_plan(low, factors, rng, optimizer=optimizer, input_shapes=shapes)
-            res = run_multi_device(sym, plan.devices, vals, plan=plan, optimizer=optimizer, optimizer_args=args)
-            assert_same_step_float64(res, ref, f"seed {seed} ({'+'.join(names)}, {optimizer}) on {factors}, plan {i}")
+            plan = random_plan(low, factors, rng, **plan_kw)
+            assert_same_step_float64(run(plan), ref, f"{what} on {factors}, plan {i}")
             checked += 1
             split |= {op for op, name in zip(ops, low.node_names) if set(plan.node_strategies[name]) != {"replicate"}}
     return checked, split
@@ -86,20 +93,13 @@ def check_net_inference(seed: int, devices, plans_per_count: int, blocks: int = 
     ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
                          params={k: v for k, v in vals.items() if k not in shapes}, train=False)
     _, _, in_shapes, low = lowered_graph(sym, shapes, train=False)
-    rng = np.random.default_rng(2000 + seed)
-    checked, split = 0, set()
-    ops = [low.core.node(i)["op"] for i in range(len(low.node_names))]
-    for k in devices:
-        for i in range(plans_per_count):
-            options = FACTORS[k]
-            factors = options[(seed + i) % len(options)]
-            plan = random_plan(low, factors, rng, optimizer="", input_shapes=in_shapes)
-            plan.train = False
-            res = run_multi_device(sym, plan.devices, vals, plan=plan, train=False)
-            assert_same_step_float64(res, ref, f"seed {seed} ({'+'.join(names)}) served on {factors}, plan {i}")
-            checked += 1
-            split |= {op for op, name in zip(ops, low.node_names) if set(plan.node_strategies[name]) != {"replicate"}}
-    return checked, split
+
+    def serve(plan):
+        plan.train = False
+        return run_multi_device(sym, plan.devices, vals, plan=plan, train=False)
+
+    return on_random_plans(low, seed, devices, plans_per_count, np.random.default_rng(2000 + seed), ref, serve,
+                           f"seed {seed} ({'+'.join(names)}) served", optimizer="", input_shapes=in_shapes)
 
 
 @pytest.mark.parametrize("seed,kinds", CI_GRAPHS)
