@@ -102,6 +102,11 @@ def cause(tensor: str, plan_bytes: int, kinds: Dict[str, int], step) -> Tuple[st
         return "uneven split", (f"uneven split ({odd}): XLA's collectives need equal tiles, so the plan's unequal "
                                 "pieces are all-reduced or gathered whole")
     xla = [n[5:] for n in notes if n.startswith("xla: ")]
+    again = repeated_fetches(step.exec_graph).get(tensor) if compiled < plan_bytes else None
+    if again:
+        return "fetched per reader", (f"the plan fetches the same tiles once per reader ({', '.join(again[:3])}); "
+                                      "the compiled program moves them once (autotile's cost model prices each "
+                                      "reader's re-layout: its count is the higher one)")
     if "order" in notes:
         return "reduce-scatter + permute", ("partial sum reduce-scattered in mesh-axis order, then its tiles "
                                             "permuted into the stored order (the plan reduces each piece straight "
@@ -114,13 +119,18 @@ def cause(tensor: str, plan_bytes: int, kinds: Dict[str, int], step) -> Tuple[st
         return "all-to-all per dimension", (f"re-laid out by {a2a[0][5:]} all-to-alls, one per dimension the mesh "
                                             "axes move to (an all-to-all splits one dimension), so part of the data "
                                             "moves twice (the plan sends each piece once)")
+    if "gather+a2a" in notes and compiled > plan_bytes:
+        return "gather + all-to-all", ("gathered over the mesh axes the target drops, then an all-to-all of the "
+                                       "others (each collective acts on one set of axes), so the gathered part "
+                                       "moves again (the plan fetches each target piece once)")
     if "move" in notes:
         return "tile permute", "tiles permuted by collective-permutes of whole tiles (the plan sends only the pieces that move)"
-    again = repeated_fetches(step.exec_graph).get(tensor)
-    if compiled < plan_bytes and again:
-        return "fetched per reader", (f"the plan fetches the same tiles once per reader ({', '.join(again[:3])}); "
-                                      "the compiled program moves them once (autotile's cost model prices each "
-                                      "reader's re-layout: its count is the higher one)")
+    readers = [n.name for n in step.tg.symbol.topo_nodes() if not n.is_variable and n.name in step.global_nodes
+               and any((src.name if src.is_variable else src.output_names()[i]) == tensor for src, i in n.inputs)]
+    if compiled < plan_bytes and readers:
+        return "bounding box", (f"read by {readers[0]} in boxes that are no mesh tiles (a reshape's bounding box, "
+                                "rows beyond the tile): the plan fetches the box, XLA (global view) only the rows "
+                                "used")
     if compiled < plan_bytes:
         return "XLA moves less", "XLA moves less than the plan's execution graph"
     return "not attributed", "not attributed"

@@ -353,10 +353,10 @@ def _relayout_steps(cur, dst, sizes):
                 break
         if moved:
             continue
+        # gather a minor axis the target does not split by; one it does (wanted elsewhere or in
+        # another order) is a permutation of tiles, which gathering would only replicate
         for i, axes in enumerate(cur):
-            if axes and dst[i][:len(axes)] != axes:
-                if any(axes[-1] in d for d in dst):
-                    return None  # a permutation of mesh axes: XLA's collective-permute moves less
+            if axes and dst[i][:len(axes)] != axes and not any(axes[-1] in d for d in dst):
                 steps.append(("gather", i, axes[-1]))
                 cur[i] = axes[:-1]
                 moved = True

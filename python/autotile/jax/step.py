@@ -171,6 +171,8 @@ class TrainingStep:
             self.notes.setdefault(tensor, []).append(f"xla: {_spec(src)} -> {_spec(dst)} at {node}")
         elif any(s[0] == "move" for s in steps):
             self.notes.setdefault(tensor, []).append("move")
+        elif any(s[0] == "gather" for s in steps) and any(s[0] == "a2a" for s in steps):
+            self.notes.setdefault(tensor, []).append("gather+a2a")
         elif sum(s[0] == "a2a" for s in steps) > 1:
             self.notes.setdefault(tensor, []).append(f"a2a: {sum(s[0] == 'a2a' for s in steps)}")
 
