@@ -21,4 +21,5 @@ BENCHES = {
     "mpi": ("mpi", "MPI runtime against the in-process runtime; RMA bandwidth (needs mpirun)"),
     "gpu": ("gpu", "GPU MultiFetch and step times (needs CuPy and a GPU)"),
     "engines": ("engines", "plan bytes against the collectives XLA compiles from the plan (needs jax)"),
+    "engines-torch": ("engines_torch", "plans run by PyTorch DTensor on 8 gloo processes: step, collectives (needs torch)"),
 }

@@ -1,0 +1,96 @@
+"""What DTensor moves, beside what the plan says: DTensor's ``CommDebugMode`` collective
+counts, and the bytes of those collectives in ``plan.comm_bytes``' accounting (ring
+collectives, bytes received summed over ranks: an all-reduce of S bytes over n ranks is
+2 (n - 1) S, an all-gather to S, a reduce-scatter from S and an all-to-all of S are
+(n - 1) S, a broadcast of S is (n - 1) S)."""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Callable, Dict
+
+#: collective kinds by the functional-collective op name
+KINDS = {"all_reduce": "all-reduce", "all_reduce_coalesced": "all-reduce",
+         "all_gather_into_tensor": "all-gather", "all_gather_into_tensor_coalesced": "all-gather",
+         "reduce_scatter_tensor": "reduce-scatter", "reduce_scatter_tensor_coalesced": "reduce-scatter",
+         "all_to_all_single": "all-to-all", "broadcast": "broadcast"}
+
+
+def _group_size(group_name) -> int:
+    from torch.distributed.distributed_c10d import _resolve_process_group
+
+    return _resolve_process_group(group_name).size()
+
+
+def received_bytes(op: str, args) -> float:
+    """Bytes this rank receives in one functional collective `op` (``all_reduce``, ...) called
+    with `args`: its share of the ring accounting above."""
+    import torch
+
+    tensors = args[0] if isinstance(args[0], (list, tuple)) else [args[0]]
+    local = sum(t.numel() * t.element_size() for t in tensors if isinstance(t, torch.Tensor))
+    n = _group_size(args[-1])
+    kind = KINDS[op]
+    if kind == "all-reduce":
+        return 2 * (n - 1) / n * local
+    if kind == "all-gather":
+        return (n - 1) * local
+    if kind == "broadcast":
+        return (n - 1) / n * local
+    return (n - 1) / n * local  # reduce-scatter (input: the whole tensor), all-to-all
+
+
+def comm_mode():
+    """A ``CommDebugMode`` that also adds up each collective's received bytes by kind
+    (``mode.bytes``), for this rank."""
+    import torch
+    from torch.distributed.tensor.debug import CommDebugMode
+
+    class CommBytesMode(CommDebugMode):
+        def __init__(self):
+            super().__init__()
+            self.bytes: Dict[str, float] = defaultdict(float)
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = super().__torch_dispatch__(func, types, args, kwargs)
+            if out is NotImplemented or isinstance(func, torch._ops.HigherOrderOperator):
+                return out
+            name = func._overloadpacket.__name__
+            if name in KINDS and func._overloadpacket in (getattr(torch.ops._c10d_functional, name, None),
+                                                          getattr(torch.ops.c10d_functional, name, None)):
+                self.bytes[KINDS[name]] += received_bytes(name, args)
+            return out
+
+    return CommBytesMode()
+
+
+def measure(fn: Callable, *args, **kwargs):
+    """``(result, report)``: ``fn(*args, **kwargs)`` run on every rank under :func:`comm_mode`;
+    `report` holds DTensor's collective counts (``counts``: {op name: n}, from this rank's
+    ``CommDebugMode``) and the bytes received summed over all ranks (``bytes``: {kind: B},
+    ``total_bytes``). Call it on every rank (it all-reduces the byte counts)."""
+    import torch
+    import torch.distributed as dist
+
+    with comm_mode() as mode:
+        result = fn(*args, **kwargs)
+    kinds = sorted(set(KINDS.values()))
+    mine = torch.tensor([mode.bytes.get(k, 0.0) for k in kinds], dtype=torch.float64)
+    dist.all_reduce(mine)
+    by_kind = {k: float(v) for k, v in zip(kinds, mine.tolist()) if v}
+    counts = {str(getattr(op, "__name__", op)): int(c) for op, c in mode.get_comm_counts().items()}
+    return result, {"counts": counts, "bytes": by_kind, "total_bytes": sum(by_kind.values())}
+
+
+def beside_plan(plan, report: dict, model=None) -> dict:
+    """DTensor's `report` (from :func:`measure`) next to the plan's own figures:
+    ``plan.comm_bytes`` and the collectives of autotile's execution graph of the plan
+    (fetches and reductions, when `model`, the planned Symbol, is given)."""
+    out = {"plan_bytes": float(plan.comm_bytes), "dtensor_bytes": report["total_bytes"],
+           "dtensor_counts": dict(report["counts"]), "dtensor_bytes_by_kind": dict(report["bytes"])}
+    if model is not None:
+        import autotile as at
+
+        stats = at.transform(model, plan).stats()
+        out["plan_graph"] = {"bytes": stats["bytes"], "fetches": stats["fetch_ops"],
+                             "reductions": stats["reductions"]}
+    return out

@@ -1,0 +1,317 @@
+"""``parallelize(module, plan)``: an ``nn.Module`` distributed as an autotile plan says, with
+PyTorch DTensor. Parameters become DTensors with the plan's placements; forward hooks turn
+the inputs into DTensors and redistribute each module call's output to the layout the plan
+gives that tensor (``plan.to_dtensor(tensors="all")``). Between module boundaries DTensor's
+own sharding propagation lays out the ops, and autograd carries each redistribution's
+inverse into the backward pass."""
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import numpy as np
+
+from ..errors import Error
+from .names import ModuleMap, flat_tensors
+
+
+def _torch():
+    try:
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.tensor import DTensor  # noqa: F401
+    except ImportError as e:
+        raise Error(f"autotile.torch needs PyTorch with torch.distributed.tensor "
+                    f"(pip install 'autotile[torch]'): {e}") from None
+    return torch, dist
+
+
+def plan_layout(plan, granularity: Optional[str] = None) -> dict:
+    """``plan.to_dtensor(tensors="all")`` over the fewest mesh dimensions that express every
+    parameter and input: consecutive cuts of one mesh axis stay one mesh dimension while
+    every parameter and input is laid out alike over them (the README MLP's tofu plan: one
+    dimension of 8; a CNN splitting the batch at the first cut and the channels at the next
+    two: 2 x 4), rather than one dimension per cut (DTensor's sharding propagation grows
+    with the mesh's dimensions: a 3-dimensional mesh of 2 x 2 x 2 is many times slower). An
+    activation or gradient split differently within such a dimension is left out of
+    ``placements`` and listed in ``"unexpressed"``. `granularity` ("axis", "cut") forces
+    the export's own."""
+    import copy
+
+    from ..planner.export import _mesh_of
+
+    if granularity is not None:
+        return {**plan.to_dtensor(granularity=granularity, tensors="all"), "unexpressed": []}
+    mesh, axes = _mesh_of(plan)
+    io = list(plan.input_shapes) + list(plan.param_names)
+    groups = []  # [axis, first cut, size]
+    for c, (k, axis) in enumerate(zip(plan.factors, axes)):
+        same = c > 0 and axes[c - 1] == axis and all(
+            plan.tensor_tilings[n][c] == plan.tensor_tilings[n][c - 1] for n in io if n in plan.tensor_tilings)
+        if same:
+            groups[-1][2] *= k
+        else:
+            groups.append([axis, c, k])
+    names = []
+    for axis, first, _ in groups:
+        split = sum(g[0] == axis for g in groups) > 1
+        names.append(f"{axis}.{sum(g[0] == axis for g in groups if g[1] < first)}" if split else axis)
+    regrouped = copy.copy(plan)
+    regrouped.mesh = {n: g[2] for n, g in zip(names, groups)}
+    regrouped.cut_axes = [names[[i for i, g in enumerate(groups) if g[1] <= c][-1]] for c in range(len(axes))]
+    out = regrouped.to_dtensor(granularity="axis", tensors="io")
+    out["unexpressed"] = []
+    for name in plan.tensor_tilings:
+        if name in out["placements"]:
+            continue
+        try:  # one tensor at a time: an inexpressible one is an Error naming it
+            row = _one_tensor(regrouped, name)
+        except Error:
+            out["unexpressed"].append(name)
+            continue
+        out["placements"][name] = row
+    return out
+
+
+def _one_tensor(plan, name: str):
+    """The DTensor placements of one tensor of `plan` at axis granularity."""
+    from ..planner.export import _mesh_dims, _per_dim
+
+    names, _, cut_dim = _mesh_dims(plan, "axis")
+    per = _per_dim(plan.tensor_tilings[name], cut_dim)
+    if per is None:
+        raise Error(f"tensor '{name}' splits different dimensions within one mesh dimension")
+    kinds = [per.get(m, ("replicate",)) for m in range(len(names))]
+    return [f"Shard({k[1]})" if k[0] == "shard" else ("Partial()" if k[0] == "partial" else "Replicate()")
+            for k in kinds]
+
+
+def device_mesh(plan, device_type: Optional[str] = None, granularity: Optional[str] = None):
+    """``(DeviceMesh, layout)``: the plan's mesh over ranks ``0 .. plan.devices - 1`` of the
+    default process group in autotile's device order (row-major), and the placements of
+    every tensor (:func:`plan_layout`, as strings). `device_type`: ``"cpu"`` for gloo, else
+    ``"cuda"``, unless given."""
+    torch, dist = _torch()
+    from torch.distributed.device_mesh import DeviceMesh
+
+    if not dist.is_initialized():
+        raise Error("autotile.torch.parallelize needs torch.distributed initialised "
+                    "(torch.distributed.init_process_group, or run under torchrun)")
+    if dist.get_world_size() != plan.devices:
+        raise Error(f"the plan is for {plan.devices} devices but the process group has "
+                    f"{dist.get_world_size()} ranks")
+    layout = plan_layout(plan, granularity)
+    if device_type is None:
+        device_type = "cpu" if dist.get_backend() == "gloo" else "cuda"
+    names = tuple(n.replace(".", "_") for n in layout["mesh"]["dim_names"])
+    grid = torch.arange(plan.devices).reshape(layout["mesh"]["shape"])
+    return DeviceMesh(device_type, grid, mesh_dim_names=names), layout
+
+
+def _placements(row):
+    from torch.distributed.tensor import Partial, Replicate, Shard
+
+    return tuple(Shard(int(p[6:-1])) if p.startswith("Shard(") else (Partial() if p == "Partial()" else Replicate())
+                 for p in row)
+
+
+def match_parameters(module, plan, model=None) -> Dict[str, str]:
+    """``{module parameter name: plan tensor name}`` for every trainable tensor of the plan.
+    By the ONNX initializer name each plan parameter came from (the TorchScript exporter
+    keeps ``named_parameters()`` names); a plan parameter whose initializer has no such name
+    (an export with constant folding names a Linear weight it transposed ``onnx::MatMul_94``;
+    the import transposes it back) is matched by value against the module's parameters when
+    `model` (the imported Symbol) carries its value. Error naming the tensor when none
+    matches, the shapes differ, or two plan tensors claim one parameter."""
+    params = dict(module.named_parameters())
+    tmap: Optional[ModuleMap] = getattr(model, "torch_map", None)
+    onnx_of = dict(tmap.params) if tmap else {}
+    if model is not None and not onnx_of:
+        onnx_of = {v: k for k, v in getattr(model, "onnx_names", {}).items()}
+    values = getattr(model, "params", None) or {}
+    out: Dict[str, str] = {}
+    for name in plan.param_names:
+        shape = tuple(plan.tensor_shapes[name])
+        found = None
+        for cand in (onnx_of.get(name), name):
+            if cand in params:
+                found = cand
+                break
+        if found is None and name in values:
+            want = np.asarray(values[name])
+            for pname, p in params.items():
+                v = p.detach().cpu().numpy()
+                if v.shape == want.shape and np.array_equal(v, want) and pname not in out:
+                    found = pname
+                    break
+        if found is None:
+            raise Error(f"plan tensor '{name}' (ONNX initializer '{onnx_of.get(name, name)}', shape {shape}) has "
+                        f"no parameter in {type(module).__name__}: no named_parameters() entry of that name or "
+                        f"value (export with autotile.torch.export, which keeps the names)")
+        pname = found
+        have = tuple(params[pname].shape)
+        if have != shape:
+            raise Error(f"module parameter '{pname}' has shape {have} but plan tensor '{name}' has shape {shape}")
+        if pname in out:
+            raise Error(f"module parameter '{pname}' matches two plan tensors, '{out[pname]}' and '{name}'")
+        out[pname] = name
+    return out
+
+
+class Parallelized:
+    """What :func:`parallelize` did: the mesh, the layout, parameter and activation mapping
+    (``params``: module parameter -> plan tensor; ``activations``: (module, call) -> plan
+    tensors), and the hook handles (``remove()`` takes the hooks off)."""
+
+    def __init__(self, module, plan, mesh, layout, params, tmap):
+        self.module, self.plan, self.mesh, self.layout = module, plan, mesh, layout
+        self.params = params
+        self.map: Optional[ModuleMap] = tmap
+        #: (module, k) -> plan tensor per output of its k-th call; the calls left unmapped
+        self.activations, self.unmapped = tmap.resolve(plan.tensor_shapes) if tmap else ({}, [])
+        self.handles = []
+        #: per forward: (module, call index, plan tensor, placements before, after) of each redistribution
+        self.redistributed = []
+
+    def placements(self, tensor: str):
+        """The plan's DTensor placements of `tensor` (objects)."""
+        return _placements(self.layout["placements"][tensor])
+
+    def remove(self) -> None:
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
+                activations: bool = True, granularity: Optional[str] = None):
+    """Distribute `module` (an ``nn.Module``) as `plan` says, in place, and return it.
+
+    `plan` is an autotile plan of the module's ONNX export, `model` the Symbol that export was
+    imported as (``autotile.torch.export(module, *example_inputs)``; None: the module is
+    exported here on zero inputs of the plan's input shapes). Needs ``torch.distributed``
+    initialised with ``plan.devices`` ranks (gloo or nccl; torchrun sets it up across hosts).
+
+    - Every plan parameter becomes a DTensor with the plan's placements, found among
+      ``module.named_parameters()`` by its ONNX initializer name (:func:`match_parameters`);
+      rank 0's values are the ones distributed. Module parameters the plan does not train
+      are replicated.
+    - A forward pre-hook makes each plain tensor argument of ``module(...)`` a DTensor with
+      the plan's layout of that input: every rank passes the whole tensor and keeps its own
+      shard (no communication).
+    - With `activations`, a forward hook on each submodule redistributes the output of every
+      module call that maps to a plan tensor (``model.torch_map``) to the plan's placements,
+      unless the plan leaves it partial. The outputs of ``module(...)`` are DTensors
+      (``.full_tensor()`` gathers one).
+
+    The returned module carries ``module.autotile`` (a :class:`Parallelized`)."""
+    torch, dist = _torch()
+    from torch.distributed.tensor import DTensor, distribute_tensor
+
+    if model is None:
+        model = _export_for(module, plan)
+    mesh, layout = device_mesh(plan, device_type, granularity)
+    pmap = match_parameters(module, plan, model)
+    tmap = getattr(model, "torch_map", None)
+    state = Parallelized(module, plan, mesh, layout, pmap, tmap)
+    owners = {}
+    for q, sub in module.named_modules():
+        for pname, _ in sub.named_parameters(recurse=False):
+            owners[f"{q}.{pname}" if q else pname] = (sub, pname)
+    for full, (sub, pname) in owners.items():
+        p = getattr(sub, pname)
+        if full in pmap:
+            placements = _placements(layout["placements"][pmap[full]])
+        else:
+            placements = tuple(_placements(["Replicate()"] * mesh.ndim))
+        dt = distribute_tensor(p.detach(), mesh, placements)
+        sub.register_parameter(pname, torch.nn.Parameter(dt, requires_grad=p.requires_grad))
+
+    inputs = dict(tmap.inputs) if tmap else {n: n for n in plan.input_shapes}
+    arg_names = _arg_names(module)
+
+    def to_dtensor(name, value):
+        if not isinstance(value, torch.Tensor) or isinstance(value, DTensor):
+            return value
+        tensor = inputs.get(name)
+        if tensor is None or tensor not in layout["placements"]:
+            return distribute_tensor(value, mesh, _placements(["Replicate()"] * mesh.ndim), src_data_rank=None)
+        return distribute_tensor(value, mesh, state.placements(tensor), src_data_rank=None)
+
+    def root_pre(_mod, args, kwargs):
+        state.calls = {}
+        state.redistributed = []
+        args = tuple(to_dtensor(arg_names[i] if i < len(arg_names) else None, a) for i, a in enumerate(args))
+        kwargs = {k: to_dtensor(k, v) for k, v in kwargs.items()}
+        return args, kwargs
+
+    state.handles.append(module.register_forward_pre_hook(root_pre, with_kwargs=True))
+    if activations and tmap is not None:
+        names = {id(m): q for q, m in module.named_modules()}
+
+        def post(mod, _inputs, output):
+            q = names.get(id(mod))
+            k = state.calls.get(q, 0)
+            state.calls[q] = k + 1
+            targets = state.activations.get((q, k))
+            if not targets:
+                return None
+            flat = flat_tensors(output)
+            if len(flat) != len(targets):
+                return None
+            swap = {}
+            for t, name in zip(flat, targets):
+                if name is None or not isinstance(t, DTensor) or name not in layout["placements"]:
+                    continue
+                want = state.placements(name)
+                if any(p.is_partial() for p in want) or tuple(t.placements) == want:
+                    continue
+                state.redistributed.append((q, k, name, tuple(t.placements), want))
+                swap[id(t)] = t.redistribute(mesh, want)
+            return _replace(output, swap) if swap else None
+
+        for q, sub in module.named_modules():
+            if sub is not module:
+                state.handles.append(sub.register_forward_hook(post))
+    state.calls = {}
+    module.autotile = state
+    return module
+
+
+def _replace(value, swap):
+    """`value` with the tensors in `swap` (by id) replaced, structure kept."""
+    if id(value) in swap:
+        return swap[id(value)]
+    if isinstance(value, tuple):
+        return type(value)(*[_replace(v, swap) for v in value]) if hasattr(value, "_fields") else \
+            tuple(_replace(v, swap) for v in value)
+    if isinstance(value, list):
+        return [_replace(v, swap) for v in value]
+    if isinstance(value, dict):
+        return {k: _replace(v, swap) for k, v in value.items()}
+    return value
+
+
+def _arg_names(module):
+    import inspect
+
+    return [p.name for p in inspect.signature(module.forward).parameters.values()
+            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+
+
+def _export_for(module, plan):
+    """The module's export (:func:`autotile.torch.export`) on zero inputs of the plan's input
+    shapes, for forward's arguments the plan has as inputs."""
+    torch, _ = _torch()
+    from .names import export
+
+    args = []
+    for name in _arg_names(module):
+        if name not in plan.input_shapes:
+            break
+        dtype = plan.tensor_dtypes.get(name, "float32")
+        args.append(torch.zeros(plan.input_shapes[name], dtype=getattr(torch, dtype, torch.float32)))
+    if not args:
+        raise Error(f"no argument of {type(module).__name__}.forward ({_arg_names(module)}) is an input of the plan "
+                    f"({sorted(plan.input_shapes)}); pass the exported model: parallelize(module, plan, "
+                    f"autotile.torch.export(module, *example_inputs))")
+    return export(module, *args)

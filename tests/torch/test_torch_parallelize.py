@@ -1,0 +1,234 @@
+"""autotile.torch (issue 23 item 4): an nn.Module distributed by a plan with DTensor.
+
+Oracles: the plain module's own SGD step in the same process (the parallelized step on 8
+gloo processes must give its output, gradients and updated parameters); the exported ONNX
+graph's node names (every scope the call recorder computes names the graph's nodes); the
+plan's own byte count (DTensor's collectives for a data-parallel step move the gradients the
+plan reduces)."""
+import copy
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'autotile[torch]'; CI installs it)")
+pytest.importorskip("onnx", reason="onnx is not installed (autotile.torch.export needs it)")
+pytest.importorskip("torch.distributed.tensor", reason="this torch has no torch.distributed.tensor")
+
+import torch.nn as nn  # noqa: E402
+
+import autotile as at  # noqa: E402
+import autotile.torch as att  # noqa: E402
+from autotile.torch import zoo  # noqa: E402
+from autotile.torch.names import boundary_tensors, record_calls  # noqa: E402
+
+TOL = 1e-4  # float32, one step; measured differences are below 3e-5
+
+
+class Inner(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+class Nested(nn.Module):
+    """Sequential, ModuleList, a module called twice."""
+
+    def __init__(self):
+        super().__init__()
+        self.seq = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), Inner())
+        self.blocks = nn.ModuleList([Inner(), Inner()])
+        self.shared = nn.Linear(8, 8)
+
+    def forward(self, x):
+        x = self.seq(x)
+        for b in self.blocks:
+            x = b(x)
+        return self.shared(self.shared(x))
+
+
+def _export(module, x):
+    torch.manual_seed(0)
+    return att.export(module, x)
+
+
+def test_module_calls_map_to_the_exporters_scopes():
+    import io
+    import warnings
+
+    import onnx
+
+    torch.manual_seed(0)
+    m, x = Nested(), torch.randn(4, 8)
+    calls = record_calls(m, (x,))
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (x,), buf, dynamo=False, do_constant_folding=False, input_names=["x"])
+    graph = onnx.load_from_string(buf.getvalue()).graph
+    scopes = {scope for _, scope, _ in calls}
+    # every node the exporter put in a module scope sits in one the recorder computed
+    for node in graph.node:
+        if node.name.startswith("/") and node.name.count("/") > 1:
+            assert node.name[:node.name.rindex("/") + 1] in scopes, node.name
+    by_name = [(q, scope) for q, scope, _ in calls]
+    assert ("seq.2.a", "/seq/seq.2/a/") in by_name and ("blocks.1", "/blocks.1/") in by_name
+    assert [s for q, s in by_name if q == "shared"] == ["/shared/", "/shared_1/"]
+    # a scope's boundary: what leaves it (the second call of `shared` computes the graph output)
+    assert boundary_tensors(graph, "/shared_1/") == [graph.output[0].name]
+    assert boundary_tensors(graph, "/seq/") == ["/seq/seq.2/b/Gemm_output_0"]
+
+    sym = _export(m, x)
+    plan = at.plan(sym, devices=2, shapes={"x": (4, 8)})
+    outputs, unmapped = sym.torch_map.resolve(plan.tensor_shapes)
+    assert unmapped == []  # every call computes its output in its own scope
+    assert len(outputs) == len(calls)
+    assert outputs[("shared", 1)] == [sym.onnx_names["output"]]
+    assert outputs[("seq", 0)] == outputs[("seq.2", 0)] == outputs[("seq.2.b", 0)]
+
+
+def test_parameters_matched_by_initializer_name_and_refused_by_name():
+    m, x = zoo.MLP(), torch.randn(4, 784)
+    sym = _export(m, x)
+    plan = at.plan(sym, devices=2, shapes={"data": (4, 784)})
+    got = att.match_parameters(m, plan, sym)
+    assert got == {n: n for n, _ in m.named_parameters()}
+
+    class Renamed(nn.Module):  # same shapes, other names, other values
+        def __init__(self):
+            super().__init__()
+            self.first = nn.Linear(784, 512)
+            self.relu1 = nn.ReLU()
+            self.fc2 = nn.Linear(512, 10)
+
+    torch.manual_seed(0)  # the values of the exported module: matched by value, whatever the names
+    same = Renamed()
+    m.load_state_dict({k.replace("first", "fc1"): v for k, v in same.state_dict().items()})
+    sym = _export(m, x)
+    plan = at.plan(sym, devices=2, shapes={"data": (4, 784)})
+    assert att.match_parameters(same, plan, sym)["first.weight"] == "fc1.weight"
+    torch.manual_seed(1)  # other values
+    with pytest.raises(at.Error, match=r"plan tensor 'fc1\.(weight|bias)' .* has no parameter in Renamed"):
+        att.match_parameters(Renamed(), plan, sym)
+
+    class Narrow(zoo.MLP):
+        def __init__(self):
+            super().__init__()
+            self.fc2 = nn.Linear(512, 7)
+
+    with pytest.raises(at.Error, match=r"module parameter 'fc2\.(weight|bias)' has shape \((7, 512|7,)\) but plan "
+                                       r"tensor 'fc2\.(weight|bias)' has shape"):
+        att.match_parameters(Narrow(), plan, sym)
+
+
+def test_a_folded_initializer_is_matched_by_value():
+    """Constant folding gives a 3-D input's Linear weight, transposed, a new name
+    (``onnx::MatMul_94``; the import transposes it back): matched by value."""
+    import io
+    import warnings
+
+    import onnx
+
+    torch.manual_seed(0)
+    m, x = zoo.Block(), torch.randn(2, 4, 32)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(m, (x,), buf, dynamo=False, do_constant_folding=True, input_names=["x"])
+    sym = at.onnx.load(onnx.load_from_string(buf.getvalue()))
+    plan = at.plan(sym, devices=2, shapes={"x": (2, 4, 32)})
+    got = att.match_parameters(m, plan, sym)
+    # (the folding exporter also shares one initializer between equal tensors, ln1's and ln2's)
+    assert sorted(got.values()) == sorted(plan.param_names)
+    for name in ("attn.q.weight", "attn.o.weight", "ff1.weight", "ff2.weight"):
+        assert got[name].startswith("onnx_MatMul_"), (name, got[name])
+        assert torch.equal(torch.from_numpy(sym.params[got[name]]), dict(m.named_parameters())[name].detach())
+
+
+def _steps(rank, jobs):
+    return [att.compare_step(rank, *job) for job in jobs]
+
+
+def _run(module, shape, plans, seed=0):
+    torch.manual_seed(seed)
+    x = torch.randn(*shape)
+    sym = att.export(module, x)
+    name = next(iter(sym.torch_map.inputs.values()))
+    built = [at.plan(sym, shapes={name: shape}, **kw) for kw in plans]
+    results = att.run_local(_steps, 8, [(module, p, sym, (x,)) for p in built], timeout=300)
+    return built, results
+
+
+def _check(results, j):
+    for per_rank in results:
+        r = per_rank[j]
+        assert r["diff"]["output"] < TOL and r["diff"]["grad"] < TOL and r["diff"]["param"] < TOL, r["diff"]
+    return results[0][j]
+
+
+def test_mlp_step_on_8_gloo_processes_tofu_and_data():
+    """The README MLP: a tofu plan (fc1 split by output features, fc2 by input features; one
+    mesh dimension of 8) and data parallelism. DTensor's all-reduces of the data-parallel
+    gradients move the plan's bytes but for fc2's bias gradient: the head gradient of
+    ``out.sum()`` is replicated in DTensor, so that gradient needs no reduction."""
+    module = zoo.MLP()
+    plans, results = _run(module, (64, 784), [{"devices": 8}, {"devices": 8, "algorithm": "data"}])
+    tofu, data = _check(results, 0), _check(results, 1)
+    assert tofu["mesh"]["shape"] == [8] and data["mesh"]["shape"] == [8]
+    assert not tofu["unmapped"] and not data["unmapped"]
+    rep = data["report"]
+    assert rep["counts"] == {"all_reduce": 3}
+    bias_grad = 2 * 7 * 10 * 4  # an all-reduce of fc2's 10 float32 bias gradient over 8 ranks
+    assert rep["total_bytes"] == pytest.approx(plans[1].comm_bytes - bias_grad)
+
+
+@pytest.mark.slow
+def test_transformer_block_and_cnn_steps_on_8_gloo_processes():
+    """A pre-norm Transformer layer under data parallelism and Megatron-style rules on a 2 x 4
+    mesh (the rest searched by tofu: the hooks redistribute module outputs to the plan's
+    layouts), and a CNN under data parallelism."""
+    from autotile.bench.engines_torch import megatron_rules
+
+    block = zoo.Block()
+    plans, results = _run(block, (8, 16, 32), [
+        {"devices": 8, "algorithm": "data"},
+        {"mesh": {"batch": 2, "model": 4}, "layout": megatron_rules()}])
+    _check(results, 0)
+    rules = _check(results, 1)
+    assert rules["mesh"] == {"shape": [2, 4], "dim_names": ["batch", "model"]}
+    assert rules["redistributed"], "the rules plan lays activations out unlike DTensor's propagation"
+    want = plans[1].to_dtensor(tensors="all", objects=True)["placements"]
+    for _, _, tensor, _, after in rules["redistributed"]:
+        assert after == str(tuple(want[tensor])), tensor
+    _, results = _run(zoo.CNN(), (16, 1, 8, 8), [{"devices": 8, "algorithm": "data"}])
+    _check(results, 0)
+
+
+@pytest.mark.slow
+def test_mlp_rules_plan_on_a_2x4_mesh():
+    _, results = _run(zoo.MLP(), (64, 784), [{"mesh": {"batch": 2, "model": 4},
+                                             "layout": {"fc1.weight": {0: "model"}, "data": {0: "batch"}}}])
+    assert _check(results, 0)["mesh"]["shape"] == [2, 4]
+
+
+def test_run_local_names_the_failing_rank():
+    def fn(rank):
+        if rank == 1:
+            raise ValueError("boom on one rank")
+        return rank
+
+    with pytest.raises(at.Error, match=r"rank 1 of 2 failed:(.|\n)*boom on one rank"):
+        att.run_local(fn, 2, timeout=60)
+    assert att.run_local(lambda rank: rank * 10, 2, timeout=60) == [0, 10]
+
+
+def test_parallelize_needs_a_process_group_of_the_plans_size():
+    m = zoo.MLP()
+    sym = _export(m, torch.randn(4, 784))
+    plan = at.plan(sym, devices=2, shapes={"data": (4, 784)})
+    with pytest.raises(at.Error, match="needs torch.distributed initialised"):
+        att.parallelize(copy.deepcopy(m), plan, sym)
+    with pytest.raises(at.Error, match=r"the plan is for 2 devices but the process group has 4 ranks"):
+        att.run_local(lambda rank: att.parallelize(copy.deepcopy(m), plan, sym), 4, timeout=120)
