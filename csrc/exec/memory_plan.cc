@@ -1,11 +1,14 @@
 #include "exec/memory_plan.h"
 
+#include "exec/arena_fit.h"
+
 #include "graph/inplace.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
 #include <queue>
+#include <unordered_map>
 
 namespace autotile {
 
@@ -135,26 +138,16 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
   // Memory groups: a buffer and the buffers that take its memory in place share one offset.
   struct Group {
     std::vector<int> members;
-    int64_t size = 0, begin = 0, end = 0, offset = -1;
+    ArenaBlock block;  // aligned size and the members' span together
   };
   std::vector<int> group_of(eg.buffers.size(), -1);
   std::vector<int> source_of(eg.buffers.size(), -1);  // the input whose memory a buffer took
-  // Whether two groups may not share memory: their lifetimes overlap, or (dataflow planning)
-  // the later one's writer is not ordered after every reader of the earlier one.
-  auto conflict = [&](const Group& g, const Group& h) {
-    if (g.begin <= h.end && h.begin <= g.end) return true;
-    const Group& first = g.end < h.begin ? g : h;
-    const Group& second = g.end < h.begin ? h : g;
-    for (int e : first.members)
-      for (int l : second.members)
-        if (!reusable_by(eg.buffers[e], eg.buffers[l])) return true;
-    return false;
-  };
+  std::vector<std::vector<Group>> groups_of(eg.devices);
   for (int dev = 0; dev < eg.devices; ++dev) {
     auto& ids = per_device[dev];
     std::stable_sort(ids.begin(), ids.end(),
                      [&](int a, int b) { return eg.buffers[a].live_begin < eg.buffers[b].live_begin; });
-    std::vector<Group> groups;
+    std::vector<Group>& groups = groups_of[dev];
     for (int id : ids) {
       const Buffer& b = eg.buffers[id];
       int src = inplace_source(id);
@@ -163,39 +156,67 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
         source_of[id] = src;
         Group& g = groups[group_of[src]];
         g.members.push_back(id);
-        g.end = std::max(g.end, b.live_end);
+        g.block.end = std::max(g.block.end, b.live_end);
         group_of[id] = group_of[src];
       } else {
         group_of[id] = static_cast<int>(groups.size());
-        groups.push_back({{id}, align_up(std::max<int64_t>(b.bytes, 1)), b.live_begin, b.live_end, -1});
+        groups.push_back({{id}, {align_up(std::max<int64_t>(b.bytes, 1)), b.live_begin, b.live_end}});
       }
     }
-    // Placement largest first (greedy by size, as TFLite's arena planner): each group takes
-    // the smallest gap, among the placed groups it cannot share memory with, that holds it.
-    std::vector<int> order(groups.size());
-    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      return groups[a].size != groups[b].size ? groups[a].size > groups[b].size : groups[a].begin < groups[b].begin;
-    });
+  }
+  // Offsets (exec/arena_fit.h: best fit, largest first). The placement depends only on the
+  // groups' sizes and lifetimes in order, so devices whose groups agree (all of them, in a
+  // plan whose devices run the same schedule on their own tiles) share one placement. With
+  // dataflow planning, whether two groups may share memory also depends on who reads them:
+  // every device is placed on its own.
+  std::vector<std::vector<int64_t>> offsets_of(eg.devices);
+  std::unordered_map<uint64_t, std::vector<int>> placed_like;  // hash of a device's blocks -> devices placed
+  for (int dev = 0; dev < eg.devices; ++dev) {
+    const std::vector<Group>& groups = groups_of[dev];
+    std::vector<ArenaBlock> blocks;
+    blocks.reserve(groups.size());
+    for (const Group& g : groups) blocks.push_back(g.block);
+    if (dependency_reuse_only) {
+      // Whether the earlier group's memory may not pass to the later one: some writer of the
+      // later is not ordered after every reader of the earlier.
+      auto ordered_conflict = [&](int first, int second) {
+        for (int e : groups[first].members)
+          for (int l : groups[second].members)
+            if (!reusable_by(eg.buffers[e], eg.buffers[l])) return true;
+        return false;
+      };
+      offsets_of[dev] = place_best_fit(blocks, ordered_conflict);
+      continue;
+    }
+    uint64_t h = 1469598103934665603ull;
+    for (const ArenaBlock& b : blocks)
+      for (int64_t v : {b.size, b.begin, b.end}) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    auto same_blocks = [&](int other) {
+      const std::vector<Group>& og = groups_of[other];
+      if (og.size() != groups.size()) return false;
+      for (size_t i = 0; i < og.size(); ++i)
+        if (og[i].block.size != blocks[i].size || og[i].block.begin != blocks[i].begin ||
+            og[i].block.end != blocks[i].end)
+          return false;
+      return true;
+    };
+    auto& like = placed_like[h];
+    auto twin = std::find_if(like.begin(), like.end(), same_blocks);
+    if (twin != like.end()) {
+      offsets_of[dev] = offsets_of[*twin];
+      continue;
+    }
+    offsets_of[dev] = place_best_fit(blocks);
+    like.push_back(dev);
+  }
+  for (int dev = 0; dev < eg.devices; ++dev) {
+    auto& ids = per_device[dev];
+    std::vector<Group>& groups = groups_of[dev];
     int64_t arena = 0;
-    std::vector<int> placed;
-    std::vector<std::pair<int64_t, int64_t>> used;
-    for (int gi : order) {
-      Group& g = groups[gi];
-      used.clear();
-      for (int pj : placed)
-        if (conflict(g, groups[pj])) used.push_back({groups[pj].offset, groups[pj].offset + groups[pj].size});
-      std::sort(used.begin(), used.end());
-      int64_t end = 0, best = -1, best_gap = 0;
-      for (const auto& [lo, hi] : used) {
-        int64_t gap = lo - end;
-        if (gap >= g.size && (best < 0 || gap < best_gap)) best = end, best_gap = gap;
-        end = std::max(end, hi);
-      }
-      g.offset = best >= 0 ? best : end;
-      arena = std::max(arena, g.offset + g.size);
-      placed.push_back(gi);
-      for (int m : g.members) eg.buffers[m].offset = g.offset;
+    for (size_t gi = 0; gi < groups.size(); ++gi) {
+      const int64_t offset = offsets_of[dev][gi];
+      arena = std::max(arena, offset + groups[gi].block.size);
+      for (int m : groups[gi].members) eg.buffers[m].offset = offset;
     }
     // In schedule order: live bytes, and whoever writes a buffer waits for the readers (and
     // the writer) of what used its memory before.
@@ -214,7 +235,7 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
       live_bytes += b.bytes;
       peak = std::max(peak, live_bytes);
       ending.push({b.live_end, id});
-      const int64_t offset = b.offset, size = groups[group_of[id]].size;
+      const int64_t offset = b.offset, size = groups[group_of[id]].block.size;
       std::vector<int> previous = occupancy.claim(offset, offset + size, id);
       if (b.producer < 0) continue;  // graph inputs are written before the step starts
       auto& deps = eg.ops[b.producer].deps;
