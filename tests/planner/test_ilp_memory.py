@@ -102,3 +102,19 @@ def test_search_never_beats_the_constrained_optimum(devices):
         assert exact["total_bytes"] <= raw["total_bytes"] + 1e-6
         found = search_weights(search, held, bound)
         assert found is not None and found[1] <= bound and found[0]["total_bytes"] >= exact["total_bytes"] - 1e-6
+
+
+def test_the_memory_program_builds_on_the_joint_one():
+    # issue 24: ilp_memory imports ilp_joint, and nothing in ilp_joint points back
+    import ast
+    import inspect
+
+    from autotile.planner import ilp_joint, ilp_memory
+
+    def imported(module):
+        tree = ast.parse(inspect.getsource(module))
+        return {(n.module or "").split(".")[-1] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)} | \
+               {a.name.split(".")[-1] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+
+    assert "ilp_joint" in imported(ilp_memory)
+    assert "ilp_memory" not in imported(ilp_joint)

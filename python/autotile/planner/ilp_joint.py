@@ -28,7 +28,7 @@ from .ilp import solve_cut
 
 
 def joint_optimum(core, devices: int, factors=None, replicate_fallback: bool = False, strategy_provider=None,
-                  time_limit: Optional[float] = None, max_values: int = 4096, held_at_most=None) -> dict:
+                  time_limit: Optional[float] = None, max_values: int = 4096, at_most=None) -> dict:
     """Solve all cuts of planning the core graph `core` on `devices` devices at once.
 
     Returns a dict: ``total_bytes`` (the plan's bytes per step, priced back by the core's
@@ -36,9 +36,10 @@ def joint_optimum(core, devices: int, factors=None, replicate_fallback: bool = F
     else HiGHS's dual bound), ``optimal``, ``gap``, ``seconds`` (building and solving),
     ``columns``/``rows`` of the program, ``factors``, and the plan as ``tensor_tilings`` /
     ``node_strategies`` (per id, one entry per cut). Error when the program is too large to
-    build (``max_values`` sequences per tensor or node) or has no solution. With
-    ``held_at_most=(tensor_bytes, bound)`` only plans whose devices each hold at most `bound`
-    bytes of all tensors together count (planner/ilp_memory.py)."""
+    build (``max_values`` sequences per tensor or node) or has no solution. With `at_most`, a
+    function of the joint problem (the dict of ``_core.joint_problem``) returning
+    ``(weights, bound)``, one weight array per variable with one entry per value, only plans
+    whose weights sum to at most `bound` count (planner/ilp_memory.py: bytes a device holds)."""
     t0 = time.perf_counter()
     kw = dict(replicate_fallback=replicate_fallback, strategy_provider=strategy_provider, factors=factors)
     problem = _core.joint_problem(core, devices, max_values=max_values, **kw)
@@ -47,13 +48,7 @@ def joint_optimum(core, devices: int, factors=None, replicate_fallback: bool = F
                 "seconds": time.perf_counter() - t0, "columns": 0, "rows": 0, "factors": [],
                 "tensor_tilings": [[] for _ in problem["tensor_var"]], "node_strategies": [[] for _ in problem["edges"]]}
     stats: dict = {}
-    at_most = None
-    if held_at_most is not None:
-        from .ilp_memory import held_weights
-
-        tensor_bytes, bound = held_at_most
-        at_most = (held_weights(problem, tensor_bytes), bound)
-    values = solve_cut(problem, time_limit, stats, at_most)
+    values = solve_cut(problem, time_limit, stats, at_most(problem) if at_most is not None else None)
     tilings = [problem["tensor_values"][v][values[v]] for v in problem["tensor_var"]]
     strategies, total = [], 0.0
     for n, edges in enumerate(problem["edges"]):

@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence
 
 import numpy as np
 
+from .ilp_joint import joint_optimum
 from .memory_fit import tensor_bytes  # noqa: F401  (bytes of every tensor, by id)
 
 
@@ -50,9 +51,7 @@ def constrained_optimum(core, devices: int, nbytes: np.ndarray, bound: float, re
                         time_limit: Optional[float] = None) -> dict:
     """The joint optimum (planner/ilp_joint.joint_optimum's dict) among plans whose devices
     hold at most `bound` bytes each, with ``held_bytes`` added. Error when none does."""
-    from .ilp_joint import joint_optimum
-
     j = joint_optimum(core, devices, replicate_fallback=replicate_fallback, time_limit=time_limit,
-                      held_at_most=(nbytes, bound))
+                      at_most=lambda problem: (held_weights(problem, nbytes), bound))
     j["held_bytes"] = held_bytes(j["tensor_tilings"], j["factors"], nbytes)
     return j
