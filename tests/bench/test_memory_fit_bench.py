@@ -39,3 +39,17 @@ def test_memory_fit_bench_host_quick(tmp_path):
         assert all(t > 0 for t in r["measured_seconds"] + r["simulated_seconds"])
         ratio = r["measured_seconds"][1] / r["measured_seconds"][0]
         assert f"{ratio:.3f}" in proc.stdout
+
+
+@pytest.mark.slow
+def test_memory_fit_bench_planning_quick(tmp_path):
+    """--planning --quick (issue #24): one row per planning case, the plain and budgeted CPU
+    times and their ratio as printed, every budgeted plan within its budget or swapped."""
+    proc = run_bench("memory_fit", tmp_path, "--planning", "--quick")
+    rows = json.loads((tmp_path / "memory_planning.json").read_text())["rows"]
+    assert [(r["model"], r["batch"]) for r in rows] == [("wresnet-50-1", 128), ("rnn-2-2k", 512)]
+    for r in rows:
+        assert r["plain_cpu_seconds"] > 0 and r["budget_cpu_seconds"] > 0
+        assert r["ratio"] == pytest.approx(r["budget_cpu_seconds"] / r["plain_cpu_seconds"])
+        assert f"{r['ratio']:.1f}x" in proc.stdout
+        assert r["swapped"] or r["peak_bytes"] <= r["budget"]

@@ -8,6 +8,7 @@ next to the models the thesis measured.
     autotile bench memory --quick    # WResNet-50-1, RNN-2-2K on 4 devices, 0.8 GB (CI, < 2 minutes)
     autotile bench memory --widths   # the older sweep: largest width per device count, tofu vs data
     autotile bench memory --host     # swapping measured on the host runtime vs simulated (swap_host.py)
+    autotile bench memory --planning [--repeat 3]   # planning time only: at.plan with a budget vs without
 
 Last, small members of each family at half their need on 1 and 8 devices (4 with --quick, RNN
 only) run a few chained steps on the host runtime, checked against the same plan unswapped and
@@ -17,12 +18,15 @@ Memory is the busiest device's arena under the execution graph's static memory p
 planner the runtime uses, COMPUTED, no run); "need" is that arena without swapping for the
 plan with the smallest peak the budget search found. Step times are SIMULATED on the
 p2.8xlarge (K80, PCIe 3 to host) and dgx-a100 (A100, PCIe 4 to host) profiles at the same
-budget. The batch doubles until a method no longer fits. Writes bench/out/memory_fit.json."""
+budget. The batch doubles until a method no longer fits. Every budgeted plan's planning time
+(CPU seconds of at.plan, process_time) is listed beside the plain plan's (issue #24: within
+10x). Writes bench/out/memory_fit.json."""
 from __future__ import annotations
 
 import re
 import sys
 import time
+from typing import Optional
 
 from . import common
 
@@ -38,15 +42,21 @@ METHODS = ("tofu", "tofu+budget", "+swap")
 THESIS = {"wresnet": "WResNet-152-10 b64 (180 GB, 11x): 95% of ideal = 1.05x step",
           "rnn": "RNN-8-8K b256 (118 GB, 7.4x): 70-80% of ideal = 1.25-1.43x step"}
 TARGET_NEED, TARGET_STEP = 2.0, 1.5  # a model needing 2x the budget trains at <= 1.5x the step time
+# --planning: (model, batch, seq or None, devices, budget) planned with and without the budget
+PLANNING = [("wresnet-152-4", 128, None, 8, 12e9), ("gpt2-large", 16, None, 8, 12e9),
+            ("rnn-10-8k", 512, None, 8, 12e9), ("llama-7b", 8, 2048, 64, 8e9)]
+QUICK_PLANNING = [("wresnet-50-1", 128, None, 4, 0.8e9), ("rnn-2-2k", 512, None, 4, 0.8e9)]
+TARGET_PLANNING = 10.0  # a budgeted plan takes at most 10x the plain plan's CPU time
 
 
 class Case:
     """Plans of one model on `devices` at one budget, cached per batch (the unconstrained
     plan serves both as the tofu attempt and as every method's reference step)."""
 
-    def __init__(self, model: str, devices: int, budget: float):
+    def __init__(self, model: str, devices: int, budget: float, timings: Optional[list] = None):
         self.model, self.devices, self.budget = model, devices, budget
         self._free, self._fit, self.why = {}, {}, {}
+        self.timings = [] if timings is None else timings  # JSON rows: each budgeted at.plan's CPU time
 
     def free(self, batch):
         """(plan, exec graph) of the unconstrained search, or None when it cannot plan."""
@@ -55,7 +65,9 @@ class Case:
 
         if batch not in self._free:
             try:
+                t0 = time.process_time()
                 plan = at.plan(self.model, devices=self.devices, batch=batch)
+                plan.planning_cpu = time.process_time() - t0
                 self._free[batch] = (plan, transform(self.model, plan))
             except (at.Error, MemoryError):
                 self._free[batch] = None
@@ -69,7 +81,12 @@ class Case:
 
         if batch not in self._fit:
             try:
+                t0 = time.process_time()
                 plan = at.plan(self.model, devices=self.devices, batch=batch, device_memory=int(self.budget))
+                cpu = time.process_time() - t0
+                free = self.free(batch)
+                self.timings.append(_timing(self.model, self.devices, batch, self.budget,
+                                            free and free[0].planning_cpu, cpu, plan))
                 eg = transform(self.model, plan)
                 need = _peak(transform(self.model, plan, swap=False)) if plan.swap_budget is not None else _peak(eg)
                 self._fit[batch] = (plan, eg, need)
@@ -96,6 +113,14 @@ class Case:
         if free is None:
             return {p: None for p in PROFILES}
         return {p: simulate(eg, p).step_seconds / simulate(free[1], p).step_seconds for p in PROFILES}
+
+
+def _timing(model, devices, batch, budget, plain_cpu, budget_cpu, plan) -> dict:
+    """A planning-time JSON row: CPU seconds of at.plan without and with the budget."""
+    return {"model": model, "devices": devices, "batch": batch, "budget": budget, "method": "planning time",
+            "plain_cpu_seconds": plain_cpu, "budget_cpu_seconds": budget_cpu,
+            "ratio": budget_cpu / plain_cpu if plain_cpu else None, "memory_weight": plan.memory_weight,
+            "swapped": plan.swap_budget is not None, "peak_bytes": plan.peak_memory}
 
 
 def _peak(eg) -> int:
@@ -150,9 +175,58 @@ def budget_table(cfg, log):
             targets.append(half_the_need(case, largest["tofu"], log, out, cfg["ga_seconds"]))
             # SwapAdvisor's own setting: one device with the host link to itself, the same
             # per-device batch
-            one = Case(model, 1, budget)
+            one = Case(model, 1, budget, case.timings)
             targets.append(half_the_need(one, max(1, largest["tofu"] // devices), log, out, cfg["ga_seconds"]))
+        out.extend(case.timings)
     return rows, sweep, [t for t in targets if t], out
+
+
+def planning_times(cases, repeat: int, log) -> list:
+    """JSON rows (:func:`_timing`, medians of `repeat` runs) of at.plan without and with the
+    budget, for each (model, batch, seq, devices, budget) of `cases`."""
+    import statistics
+
+    import autotile as at
+
+    got = []
+    for model, batch, seq, devices, budget in cases:
+        spec = at.models.get(model, batch=batch, seq=seq) if seq else model
+        kw = {} if seq else {"batch": batch}
+        times = {"plain": [], "budget": []}
+        plan = None
+        try:  # untimed: the first plan of a process imports and builds what later plans reuse
+            at.plan(spec, devices=devices, **kw)
+        except (at.Error, MemoryError):
+            pass
+        for _ in range(repeat):
+            for kind in times:
+                t0 = time.process_time()
+                try:
+                    p = at.plan(spec, devices=devices, device_memory=int(budget) if kind == "budget" else None, **kw)
+                except (at.Error, MemoryError) as e:
+                    log(f"  {model} x{devices} batch {batch}: {kind} plan failed: {common.error_text(e)}")
+                    break
+                times[kind].append(time.process_time() - t0)
+                plan = p if kind == "budget" else plan
+        if not times["budget"] or not times["plain"]:
+            continue
+        row = _timing(model, devices, batch, budget, statistics.median(times["plain"]),
+                      statistics.median(times["budget"]), plan)
+        row["runs"] = repeat
+        log(f"  {model} x{devices} batch {batch} at {budget / 1e9:g} GB: plain {row['plain_cpu_seconds']:.2f} s, "
+            f"budget {row['budget_cpu_seconds']:.2f} s CPU")
+        got.append(row)
+    return got
+
+
+def planning_table(timings) -> str:
+    """The planning-time table of JSON rows from :func:`_timing`."""
+    rows = [[f"{t['model']} x{t['devices']}", t["batch"], f"{t['budget'] / 1e9:.2f} GB",
+             f"{t['plain_cpu_seconds']:.2f}", f"{t['budget_cpu_seconds']:.2f}", f"{t['ratio']:.1f}x",
+             "swap" if t["swapped"] else f"w = {t['memory_weight']:g}",
+             "yes" if t["ratio"] <= TARGET_PLANNING else "NO"] for t in timings if t["ratio"] is not None]
+    return common.table(["model x devices", "batch", "budget", "plain CPU s", "budgeted CPU s", "ratio", "plan",
+                         f"<= {TARGET_PLANNING:g}x"], rows)
 
 
 def genetic(case, batch, plan, budget, seconds, log):
@@ -182,7 +256,7 @@ def half_the_need(case, batch, log, out, ga_seconds):
     if free is None:
         return None
     need = _peak(free[1])
-    half = Case(case.model, case.devices, need // TARGET_NEED)
+    half = Case(case.model, case.devices, need // TARGET_NEED, case.timings)
     half._free = case._free  # the same unconstrained plans
     t0 = time.perf_counter()
     got = half.fitted(batch)
@@ -214,7 +288,25 @@ def main(argv=None) -> int:
     p.add_argument("--models", default=None, help="comma-separated subset of the table's models")
     p.add_argument("--host", action="store_true",
                    help="measure swapping on the host runtime against the simulator instead (swap_host.py)")
+    p.add_argument("--planning", action="store_true",
+                   help="only the planning-time table: at.plan with the budget against without (issue #24)")
+    p.add_argument("--repeat", type=int, default=1, help="runs per planning-time case (the median is shown)")
     args = p.parse_args(argv)
+    log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
+    cases = QUICK_PLANNING if args.quick else PLANNING
+    if args.models:
+        cases = [c for c in cases if c[0] in args.models.split(",")]
+        if args.planning and not cases:
+            p.error(f"--models: none of the planning cases ({', '.join(c[0] for c in PLANNING + QUICK_PLANNING)})")
+    planning_head = (f"Planning time: CPU seconds of at.plan with device_memory against without (process_time, "
+                     f"median of {args.repeat}; the plan column: the memory weight chosen, or swap when no "
+                     f"partition fits)\n")
+    if args.planning:
+        timings = planning_times(cases, args.repeat, log)
+        text = planning_head + planning_table(timings)
+        print(text)
+        common.write_json("memory_planning.json", {"rows": timings, "table": text})
+        return 0
     if args.widths:
         return width_sweep(args)
     if args.host:
@@ -255,6 +347,11 @@ def main(argv=None) -> int:
     text += "\n\n" + executed_table((1, 4) if args.quick else (1, cfg["devices"]),
                                       lambda s: print(s, file=sys.stderr, flush=True),
                                       ["rnn"] if args.quick else None)
+    timings = planning_times(cases, args.repeat, log)
+    out.extend(timings)
+    text += ("\n\n" + planning_head + f"(first the planning cases, then every budgeted plan of the tables above, "
+             "one run each)\n" + planning_table(timings + [r for r in out if r.get("method") == "planning time"
+                                                           and r not in timings]))
     print(text)
     common.write_json("memory_fit.json", {"budget": budget, "devices": cfg["devices"], "rows": out,
                                           "quick": args.quick, "table": text})

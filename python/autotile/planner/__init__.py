@@ -195,9 +195,11 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     def search(memory_weight=0.0):
         wide.clear()
         try:
-            return _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
-                                    fallback, factors=factors, pinned=pins, memory_weight=memory_weight,
-                                    cut_solver=wide_solver)
+            raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
+                                   fallback, factors=factors, pinned=pins, memory_weight=memory_weight,
+                                   cut_solver=wide_solver)
+            raw["wide_cuts"] = list(wide)  # the budget search may keep a plan other than its last
+            return raw
         except Error as e:
             if "too wide for the exact search" in str(e) and wide_solver is None:
                 raise Error(f"{e} (install SciPy, autotile[ilp], to solve such cuts with the integer program)") from None
@@ -234,7 +236,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     result.lower_seconds = lower_seconds  # not part of the JSON form: how long building the graph took
     result.device_memory, result.peak_memory, result.memory_weight = device_memory, peak, weight
     result.swap_budget = raw.get("swap_budget")
-    by_cut = {w["cut"]: w for w in wide}
+    by_cut = {w["cut"]: w for w in raw["wide_cuts"]}
     result.cut_solvers = ["ilp" if i in by_cut or algorithm == "ilp" else ("bruteforce" if algorithm == "bruteforce"
                           else "dp") for i in range(len(result.factors))]
     result.optimality_gaps = [float(by_cut[i]["gap"]) if i in by_cut else (None if algorithm == "ilp" else 0.0)

@@ -7,7 +7,10 @@ uses (the execution graph's per-device arena, communication buffers included), a
 cheapest plan (by communication) whose peak fits is returned. When the plain plan (w = 0)
 fits, it is returned unchanged. The search over w is a coarse geometric scan (w = 4^i) up to
 the first fitting weight, then a bisection between the last weight that did not fit and the
-first that did; the cost is a handful of searches and execution-graph builds.
+first that did; the cost is a handful of searches and execution-graph builds. The scan ends
+early once the weight has taken effect and the peak stops falling (issue #24): the larger
+weights then return the same plan again (GPT-2 large x8 at 12 GB: the same plan from w = 16
+to 4096), so the scan would only repeat it.
 """
 from __future__ import annotations
 
@@ -103,38 +106,65 @@ def tensor_bytes(lowered):
                      for s, d in zip(lowered.tensor_shapes, lowered.tensor_dtypes)])
 
 
+#: The largest memory weight the scan tries.
+MAX_WEIGHT = 4.0 ** 6
+
+
+def plan_key(raw: dict) -> tuple:
+    """What decides a raw plan's execution graph: its tilings and strategies (hashable)."""
+    return (tuple(raw["factors"]), tuple(map(tuple, raw["tensor_tilings"])), tuple(map(tuple, raw["node_strategies"])))
+
+
 def search_weights(search: Callable[[float], dict], measure: Callable[[dict], float], bound: float,
-                   tried: Optional[list] = None) -> Optional[Tuple[dict, float, float]]:
+                   tried: Optional[list] = None, full_scan: bool = False) -> Optional[Tuple[dict, float, float]]:
     """(raw plan, its measure, weight) of the cheapest plan (by communication) found whose
     `measure` is at most `bound`, or None when no weight reaches it; `search(weight)` returns a
     raw core plan. The weights: 0, then a geometric scan 4^i / 64 to the first that fits, then
     a geometric bisection between the last that missed and the first that fit; every plan tried
-    is appended to `tried` as (weight, comm, measure)."""
+    is appended to `tried` as (weight, comm, measure). A plan met again is not measured again.
+
+    The scan ends without a fit when two weights in a row return the same plan, one that moves
+    more bytes than the plain plan, and so does the largest weight: the search's cost is linear in the weight for
+    each plan, so a plan cheapest at two weights is cheapest between them, and the weights
+    left would return it again (the search is greedy across cuts, so this is not a proof:
+    `full_scan` tries every weight to :data:`MAX_WEIGHT`)."""
     tried = [] if tried is None else tried
+    measured: dict = {}
+    searched: dict = {}
 
     def attempt(w):
+        if w in searched:
+            return searched[w]
         raw = search(w)
-        m = measure(raw)
+        key = plan_key(raw)
+        if key not in measured:
+            measured[key] = measure(raw)
+        m = measured[key]
         tried.append((w, float(raw["total_bytes"]), m))
-        return raw, m
+        searched[w] = raw, m, key
+        return searched[w]
 
-    raw, m = attempt(0.0)
+    raw, m, previous = attempt(0.0)
     if m <= bound:
         return raw, m, 0.0
+    plain_comm = raw["total_bytes"]
     best: Optional[Tuple[dict, float, float]] = None
     low, high = 0.0, None
     w = 1.0 / 64
-    while w <= 4.0 ** 6:
-        raw, m = attempt(w)
+    while w <= MAX_WEIGHT:
+        raw, m, key = attempt(w)
         if m <= bound:
             best, high = (raw, m, w), w
             break
-        low, w = w, w * 4
+        if (not full_scan and key == previous and raw["total_bytes"] > plain_comm and w < MAX_WEIGHT
+                and attempt(MAX_WEIGHT)[2] == key):
+            return None  # the plan stopped changing: the weights left return it again
+        low, w, previous = w, w * 4, key
     if high is None:
         return None
     for _ in range(5):  # bisection (geometric) between a weight that misses and one that fits
         mid = math.sqrt(low * high) if low > 0 else high / 4
-        raw, m = attempt(mid)
+        raw, m, _ = attempt(mid)
         if m <= bound:
             high = mid
             if raw["total_bytes"] < best[0]["total_bytes"]:
@@ -145,20 +175,28 @@ def search_weights(search: Callable[[float], dict], measure: Callable[[dict], fl
     return best
 
 
-def fit(search, lowered, devices: int, budget: int, swap: bool = True) -> Tuple[dict, int, float, list]:
+def fit(search, lowered, devices: int, budget: int, swap: bool = True,
+        full_scan: bool = False) -> Tuple[dict, int, float, list]:
     """(raw plan, its peak, the weight used, [(weight, comm, peak)] tried) for the cheapest
     plan found whose per-device peak fits `budget` (:func:`search_weights` on the execution
     graph's arena); `search(weight)` returns a raw core plan. When no partition fits and `swap`
     is set, the plan with the smallest peak is returned with ``raw["swap_budget"] = budget``:
-    its execution graph swaps tensors to host memory."""
+    its execution graph swaps tensors to host memory. `full_scan`: see :func:`search_weights`."""
     check_tiles_can_fit(lowered, devices, budget)
     tried: list = []
-    got = search_weights(search, lambda raw: peak_bytes(lowered, raw), budget, tried)
+    raws: dict = {}  # by weight: the plan with the smallest peak is swapped when none fits
+
+    def kept(w):
+        raws[w] = search(w)
+        return raws[w]
+
+    got = search_weights(kept, lambda raw: peak_bytes(lowered, raw), budget, tried, full_scan)
     if got is not None:
         return got[0], got[1], got[2], tried
-    # No partition fits: swap tensors to host memory (SwapAdvisor) on the smallest plan.
-    smallest = min(tried, key=lambda t: t[2])
-    raw = search(smallest[0])
+    # No partition fits: swap tensors to host memory (SwapAdvisor) on the smallest plan (of
+    # equal peaks, the one of the smallest weight).
+    smallest = min(tried, key=lambda t: (t[2], t[0]))
+    raw = raws[smallest[0]]
     swapped = peak_bytes(lowered, raw, budget) if swap else None
     if swapped is not None and swapped <= budget:
         raw["swap_budget"] = budget

@@ -1,0 +1,79 @@
+"""The memory-weight scan of the budgeted search (planner/memory_fit.py, issue #24): it measures
+each distinct plan once and ends when the plan stops changing; the plan it returns (the weight,
+the tilings and strategies, the peak, whether it swaps) is the one the full scan over every
+weight returns, on the models of `autotile bench memory` (the slow cases are its full table's
+budgets) and on small graphs whose scans end early, plateau on the way or never fit."""
+import pytest
+
+import autotile as at
+from autotile import _core
+from autotile.planner import lowered_training_graph, memory_fit
+
+
+def lowered(model, batch, seq=None, **sizes):
+    spec = at.models.get(model, batch=batch, seq=seq, **sizes) if seq or sizes else model
+    return lowered_training_graph(spec, batch=None if seq or sizes else batch)[3]
+
+
+def both_scans(low, devices, budget):
+    """(full scan's (raw, peak, weight, tried, searches), early-ending scan's) of
+    memory_fit.fit, or the error each raised."""
+    searched = []
+
+    def search(w):
+        searched.append(w)
+        return _core.plan_graph(low.core, devices, "tofu", None, False, memory_weight=w)
+
+    got = {}
+    for full in (True, False):
+        searched.clear()
+        try:
+            got[full] = memory_fit.fit(search, low, devices, budget, full_scan=full) + (len(searched),)
+        except at.Error as e:  # no plan, even swapping: both scans must say so
+            got[full] = str(e)
+    return got[True], got[False]
+
+
+def assert_same_choice(full, early):
+    if isinstance(full, str):
+        assert early == full
+        return None
+    (raw_f, peak_f, w_f, tried_f, n_f), (raw_e, peak_e, w_e, tried_e, n_e) = full, early
+    assert memory_fit.plan_key(raw_e) == memory_fit.plan_key(raw_f)
+    assert (peak_e, w_e, raw_e.get("swap_budget")) == (peak_f, w_f, raw_f.get("swap_budget"))
+    assert raw_e["total_bytes"] == raw_f["total_bytes"]
+    assert n_e <= n_f and len(tried_e) <= len(tried_f)
+    return n_e, n_f
+
+
+@pytest.mark.parametrize("model,devices,batch,budget", [
+    ("wresnet-50-1", 4, 128, 0.8e9),  # no partition fits: swaps the smallest plan
+    ("rnn-2-2k", 4, 512, 0.8e9),  # fits at a weight, then bisects
+    ("rnn-2-2k", 4, 1024, 0.8e9),
+    ("vgg11", 4, 32, 0.5e9),
+])
+def test_the_scan_chooses_what_the_full_scan_chooses(model, devices, batch, budget):
+    assert_same_choice(*both_scans(lowered(model, batch), devices, int(budget)))
+
+
+def test_the_scan_ends_early_when_the_plan_stops_changing():
+    # GPT-2 (2 layers) x4 at 60% of its plain plan's peak: no partition fits (the peak falls to
+    # 75% at w = 4, rises to 84% at 16 and stays there); the early scan stops at 64, having seen
+    # 16's plan again and the largest weight's be the same, and swaps the same plan
+    low = lowered("gpt2", 8, seq=128, layers=2)
+    budget = int(0.6 * memory_fit.peak_bytes(low, _core.plan_graph(low.core, 4, "tofu", None, False)))
+    full, early = both_scans(low, 4, budget)
+    n_early, n_full = assert_same_choice(full, early)
+    assert early[2] == 4.0 and early[0]["swap_budget"] == budget
+    assert n_early < n_full
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,devices,batch,seq,budget", [
+    ("gpt2-large", 8, 16, None, 12e9),
+    ("wresnet-152-4", 8, 128, None, 12e9),
+    ("rnn-10-8k", 8, 512, None, 12e9),
+    ("llama-7b", 64, 8, 2048, 8e9),
+])
+def test_the_scan_chooses_what_the_full_scan_chooses_on_the_bench_models(model, devices, batch, seq, budget):
+    assert_same_choice(*both_scans(lowered(model, batch, seq), devices, int(budget)))
