@@ -168,15 +168,17 @@ def _check(results, j):
     return results[0][j]
 
 
-def test_mlp_step_on_8_gloo_processes_tofu_and_data():
+def test_mlp_step_on_8_gloo_processes_tofu_data_and_rules():
     """The README MLP: a tofu plan (fc1 split by output features, fc2 by input features; one
-    mesh dimension of 8) and data parallelism. DTensor's all-reduces of the data-parallel
+    mesh dimension of 8), data parallelism and the README's rules on a 2 x 4 mesh. DTensor's all-reduces of the data-parallel
     gradients move the plan's bytes but for fc2's bias gradient: the head gradient of
     ``out.sum()`` is replicated in DTensor, so that gradient needs no reduction."""
     module = zoo.MLP()
-    plans, results = _run(module, (64, 784), [{"devices": 8}, {"devices": 8, "algorithm": "data"}])
-    tofu, data = _check(results, 0), _check(results, 1)
-    assert tofu["mesh"]["shape"] == [8] and data["mesh"]["shape"] == [8]
+    plans, results = _run(module, (64, 784), [
+        {"devices": 8}, {"devices": 8, "algorithm": "data"},
+        {"mesh": {"batch": 2, "model": 4}, "layout": {"fc1.weight": {0: "model"}, "data": {0: "batch"}}}])
+    tofu, data, rules = _check(results, 0), _check(results, 1), _check(results, 2)
+    assert tofu["mesh"]["shape"] == [8] and data["mesh"]["shape"] == [8] and rules["mesh"]["shape"] == [2, 4]
     assert not tofu["unmapped"] and not data["unmapped"]
     rep = data["report"]
     assert rep["counts"] == {"all_reduce": 3}
@@ -204,13 +206,6 @@ def test_transformer_block_and_cnn_steps_on_8_gloo_processes():
         assert after == str(tuple(want[tensor])), tensor
     _, results = _run(zoo.CNN(), (16, 1, 8, 8), [{"devices": 8, "algorithm": "data"}])
     _check(results, 0)
-
-
-@pytest.mark.slow
-def test_mlp_rules_plan_on_a_2x4_mesh():
-    _, results = _run(zoo.MLP(), (64, 784), [{"mesh": {"batch": 2, "model": 4},
-                                             "layout": {"fc1.weight": {0: "model"}, "data": {0: "batch"}}}])
-    assert _check(results, 0)["mesh"]["shape"] == [2, 4]
 
 
 def test_run_local_names_the_failing_rank():
