@@ -194,7 +194,7 @@ def test_dtensor_local_shapes_match_autotile_tiles(label, sym, plan):
 
 
 _DTENSOR_GLOO_SCRIPT = textwrap.dedent("""
-    import importlib.util, sys
+    import datetime, importlib.util, sys
     import numpy as np
     import torch
     import torch.distributed as dist
@@ -206,7 +206,8 @@ _DTENSOR_GLOO_SCRIPT = textwrap.dedent("""
     spec = importlib.util.spec_from_file_location("execgraph_models", models_py)
     models = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(models)
-    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=120))
     sym, shapes, _ = getattr(models, sys.argv[6])()
     plan = at.Plan.from_json(open(plan_json).read())
     eg = at.transform(sym, plan)
@@ -236,10 +237,19 @@ def test_dtensor_distribute_tensor_over_gloo_holds_autotile_tiles(tmp_path):
                    layout={"data": {0: "batch"}, "conv*_weight": {0: "model"}, "fc_weight": {1: "model"}})
     (tmp_path / "plan.json").write_text(plan.to_json())
     models_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "execgraph", "models.py")
+    env = dict(os.environ)
+    if os.path.exists("/sys/class/net/lo"):  # gloo on the loopback device, whatever the host name resolves to
+        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
     procs = [subprocess.Popen([sys.executable, "-c", _DTENSOR_GLOO_SCRIPT, models_py, str(tmp_path / "plan.json"),
                                str(tmp_path / "rendezvous"), str(rank), "4", "cnn"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for rank in range(4)]
-    outs = [p.communicate(timeout=600) for p in procs]
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for rank in range(4)]
+    try:
+        outs = [p.communicate(timeout=600) for p in procs]
+    finally:
+        for p in procs:  # a rank that failed leaves the others waiting for it
+            if p.poll() is None:
+                p.kill()
+                p.wait()
     for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
         assert p.returncode == 0, f"rank {rank}: {err[-3000:]}"
         assert int(out.split("checked")[1]) == len(plan.to_dtensor()["placements"]) >= len(plan.param_names)
