@@ -73,6 +73,20 @@ def simulate(tiles, steps):
                 size = tiles[d].shape[j] // k
                 new.append(np.concatenate([take(tiles[e], j, g * size, size) for e in members], axis=i))
             tiles = new
+        elif step[0] == "a2a2":  # chunk (p, q) of dimensions (j1, j2) to index p * k2 + q along first + second
+            _, i, j1, first, j2, second = step
+            k1, k2 = (int(np.prod([SIZES[a] for a in run])) for run in (first, second))
+            new = []
+            for d in range(NDEV):
+                members = group(d, first + second)
+                p, q = divmod(members.index(d), k2)
+                parts = []
+                for e in members:
+                    t = tiles[e]
+                    t = take(t, j1, p * (t.shape[j1] // k1), t.shape[j1] // k1)
+                    parts.append(take(t, j2, q * (t.shape[j2] // k2), t.shape[j2] // k2))
+                new.append(np.concatenate(parts, axis=i))
+            tiles = new
         elif step[0] == "gather":
             _, i, a = step
             tiles = [np.concatenate([tiles[e] for e in group(d, (a,))], axis=i) for d in range(NDEV)]
@@ -142,6 +156,18 @@ def test_block_moves_skip_devices_holding_their_target():
     assert tile == (8, 4) and sum(o is not None for o in local) == 4
     assert sum(len(pairs) for pairs, _, _ in rounds) == 4
     assert block_moves((("a",), ()), ((), ()), SIZES, (64, 4)) is None  # a gather, not a permutation
+
+
+def test_one_all_to_all_moves_axes_to_two_dimensions():
+    """(-, -, a b c) -> (a b, c, -) (the Transformer mesh plan's embedding sum): one
+    all-to-all over a, b, c, each device keeping 1/8 and sending the rest once."""
+    shape = (8, 16, 32)
+    steps = relayout(((), (), ("a", "b", "c")), (("a", "b"), ("c",), ()), SIZES, shape)
+    assert [s[0] for s in steps] == ["a2a2"]
+    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    got = simulate([x[box(((), (), ("a", "b", "c")), d, shape)] for d in range(NDEV)], steps)
+    for d in range(NDEV):
+        np.testing.assert_array_equal(got[d], x[box((("a", "b"), ("c",), ()), d, shape)])
 
 
 def test_relayout_refuses_tiles_that_do_not_divide():

@@ -277,7 +277,8 @@ def relayout(src: Spec, dst: Spec, sizes: Dict[str, int], shape):
     of dimension j for mesh axes no device splits yet (no data moves); ``("a2a", i, j,
     moving, axes)`` moves the minor mesh axes `moving` of dimension i to dimension j (one
     all-to-all over them), after keeping this device's part for the further `axes` that
-    follow them in j; ``("gather", i, a)`` all-gathers dimension i over its minor axis `a`;
+    follow them in j; ``("a2a2", i, j1, first, j2, second)`` moves them to two dimensions
+    in one all-to-all; ``("gather", i, a)`` all-gathers dimension i over its minor axis `a`;
     ``("move", moves)`` sends each device's target tile from a device whose tile holds it
     (:func:`block_moves`: a permutation of tiles, collective-permutes that skip devices
     already holding their target). None when these steps cannot reach `dst` or a tile of
@@ -299,6 +300,11 @@ def relayout(src: Spec, dst: Spec, sizes: Dict[str, int], shape):
             k = int(np.prod([sizes[a] for a in moving]))
             local[j] = _divide(local[j], [k] + [sizes[b] for b in axes])
             local[i] = None if local[i] is None else local[i] * k
+        elif step[0] == "a2a2":
+            _, i, j1, first, j2, second = step
+            k1, k2 = (int(np.prod([sizes[a] for a in run])) for run in (first, second))
+            local[j1], local[j2] = _divide(local[j1], [k1]), _divide(local[j2], [k2])
+            local[i] = None if local[i] is None else local[i] * k1 * k2
         else:
             local[step[1]] = None if local[step[1]] is None else local[step[1]] * sizes[step[2]]
     return None if None in local else steps
@@ -321,6 +327,16 @@ def _relayout_steps(cur, dst, sizes):
             return steps
         present = {a for axes in cur for a in axes}
         moved = False
+        slicing = any(cur[j] != want and want[:len(cur[j])] == cur[j] and want[len(cur[j])] not in present
+                      for j, want in enumerate(dst))
+        two = None if slicing else _split_all_to_all(cur, dst)
+        if two is not None:  # minor axes of one dimension moving to two others at once
+            i, j1, first, j2, second = two
+            steps.append(("a2a2", i, j1, first, j2, second))
+            cur[i] = cur[i][:len(cur[i]) - len(first) - len(second)]
+            cur[j1] += first
+            cur[j2] += second
+            continue
         for j, want in enumerate(dst):
             if cur[j] == want or want[:len(cur[j])] != cur[j]:
                 continue
@@ -366,6 +382,23 @@ def _relayout_steps(cur, dst, sizes):
     return None
 
 
+def _split_all_to_all(cur, dst):
+    """(i, j1, first, j2, second) where the minor axes of dimension i are `first` then
+    `second`, and they come next in dimensions j1 and j2 of the target; None if none."""
+    for i, axes in enumerate(cur):
+        for n in range(2, len(axes) + 1):
+            suffix = axes[len(axes) - n:]
+            for cut in range(1, n):
+                first, second = suffix[:cut], suffix[cut:]
+                ends = []
+                for run in (first, second):
+                    ends.append(next((j for j, want in enumerate(dst) if j != i and want[:len(cur[j])] == cur[j]
+                                      and want[len(cur[j]):len(cur[j]) + len(run)] == run), None))
+                if None not in ends and ends[0] != ends[1]:
+                    return i, ends[0], first, ends[1], second
+    return None
+
+
 def _coord(axes, sizes):
     """Inside the map: this device's index along mesh axes `axes` (major first)."""
     import jax
@@ -398,10 +431,31 @@ def apply_relayout(x, steps, sizes: Dict[str, int]):
                 y = jax.lax.dynamic_slice_in_dim(y, _coord(axes, sizes), 1, j + 1)
                 x = y.reshape(x.shape[:j] + (k * rest,) + x.shape[j + 1:])
             x = jax.lax.all_to_all(x, moving if len(moving) > 1 else moving[0], j, i, tiled=True)
+        elif step[0] == "a2a2":
+            x = _all_to_all_two(x, *step[1:], sizes)
         else:
             _, i, a = step
             x = jax.lax.all_gather(x, a, axis=i, tiled=True)
     return x
+
+
+def _all_to_all_two(x, i, j1, first, j2, second, sizes):
+    """One all-to-all over `first + second` (dimension i's minor axes) sending chunk (p, q)
+    of dimensions (j1, j2) to the device at index p along `first` and q along `second`."""
+    import jax
+    import jax.numpy as jnp
+
+    k1, k2 = (int(np.prod([sizes[a] for a in run])) for run in (first, second))
+    shape, split = list(x.shape), []
+    for d, n in enumerate(shape):
+        split += [k1, n // k1] if d == j1 else [k2, n // k2] if d == j2 else [n]
+    y = x.reshape(split)
+    p1 = j1 + (1 if j2 < j1 else 0)  # where dimension j1's chunk index sits in `split`
+    p2 = j2 + (1 if j1 < j2 else 0)
+    y = jnp.moveaxis(y, (p1, p2), (0, 1))
+    y = y.reshape((k1 * k2,) + y.shape[2:])
+    y = jax.lax.all_to_all(y, tuple(first) + tuple(second), 0, 1 + i, tiled=True)
+    return y.reshape(y.shape[1:])
 
 
 def _boxes(spec, sizes, axis_order, shape):

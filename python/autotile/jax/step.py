@@ -75,7 +75,7 @@ class TrainingStep:
     traces every node on whole arrays and leaves each re-layout to XLA's partitioner. Each
     node traces under ``jax.named_scope("at_n<i>")`` and each re-layout of a tensor under
     ``"at_t<i>"`` (``step.scope_names`` maps them back), so the compiled program's
-    collectives can be attributed (:func:`autotile.jax.collectives_by_tensor`)."""
+    collectives can be attributed (:func:`autotile.jax.compiled_bytes_by_tensor`)."""
 
     def __init__(self, sym, plan, optimizer_args=None, granularity=None, devices=None, unconstrained=(),
                  lowering="shard_map"):
