@@ -95,6 +95,11 @@ def test_parameters_matched_by_initializer_name_and_refused_by_name():
     plan = at.plan(sym, devices=2, shapes={"data": (4, 784)})
     got = att.match_parameters(m, plan, sym)
     assert got == {n: n for n, _ in m.named_parameters()}
+    # parallelize(module, plan) without the Symbol exports the module itself, on zero inputs
+    # of the plan's input shapes named after forward's arguments: the same map
+    from autotile.torch.parallel import _export_for
+
+    assert _export_for(m, plan).torch_map == sym.torch_map
 
     class Renamed(nn.Module):  # same shapes, other names, other values
         def __init__(self):

@@ -28,6 +28,10 @@ def _worker(rank, nprocs, port, fn, args, queue, threads, quiet):
 
         for name in ("torch.distributed", "torch._logging"):
             logging.getLogger(name).setLevel(logging.ERROR)
+        import warnings
+
+        # CommDebugMode's module tracker hooks every module's backward; the inputs need no gradient
+        warnings.filterwarnings("ignore", message="Full backward hook is firing")
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(nprocs))
     try:
         dist.init_process_group("gloo", rank=rank, world_size=nprocs)
