@@ -109,29 +109,29 @@ def test_architectures_serve_on_k_devices_as_on_1(seed, kinds):
     assert checked == 4 and len(split) >= 5, split
 
 
+def sweep(check, seeds, plans_per_count, what):
+    """`check` (check_net or check_net_inference) over graphs `seeds` of 3 blocks each, on
+    `plans_per_count` random plans at each of 2, 3, 4 and 8 devices; prints the coverage."""
+    checked, split = 0, set()
+    for seed in seeds:
+        pairs, ops = check(seed, devices=(2, 3, 4, 8), plans_per_count=plans_per_count, blocks=3)
+        checked, split = checked + pairs, split | ops
+    print(f"architecture fuzzer{what}: {checked} (graph, plan) pairs checked over {len(seeds)} graphs; "
+          f"{len(split)} ops ran split: {' '.join(sorted(split))}")
+    assert checked == len(seeds) * 4 * plans_per_count
+
+
 @pytest.mark.slow
 def test_architecture_sweep():
     """Many random graphs (3 blocks each), three random plans at each of 2, 3, 4 and 8 devices."""
-    seeds, checked, split = range(60), 0, set()
-    for seed in seeds:
-        pairs, ops = check_net(seed, devices=(2, 3, 4, 8), plans_per_count=3, blocks=3)
-        checked, split = checked + pairs, split | ops
-    print(f"architecture fuzzer: {checked} (graph, plan) pairs checked over {len(seeds)} graphs; "
-          f"{len(split)} ops ran split: {' '.join(sorted(split))}")
-    assert checked == len(seeds) * 4 * 3
+    sweep(check_net, range(60), 3, "")
 
 
 @pytest.mark.slow
 def test_architecture_inference_sweep():
     """Partitioned inference of many random graphs (3 blocks each), two random plans of the
     forward graph at each of 2, 3, 4 and 8 devices."""
-    seeds, checked, split = range(40), 0, set()
-    for seed in seeds:
-        pairs, ops = check_net_inference(seed, devices=(2, 3, 4, 8), plans_per_count=2, blocks=3)
-        checked, split = checked + pairs, split | ops
-    print(f"architecture fuzzer, inference: {checked} (graph, plan) pairs checked over {len(seeds)} graphs; "
-          f"{len(split)} ops ran split: {' '.join(sorted(split))}")
-    assert checked == len(seeds) * 4 * 2
+    sweep(check_net_inference, range(40), 2, ", inference")
 
 
 def _loss(sym, shapes):

@@ -83,7 +83,7 @@ def exported(request):
     torch.manual_seed(0)
     model = TinyRegNetY(bn).eval()
     g = torch.Generator().manual_seed(1)
-    with torch.no_grad():  # as tests/fixtures/onnx_torch's perturb(): biases not all zero
+    with torch.no_grad():  # tests/fixtures/onnx_torch's perturb() (its module imports transformers)
         for p in model.parameters():
             p.add_(0.1 * torch.randn(p.shape, generator=g))
         for name, b in model.named_buffers():
