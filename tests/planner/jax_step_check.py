@@ -100,7 +100,12 @@ def main():
             "constrained": len(step.constrained), "tensors": len(plan.tensor_tilings),
             "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
             "kinds": sorted({c["kind"] for c in atj.collectives(text, 8)}),
+            "plan_by_tensor": atj.plan_bytes_by_tensor(step.exec_graph),
+            "compiled_by_tensor": atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names),
         }
+        report["plans"][name]["differences"] = [
+            (d["tensor"], d["plan"], d["compiled"], d["short"]) for d in atj.differences(
+                report["plans"][name]["plan_by_tensor"], report["plans"][name]["compiled_by_tensor"], step)]
         free = atj.training_step(net, plan, unconstrained="gradients")
         outputs, new_params = free(params, inputs)
         report["plans"][name]["free_param_err"] = max(

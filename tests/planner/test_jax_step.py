@@ -135,6 +135,21 @@ def test_compiled_step_moves_the_plans_bytes(jax_report, kind):
         assert r["mapped"] == r["nodes"]  # every node of the MLP runs as mesh tiles
 
 
+@pytest.mark.parametrize("kind", ["tofu", "data", "rules"])
+def test_bytes_attributed_per_tensor(jax_report, kind):
+    """The plan's bytes per tensor (the execution graph's fetches) sum to plan.comm_bytes, the
+    compiled collectives per tensor (their named scopes) to the compiled bytes; tofu and data
+    parallelism move every tensor's planned bytes, the mesh plan all but an uneven split."""
+    r = jax_report["plans"][kind]
+    assert sum(r["plan_by_tensor"].values()) == r["plan_bytes"]
+    assert sum(sum(k.values()) for k in r["compiled_by_tensor"].values()) == r["compiled_bytes"]
+    assert "?" not in r["compiled_by_tensor"]  # every collective traced under a tensor's or node's scope
+    if kind == "rules":
+        assert [(t, cause) for t, _, _, cause in r["differences"]] == [("fc2_backward2_output", "uneven split")]
+    else:
+        assert r["differences"] == []
+
+
 def test_data_parallel_gradients_reduce_scattered(jax_report):
     """The split gradient of data parallelism is a reduce-scatter (XLA's CPU partitioner,
     given only the constraint, lowers it as all-reduce + slice: twice the bytes)."""
