@@ -87,6 +87,28 @@ def simulate(tiles, steps):
                     parts.append(take(t, j2, q * (t.shape[j2] // k2), t.shape[j2] // k2))
                 new.append(np.concatenate(parts, axis=i))
             tiles = new
+        elif step[0] == "a2a2m":  # chunk p * k2 + q of j to index (p, q); from (p', q') into block (p', q')
+            _, i1, first, i2, second, j = step
+            k1, k2 = (int(np.prod([SIZES[a] for a in run])) for run in (first, second))
+            new = []
+            for d in range(NDEV):
+                members = group(d, first + second)
+                me = members.index(d)
+                t0 = tiles[d]
+                size = t0.shape[j] // (k1 * k2)
+                shape = list(t0.shape)
+                shape[j] = size
+                shape[i1] *= k1
+                shape[i2] *= k2
+                out = np.empty(shape)
+                for c, e in enumerate(members):
+                    p, q = divmod(c, k2)
+                    idx = [slice(None)] * len(shape)
+                    idx[i1] = slice(p * t0.shape[i1], (p + 1) * t0.shape[i1])
+                    idx[i2] = slice(q * t0.shape[i2], (q + 1) * t0.shape[i2])
+                    out[tuple(idx)] = take(tiles[e], j, me * size, size)
+                new.append(out)
+            tiles = new
         elif step[0] == "gather":
             _, i, a = step
             tiles = [np.concatenate([tiles[e] for e in group(d, (a,))], axis=i) for d in range(NDEV)]
@@ -168,6 +190,18 @@ def test_one_all_to_all_moves_axes_to_two_dimensions():
     got = simulate([x[box(((), (), ("a", "b", "c")), d, shape)] for d in range(NDEV)], steps)
     for d in range(NDEV):
         np.testing.assert_array_equal(got[d], x[box((("a", "b"), ("c",), ()), d, shape)])
+
+
+def test_one_all_to_all_moves_axes_from_two_dimensions():
+    """(a b, c, -) -> (-, -, a b c): the gradient's way back, one all-to-all over a, b, c."""
+    shape = (8, 16, 32)
+    src, dst = (("a", "b"), ("c",), ()), ((), (), ("a", "b", "c"))
+    steps = relayout(src, dst, SIZES, shape)
+    assert [s[0] for s in steps] == ["a2a2m"]
+    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    got = simulate([x[box(src, d, shape)] for d in range(NDEV)], steps)
+    for d in range(NDEV):
+        np.testing.assert_array_equal(got[d], x[box(dst, d, shape)])
 
 
 def test_relayout_refuses_tiles_that_do_not_divide():

@@ -278,7 +278,8 @@ def relayout(src: Spec, dst: Spec, sizes: Dict[str, int], shape):
     moving, axes)`` moves the minor mesh axes `moving` of dimension i to dimension j (one
     all-to-all over them), after keeping this device's part for the further `axes` that
     follow them in j; ``("a2a2", i, j1, first, j2, second)`` moves them to two dimensions
-    in one all-to-all; ``("gather", i, a)`` all-gathers dimension i over its minor axis `a`;
+    in one all-to-all, ``("a2a2m", i1, first, i2, second, j)`` minor axes of two
+    dimensions to one; ``("gather", i, a)`` all-gathers dimension i over its minor axis `a`;
     ``("move", moves)`` sends each device's target tile from a device whose tile holds it
     (:func:`block_moves`: a permutation of tiles, collective-permutes that skip devices
     already holding their target). None when these steps cannot reach `dst` or a tile of
@@ -305,6 +306,12 @@ def relayout(src: Spec, dst: Spec, sizes: Dict[str, int], shape):
             k1, k2 = (int(np.prod([sizes[a] for a in run])) for run in (first, second))
             local[j1], local[j2] = _divide(local[j1], [k1]), _divide(local[j2], [k2])
             local[i] = None if local[i] is None else local[i] * k1 * k2
+        elif step[0] == "a2a2m":
+            _, i1, first, i2, second, j = step
+            k1, k2 = (int(np.prod([sizes[a] for a in run])) for run in (first, second))
+            local[j] = _divide(local[j], [k1, k2])
+            local[i1] = None if local[i1] is None else local[i1] * k1
+            local[i2] = None if local[i2] is None else local[i2] * k2
         else:
             local[step[1]] = None if local[step[1]] is None else local[step[1]] * sizes[step[2]]
     return None if None in local else steps
@@ -336,6 +343,14 @@ def _relayout_steps(cur, dst, sizes):
             cur[i] = cur[i][:len(cur[i]) - len(first) - len(second)]
             cur[j1] += first
             cur[j2] += second
+            continue
+        merge = None if slicing else _merge_all_to_all(cur, dst)
+        if merge is not None:  # minor axes of two dimensions moving to one other at once
+            i1, first, i2, second, j = merge
+            steps.append(("a2a2m", i1, first, i2, second, j))
+            cur[i1] = cur[i1][:len(cur[i1]) - len(first)]
+            cur[i2] = cur[i2][:len(cur[i2]) - len(second)]
+            cur[j] += first + second
             continue
         for j, want in enumerate(dst):
             if cur[j] == want or want[:len(cur[j])] != cur[j]:
@@ -399,6 +414,24 @@ def _split_all_to_all(cur, dst):
     return None
 
 
+def _merge_all_to_all(cur, dst):
+    """(i1, first, i2, second, j) where `first` and `second` are minor axes of dimensions i1
+    and i2 that come next, in that order, in dimension j of the target; None if none."""
+    for j, want in enumerate(dst):
+        if want[:len(cur[j])] != cur[j] or len(want) - len(cur[j]) < 2:
+            continue
+        rest = want[len(cur[j]):]
+        for cut in range(1, len(rest)):
+            first, second = rest[:cut], rest[cut:]
+            src = []
+            for run in (first, second):
+                src.append(next((i for i, axes in enumerate(cur) if i != j and len(axes) >= len(run)
+                                 and axes[len(axes) - len(run):] == run), None))
+            if None not in src and src[0] != src[1]:
+                return src[0], first, src[1], second, j
+    return None
+
+
 def _coord(axes, sizes):
     """Inside the map: this device's index along mesh axes `axes` (major first)."""
     import jax
@@ -433,6 +466,8 @@ def apply_relayout(x, steps, sizes: Dict[str, int]):
             x = jax.lax.all_to_all(x, moving if len(moving) > 1 else moving[0], j, i, tiled=True)
         elif step[0] == "a2a2":
             x = _all_to_all_two(x, *step[1:], sizes)
+        elif step[0] == "a2a2m":
+            x = _all_to_all_merge(x, *step[1:], sizes)
         else:
             _, i, a = step
             x = jax.lax.all_gather(x, a, axis=i, tiled=True)
@@ -532,3 +567,24 @@ def _apply_moves(x, moves, sizes):
         got = jax.lax.ppermute(piece, axes, pairs)
         y = jnp.where(jnp.asarray(np.array(receives))[idx], got, y)
     return y
+
+
+def _all_to_all_merge(x, i1, first, i2, second, j, sizes):
+    """One all-to-all over `first + second` (minor axes of dimensions i1 and i2) sending
+    chunk p * k2 + q of dimension j to the device at index p along `first` and q along
+    `second`; what arrives from index (p', q') lands at block p' of i1 and q' of i2."""
+    import jax
+    import jax.numpy as jnp
+
+    k1, k2 = (int(np.prod([sizes[a] for a in run])) for run in (first, second))
+    shape = x.shape
+    y = x.reshape(shape[:j] + (k1 * k2, shape[j] // (k1 * k2)) + shape[j + 1:])
+    y = jax.lax.all_to_all(y, tuple(first) + tuple(second), j, j, tiled=True)  # now indexed by source
+    y = y.reshape(shape[:j] + (k1, k2, shape[j] // (k1 * k2)) + shape[j + 1:])
+    y = jnp.moveaxis(y, (j, j + 1), (0, 1))  # (k1, k2, *dims with j divided)
+    rest = list(y.shape[2:])
+    y = jnp.moveaxis(y, 0, 1 + i1)  # k1 just before dimension i1
+    y = y.reshape((k2,) + tuple(rest[:i1]) + (k1 * rest[i1],) + tuple(rest[i1 + 1:]))
+    rest[i1] *= k1
+    y = jnp.moveaxis(y, 0, i2)  # k2 just before dimension i2
+    return y.reshape(tuple(rest[:i2]) + (k2 * rest[i2],) + tuple(rest[i2 + 1:]))
