@@ -159,8 +159,8 @@ def forward_arg_names(module, count: int) -> List[str]:
 
 def export(module, *args, opset: int = 17, **load_kwargs):
     """Export `module` on the example inputs `args` with the TorchScript ONNX exporter (the
-    parameter names kept, no constant folding, the inputs named after ``forward``'s
-    arguments, outputs ``output`` / ``output_0``, ...), import it with ``at.onnx.load`` and
+    parameter names kept, one initializer per parameter, no constant folding, the inputs
+    named after ``forward``'s arguments, outputs ``output`` / ``output_0``, ...), import it with ``at.onnx.load`` and
     return the Symbol with ``sym.torch_map`` (a :class:`ModuleMap`) attached: plan it with
     ``at.plan(sym, ...)`` and run the plan with ``autotile.torch.parallelize(module, plan,
     sym)``. ``load_kwargs`` go to ``at.onnx.load`` (``trainable=`` etc.)."""
@@ -185,8 +185,11 @@ def export(module, *args, opset: int = 17, **load_kwargs):
         buf = io.BytesIO()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+            # keep_initializers_as_inputs: in eval mode the exporter otherwise merges parameters of
+            # equal values (two fresh LayerNorms' weights) into one initializer and an Identity
             torch.onnx.export(module, args, buf, dynamo=False, do_constant_folding=False, opset_version=opset,
-                              input_names=input_names, output_names=output_names)
+                              input_names=input_names, output_names=output_names,
+                              keep_initializers_as_inputs=True)
     finally:
         module.train(was_training)
     model = onnx.load_from_string(buf.getvalue())
