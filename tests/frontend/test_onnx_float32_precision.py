@@ -115,6 +115,7 @@ def test_float64_step_equals_torch(exported):
     params = {k: np.asarray(v, np.float64) for k, v in sym.params.items()}
     res = at.backend.run(sym, inputs={sym.onnx_names["input"]: x.astype(np.float64)}, params=params, train=True)
     assert worst_relative(res.grads, torch64) < 1e-10
+    assert sorted(res.aux) == sorted(sym.list_auxiliary_states())
     for name, value in res.aux.items():
         np.testing.assert_array_equal(value, params[name], err_msg=name)
 
