@@ -235,6 +235,17 @@ def test_run_local_names_the_failing_rank():
     assert att.run_local(lambda rank: rank * 10, 2, timeout=60) == [0, 10]
 
 
+def test_a_plan_splitting_convolution_weights_is_refused_by_name():
+    """DTensor's convolution rule ignores the weight's placements (a tofu plan splitting the
+    CNN's channels fails inside DTensor with a shape error): refused before any step."""
+    m = zoo.CNN()
+    sym = _export(m, torch.randn(16, 1, 8, 8))
+    plan = at.plan(sym, devices=8, shapes={"data": (16, 1, 8, 8)})
+    assert any(t.startswith("split") for t in plan.tensor_tilings["conv1.weight"])
+    with pytest.raises(at.Error, match=r"plan splits parameter 'conv\d\.(weight|bias)' of Conv2d module 'conv\d'"):
+        att.run_local(lambda rank: att.parallelize(copy.deepcopy(m), plan, sym), 8, timeout=120)
+
+
 def test_parallelize_needs_a_process_group_of_the_plans_size():
     m = zoo.MLP()
     sym = _export(m, torch.randn(4, 784))

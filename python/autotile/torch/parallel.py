@@ -218,6 +218,15 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         for pname, _ in sub.named_parameters(recurse=False):
             owners[f"{q}.{pname}" if q else pname] = (sub, pname)
     for full, (sub, pname) in owners.items():
+        if full in pmap and isinstance(sub, torch.nn.modules.conv._ConvNd) and \
+                any(r.startswith("Shard(") for r in layout["placements"][pmap[full]]):
+            raise Error(f"plan splits parameter '{full}' of {type(sub).__name__} module "
+                        f"'{full.rsplit('.', 1)[0] if '.' in full else ''}' "
+                        f"({' '.join(layout['placements'][pmap[full]])}): DTensor's convolution lays its "
+                        f"output out as its input and ignores the weight's placements, so only plans that "
+                        f"replicate convolution parameters run (e.g. algorithm='data', or layout rules "
+                        f"replicating '*conv*')")
+    for full, (sub, pname) in owners.items():
         p = getattr(sub, pname)
         if full in pmap:
             placements = _placements(layout["placements"][pmap[full]])
