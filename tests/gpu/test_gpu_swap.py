@@ -80,12 +80,11 @@ def test_swapped_step_on_a_gpu(exec_models, swap_models, name):
     assert isinstance(pool, np.ndarray)
 
 
-@pytest.mark.parametrize("workers,n_gpus,seed", [(1, 1, 3), (2, 2, 4), (4, 2, 5)])
-def test_results_kept_on_the_host_carry_over_steps(exec_models, swap_models, fetch_emulation, workers, n_gpus, seed):
+def carried_steps(exec_models, workers, make_devices, what):
     """A weight-heavy MLP at half its need (tests/execgraph/test_swap_steps.py): its weights and
     momenta are loaded into the pinned host pools and swapped in at first use, its results stay
-    there and are gathered from there; three steps on the stand-in, each fed the last one's
-    params and states, are bit for bit the unconstrained plan's steps on the stand-in."""
+    there and are gathered from there; three steps on the devices `make_devices(step)` gives,
+    each fed the last one's params and states, are bit for bit the unconstrained plan's steps."""
     import test_swap_steps as steps
 
     sym, shapes, classes = steps.wide_mlp()
@@ -99,11 +98,26 @@ def test_results_kept_on_the_host_carry_over_steps(exec_models, swap_models, fet
         states, got = {}, []
         for step in range(3):
             res = run_gpu(sym, workers, {**{k: vals[k] for k in shapes}, **params, **states}, plan=plan,
-                          optimizer="momentum", optimizer_args={"lr": 0.05}, seed=step,
-                          gpu_devices=SimDevices(workers, fetch_emulation, n_gpus=n_gpus, seed=seed + step))
+                          optimizer="momentum", optimizer_args={"lr": 0.05}, seed=step, gpu_devices=make_devices(step))
             params, states = res.params, res.states
             got.append(res)
         runs.append(got)
     for step, (got, want) in enumerate(zip(*runs)):
         assert max(got.stats["arena_bytes"]) <= budget and got.stats["swap_bytes"] > 0
-        steps.assert_bit_equal(got, want, f"x{workers} step {step + 1} on the stand-in at half the need")
+        steps.assert_bit_equal(got, want, f"x{workers} step {step + 1} {what} at half the need")
+
+
+@pytest.mark.parametrize("workers,n_gpus,seed", [(1, 1, 3), (2, 2, 4), (4, 2, 5)])
+def test_results_kept_on_the_host_carry_over_steps(exec_models, swap_models, fetch_emulation, workers, n_gpus, seed):
+    """carried_steps on the stand-in, random stream interleavings."""
+    carried_steps(exec_models, workers, lambda step: SimDevices(workers, fetch_emulation, n_gpus=n_gpus,
+                                                                seed=seed + step), "on the stand-in")
+
+
+@pytest.mark.gpu
+def test_results_kept_on_the_host_carry_over_steps_on_a_gpu(exec_models, swap_models):
+    """carried_steps on a real GPU, one worker."""
+    from test_gpu_device import _gpu_or_skip
+
+    _gpu_or_skip()
+    carried_steps(exec_models, 1, lambda step: None, "on a GPU")
