@@ -82,8 +82,8 @@ int add_buffer(ExecGraph& eg, const Buffer& like, bool host) {
   return static_cast<int>(eg.buffers.size()) - 1;
 }
 
-// The tile of a step output (`output`) moves with its value: readers at or after the swap-in
-// read the copy, and so does the gather at the end.
+// Makes buffer `to` the tile of `id`'s tensor on its device: the buffer the runtimes gather
+// the step's result from.
 void set_tile(ExecGraph& eg, int id, int to) {
   const Buffer& b = eg.buffers[id];
   eg.tile_of[static_cast<size_t>(b.tensor) * eg.devices + b.device] = to;
@@ -124,9 +124,9 @@ int swap_in(ExecGraph& eg, int id, int host, int64_t in_time, std::vector<int> d
   return copy;
 }
 
-// The host buffer already holding the value of device buffer `id` when `id` was swapped in
-// and not rewritten since (a buffer is written once; an op overwriting it in place is its last
-// reader, later than any swap of it), else -1.
+// The host buffer already holding the value of device buffer `id` when `id` was swapped in,
+// else -1. A buffer is written once; an op the memory plan lets overwrite it in place is its
+// last reader, so the copy still holds the host buffer's value wherever it is read.
 int host_source(const ExecGraph& eg, int id) {
   const int p = eg.buffers[id].producer;
   return p >= 0 && eg.ops[p].kind == ExecKind::kSwapIn ? eg.ops[p].pieces[0].src : -1;
@@ -141,10 +141,11 @@ std::pair<int, int> swap_out(ExecGraph& eg, int id, int64_t out_time) {
   ExecOp out;
   out.kind = ExecKind::kSwapOut;
   out.device = device;
-  out.node = eg.ops[eg.buffers[id].producer].node;  // swap_out runs only on computed buffers
+  const int producer = eg.buffers[id].producer;
+  out.node = producer >= 0 ? eg.ops[producer].node : eg.ops[eg.buffers[id].readers.front()].node;
   out.outputs = {host};
   out.pieces = {Piece{id, eg.buffers[id].box}};
-  if (eg.buffers[id].producer >= 0) out.deps.push_back(eg.buffers[id].producer);
+  if (producer >= 0) out.deps.push_back(producer);
   out.time = out_time;
   const int out_id = add_op(eg, std::move(out));
   eg.buffers[host].producer = out_id;
