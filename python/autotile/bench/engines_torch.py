@@ -38,7 +38,7 @@ def cases(quick: bool):
         ("rules 2x4", {"mesh": mesh, "layout": {"fc1.weight": {0: "model"}, "data": {0: "batch"}}})]
     if quick:
         return
-    yield "transformer block", zoo.Block, (8, 16, 32), [
+    yield "transformer block", zoo.Block, (16, 16, 32), [
         ("data", {"devices": DEVICES, "algorithm": "data"}), ("rules 2x4 (Megatron)", {"mesh": mesh,
                                                                                         "layout": megatron_rules()}),
         ("tofu", {"devices": DEVICES})]

@@ -28,7 +28,7 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
     """Run one :func:`sgd_step` of `module` parallelized by `plan` (under DTensor's
     CommDebugMode, :func:`autotile.torch.comm.measure`) and of a plain copy; return the
     largest absolute differences of the output, every parameter's gradient and every updated
-    parameter, DTensor's collective counts and bytes, and what the hooks did. Call on every
+    parameter (``diff``) and the largest magnitudes of the plain step's (``scale``), DTensor's collective counts and bytes, and what the hooks did. Call on every
     rank of a group of ``plan.devices``."""
     import torch
 
@@ -42,10 +42,14 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
     out, report = measure(sgd_step, mod, inputs, lr)
     with torch.no_grad():
         diff = {"output": float((_full(out) - ref_out).abs().max()), "grad": 0.0, "param": 0.0}
+        scale = {"output": float(ref_out.abs().max()), "grad": 0.0, "param": 0.0}
         for name, p in mod.named_parameters():
-            diff["grad"] = max(diff["grad"], float((_full(p.grad) - ref_params[name].grad).abs().max()))
-            diff["param"] = max(diff["param"], float((_full(p) - ref_params[name]).abs().max()))
+            ref = ref_params[name]
+            diff["grad"] = max(diff["grad"], float((_full(p.grad) - ref.grad).abs().max()))
+            diff["param"] = max(diff["param"], float((_full(p) - ref).abs().max()))
+            scale["grad"] = max(scale["grad"], float(ref.grad.abs().max()))
+            scale["param"] = max(scale["param"], float(ref.abs().max()))
     state = mod.autotile
-    return {"rank": rank, "diff": diff, "report": report, "mesh": state.layout["mesh"],
+    return {"rank": rank, "diff": diff, "scale": scale, "report": report, "mesh": state.layout["mesh"],
             "redistributed": [(q, k, name, str(a), str(b)) for q, k, name, a, b in state.redistributed],
             "unmapped": list(state.unmapped), "unexpressed": list(state.layout["unexpressed"])}

@@ -67,4 +67,4 @@ class CNN(nn.Module):
 
 def cases():
     """{name: (module factory, example input shape)}."""
-    return {"mlp": (MLP, (64, 784)), "transformer": (Block, (8, 16, 32)), "cnn": (CNN, (16, 1, 8, 8))}
+    return {"mlp": (MLP, (64, 784)), "transformer": (Block, (16, 16, 32)), "cnn": (CNN, (16, 1, 8, 8))}
