@@ -1,7 +1,6 @@
 // Construction of the execution graph from a graph and a plan (see exec_graph.h).
 #include <algorithm>
 #include <functional>
-#include <map>
 #include <set>
 
 #include "exec/exec_graph.h"
@@ -70,7 +69,16 @@ class Builder {
  private:
   void check_plan();
   std::vector<Level> tensor_levels(TensorId t) const { return tensor_levels_[t]; }
-  SubOp sub_op(NodeId n, int device);
+  /// One index variable the node's strategies split (more than one way) and how.
+  struct VarSplit {
+    std::string var;
+    int64_t count = 1;         ///< product of the factors of the cuts that split it
+    std::vector<size_t> cuts;  ///< those cuts, first cut first
+    Strategy strategy;         ///< the TDL analysis for `count` workers
+  };
+  /// The node's split variables, analysed once for all devices (validated against its TDL).
+  std::vector<VarSplit> node_splits(NodeId n) const;
+  SubOp sub_op(NodeId n, int device, const std::vector<VarSplit>& splits) const;
   int new_buffer(int device, TensorId t, const Box& box, BufferRole role, bool partial);
   int new_op(ExecOp op);
   /// Appends a MultiFetch op on `device` assembling buffer `dest` from `pieces`.
@@ -119,6 +127,7 @@ class Builder {
   std::vector<std::vector<Level>> tensor_levels_;
   std::vector<int> last_op_;  // per device: the op scheduled last (control chain)
   std::vector<int> stride_;   // per cut: product of the later cuts' factors (a digit's weight)
+  std::vector<int> dep_mark_;  // per op: the id of the last op that listed it as a dependency (new_op)
 };
 
 void Builder::check_plan() {
@@ -155,38 +164,30 @@ void Builder::check_plan() {
 }
 
 
-SubOp Builder::sub_op(NodeId n, int device) {
+std::vector<Builder::VarSplit> Builder::node_splits(NodeId n) const {
   const Node& node = g_.node(n);
   const auto& f = plan_.factors;
-  const auto& digits = digits_[device];
   std::vector<Shape> in_shapes, out_shapes;
   for (TensorId t : node.inputs) in_shapes.push_back(g_.tensor(t).shape);
   for (TensorId t : node.outputs) out_shapes.push_back(g_.tensor(t).shape);
-  SubOp s;
-  for (const auto& sh : in_shapes) s.in.push_back(Box::full(sh));
-  s.read.assign(in_shapes.size(), true);
-  for (const auto& sh : out_shapes) s.out.push_back(Box::full(sh));
-  s.out_levels.assign(node.outputs.size(), std::vector<Level>(f.size()));
-  // Each variable split at one or more cuts is split K = product of those k_i ways; the
-  // device's slab index is its digits at those cuts in mixed radix (first cut major).
-  std::map<std::string, std::pair<int64_t, int64_t>> slabs;  // var -> (index, count)
-  std::vector<std::string> order;
+  // Each variable split at one or more cuts is split K = product of those k_i ways.
+  std::vector<VarSplit> splits;
   for (size_t i = 0; i < f.size(); ++i) {
     const std::string& var = plan_.node_strategies[n][i];
-    if (var == "replicate") {
-      for (auto& lv : s.out_levels) lv[i] = {LevelKind::kReplicate, -1};
-      continue;
-    }
-    auto it = slabs.find(var);
-    if (it == slabs.end()) {
-      slabs[var] = {digits[i], f[i]};
-      order.push_back(var);
+    if (var == "replicate") continue;
+    auto it = std::find_if(splits.begin(), splits.end(), [&](const VarSplit& v) { return v.var == var; });
+    if (it == splits.end()) {
+      splits.push_back({var, f[i], {}, {}});
+      it = splits.end() - 1;
     } else {
-      it->second = {it->second.first * f[i] + digits[i], it->second.second * f[i]};
+      it->count *= f[i];
     }
+    it->cuts.push_back(i);
   }
-  for (const std::string& var : order) {
-    auto [index, count] = slabs[var];
+  std::vector<VarSplit> out;
+  for (VarSplit& split : splits) {
+    const std::string& var = split.var;
+    const int64_t count = split.count;
     if (count == 1) continue;
     if (node.tdl.empty())
       fail("plan splits node '", node.name, "' (op ", node.op, ") along '", var, "' but the node has no TDL");
@@ -207,8 +208,28 @@ SubOp Builder::sub_op(NodeId n, int device) {
       if (make.partial && make.reducer != Reducer::kSum)
         fail("plan splits node '", node.name, "' (op ", node.op, ") along reduction variable '", var,
              "', whose partial results need a max, min or product; the execution graph only sums partials");
+    split.strategy = *chosen;
+    out.push_back(std::move(split));
+  }
+  return out;
+}
+
+SubOp Builder::sub_op(NodeId n, int device, const std::vector<VarSplit>& splits) const {
+  const Node& node = g_.node(n);
+  const auto& f = plan_.factors;
+  const auto& digits = digits_[device];
+  SubOp s;
+  for (TensorId t : node.inputs) s.in.push_back(Box::full(g_.tensor(t).shape));
+  s.read.assign(node.inputs.size(), true);
+  for (TensorId t : node.outputs) s.out.push_back(Box::full(g_.tensor(t).shape));
+  s.out_levels.assign(node.outputs.size(), std::vector<Level>(f.size(), Level{LevelKind::kReplicate, -1}));
+  for (const VarSplit& split : splits) {
+    // The device's slab index: its digits at the variable's cuts in mixed radix (first cut major).
+    int64_t index = 0;
+    for (size_t i : split.cuts) index = index * f[i] + digits[i];
+    const Strategy& chosen = split.strategy;
     for (size_t j = 0; j < node.inputs.size(); ++j) {
-      const InputNeed& need = chosen->inputs[j];
+      const InputNeed& need = chosen.inputs[j];
       if (!need.read) s.read[j] = false;
       if (need.replicate) continue;
       Interval iv = need.per_worker[index];
@@ -216,15 +237,10 @@ SubOp Builder::sub_op(NodeId n, int device) {
       cur = {std::max(cur.lo, iv.lo), std::min(cur.hi, iv.hi)};
     }
     for (size_t o = 0; o < node.outputs.size(); ++o) {
-      const OutputMake& make = chosen->outputs[o];
-      if (!make.partial) s.out[o].dims[make.dim] = slab({0, out_shapes[o][make.dim]}, index, count);
-    }
-    for (size_t i = 0; i < f.size(); ++i) {
-      if (plan_.node_strategies[n][i] != var) continue;
-      for (size_t o = 0; o < node.outputs.size(); ++o) {
-        const OutputMake& make = chosen->outputs[o];
+      const OutputMake& make = chosen.outputs[o];
+      if (!make.partial) s.out[o].dims[make.dim] = slab({0, g_.tensor(node.outputs[o]).shape[make.dim]}, index, split.count);
+      for (size_t i : split.cuts)
         s.out_levels[o][i] = make.partial ? Level{LevelKind::kPartial, -1} : Level{LevelKind::kSplit, make.dim};
-      }
     }
   }
   return s;
@@ -248,9 +264,13 @@ int Builder::new_op(ExecOp op) {
     if (b >= 0) eg_.buffers[b].readers.push_back(id);
   for (const Piece& p : op.pieces) eg_.buffers[p.src].readers.push_back(id);
   for (int b : op.outputs) eg_.buffers[b].producer = id;
-  // data deps: producers of everything read
-  auto add_dep = [&op](int d) {
-    if (d >= 0 && std::find(op.deps.begin(), op.deps.end(), d) == op.deps.end()) op.deps.push_back(d);
+  // data deps: producers of everything read, each once (dep_mark_[d] == id: already a dep)
+  if (dep_mark_.size() < eg_.ops.size()) dep_mark_.resize(std::max(eg_.ops.size(), 2 * dep_mark_.size()), -1);
+  for (int d : op.deps) dep_mark_[d] = id;
+  auto add_dep = [&op, id, this](int d) {
+    if (d < 0 || dep_mark_[d] == id) return;
+    dep_mark_[d] = id;
+    op.deps.push_back(d);
   };
   for (int b : op.inputs)
     if (b >= 0) add_dep(eg_.buffers[b].producer);
@@ -756,8 +776,9 @@ ExecGraph Builder::build() {
     NodeId n = order[pos];
     const Node& node = g_.node(n);
     int64_t t_fetch = 6 * static_cast<int64_t>(pos), t_compute = t_fetch + 2, t_out = t_fetch + 4;
+    const std::vector<VarSplit> splits = node_splits(n);
     std::vector<SubOp> subs;
-    for (int d = 0; d < devices; ++d) subs.push_back(sub_op(n, d));
+    for (int d = 0; d < devices; ++d) subs.push_back(sub_op(n, d, splits));
     // Input regions of every device's sub-op (one MultiFetch per region that is not local).
     std::vector<std::vector<int>> in_buf(node.inputs.size());
     for (size_t j = 0; j < node.inputs.size(); ++j) {
