@@ -319,7 +319,6 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
     }
   }
   std::vector<Piece> pieces;
-  std::vector<int> cur(f.size(), 0);
   const int dsize = dtype_size(g_.tensor(t).dtype);
   int64_t moved = 0;
   std::function<void(size_t, int)> visit = [&](size_t i, int dev) {
@@ -328,12 +327,12 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
       Box region = want.intersect(eg_.buffers[src].box);
       if (region.empty()) return;
       if (dev != device) moved += region.volume() * dsize;
-      pieces.push_back({src, region});
+      pieces.push_back({src, std::move(region)});
       return;
     }
     for (int d : choices[i]) {
       const int child = dev * f[i] + d;
-      if (held[i + 1][child].intersect(want).empty()) continue;  // nothing of want down there
+      if (!held[i + 1][child].overlaps(want)) continue;  // nothing of want down there
       visit(i + 1, child);
     }
   };
@@ -565,7 +564,7 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       for (int j = 0; j < f[c]; ++j) {
         const int digit = j == 0 ? mine : (j <= mine ? j - 1 : j);
         const int child = prefix * f[c] + digit;
-        if (slab_hulls[c + 1][child].intersect(w).empty()) continue;
+        if (!slab_hulls[c + 1][child].overlaps(w)) continue;
         visit(c + 1, child);
       }
     };

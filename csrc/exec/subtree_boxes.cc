@@ -63,7 +63,7 @@ bool hulls_nest(const std::vector<int>& factors, const std::vector<std::vector<B
             seen = true;
             break;
           }
-          if (!o->intersect(child).empty()) return false;  // overlapping, not equal
+          if (o->overlaps(child)) return false;  // overlapping, not equal
         }
         if (seen) continue;
         distinct.push_back(&child);

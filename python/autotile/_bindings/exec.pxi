@@ -8,8 +8,11 @@ cdef extern from "exec/box.h" namespace "autotile":
     cdef cppclass CInterval "autotile::Interval":
         int64_t lo
         int64_t hi
+    cdef cppclass CDims "autotile::Dims":
+        size_t size()
+        CInterval& operator[](size_t)
     cdef cppclass CBox "autotile::Box":
-        vector[CInterval] dims
+        CDims dims
 
 cdef extern from "exec/exec_graph.h" namespace "autotile":
     cdef cppclass CPlanSpec "autotile::PlanSpec":
@@ -95,11 +98,13 @@ cdef extern from "runtime/multifetch.h" namespace "autotile":
 
 
 cdef tuple _box_lo(const CBox& b):
-    return tuple(iv.lo for iv in b.dims)
+    cdef size_t i
+    return tuple([b.dims[i].lo for i in range(b.dims.size())])
 
 
 cdef tuple _box_hi(const CBox& b):
-    return tuple(iv.hi for iv in b.dims)
+    cdef size_t i
+    return tuple([b.dims[i].hi for i in range(b.dims.size())])
 
 
 _ROLE = ("tile", "raw", "region")
