@@ -209,6 +209,8 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
     offsets_of[dev] = place_best_fit(blocks);
     like.push_back(dev);
   }
+  std::vector<int64_t> dep_mark(eg.ops.size(), -1);
+  int64_t stamp = 0;
   for (int dev = 0; dev < eg.devices; ++dev) {
     auto& ids = per_device[dev];
     std::vector<Group>& groups = groups_of[dev];
@@ -237,14 +239,20 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
       ending.push({b.live_end, id});
       const int64_t offset = b.offset, size = groups[group_of[id]].block.size;
       std::vector<int> previous = occupancy.claim(offset, offset + size, id);
-      if (b.producer < 0) continue;  // graph inputs are written before the step starts
+      if (b.producer < 0 || previous.empty()) continue;  // graph inputs are written before the step starts
       auto& deps = eg.ops[b.producer].deps;
+      ++stamp;  // dep_mark[o] == stamp: o is in deps (linear in deps, not deps x readers)
+      for (int d : deps) dep_mark[d] = stamp;
+      auto add_dep = [&](int o) {
+        if (dep_mark[o] == stamp) return;
+        dep_mark[o] = stamp;
+        deps.push_back(o);
+      };
       for (int prev : previous) {
         const Buffer& p = eg.buffers[prev];
         for (int r : p.readers)
-          if (r != b.producer && std::find(deps.begin(), deps.end(), r) == deps.end()) deps.push_back(r);
-        if (p.producer >= 0 && p.producer != b.producer && std::find(deps.begin(), deps.end(), p.producer) == deps.end())
-          deps.push_back(p.producer);
+          if (r != b.producer) add_dep(r);
+        if (p.producer >= 0 && p.producer != b.producer) add_dep(p.producer);
       }
     }
     eg.arena_bytes[dev] = arena;
