@@ -9,7 +9,11 @@ Dims::Dims(std::initializer_list<Interval> ivs) { assign(ivs.begin(), ivs.size()
 
 Dims::Dims(const std::vector<Interval>& ivs) { assign(ivs.data(), ivs.size()); }
 
-Dims::Dims(Dims&& o) noexcept : size_(o.size_), capacity_(o.capacity_) {
+Dims::Dims(Dims&& o) noexcept { steal(o); }
+
+void Dims::steal(Dims& o) noexcept {
+  size_ = o.size_;
+  capacity_ = o.capacity_;
   if (o.size_ > kInline) {
     heap_ = o.heap_;
   } else {
@@ -27,15 +31,7 @@ Dims& Dims::operator=(const Dims& o) {
 Dims& Dims::operator=(Dims&& o) noexcept {
   if (this == &o) return *this;
   release();
-  size_ = o.size_;
-  capacity_ = o.capacity_;
-  if (o.size_ > kInline) {
-    heap_ = o.heap_;
-  } else {
-    std::copy(o.inline_, o.inline_ + o.size_, inline_);
-  }
-  o.size_ = 0;
-  o.capacity_ = kInline;
+  steal(o);
   return *this;
 }
 

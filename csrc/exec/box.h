@@ -60,6 +60,7 @@ class Dims {
   void assign(const Interval* src, size_t n);
   void release();
   void grow_push(const Interval& iv);  // push_back beyond the inline storage
+  void steal(Dims& o) noexcept;        // take o's intervals (this holds none), leaving o empty
   uint32_t size_ = 0;
   uint32_t capacity_ = kInline;  // heap capacity when size_ > kInline
   union {
