@@ -157,7 +157,7 @@ def _diff_line(d) -> str:
 def main(argv=None) -> int:
     import argparse
 
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="autotile bench engines", description=__doc__.split("\n")[0])
     p.add_argument("--quick", action="store_true", help="the README MLP only")
     p.add_argument("--detail", action="store_true", help="every tensor whose compiled bytes differ from the plan's")
     args = p.parse_args(argv)
