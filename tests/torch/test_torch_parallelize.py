@@ -172,7 +172,7 @@ def _run(module, shape, plans, seed=0):
     name = next(iter(sym.torch_map.inputs.values()))
     built = [at.plan(sym, shapes={name: shape}, **kw) for kw in plans]
     results = att.run_local(_steps, 8, [(module, p, sym, (x,)) for p in built], timeout=300)
-    return built, results
+    return built, results, sym
 
 
 def _check(results, j):
@@ -189,7 +189,7 @@ def test_mlp_step_on_8_gloo_processes_tofu_data_and_rules():
     gradients move the plan's bytes but for fc2's bias gradient: the head gradient of
     ``out.sum()`` is replicated in DTensor, so that gradient needs no reduction."""
     module = zoo.MLP()
-    plans, results = _run(module, (64, 784), [
+    plans, results, sym = _run(module, (64, 784), [
         {"devices": 8}, {"devices": 8, "algorithm": "data"},
         {"mesh": {"batch": 2, "model": 4}, "layout": {"fc1.weight": {0: "model"}, "data": {0: "batch"}}}])
     tofu, data, rules = _check(results, 0), _check(results, 1), _check(results, 2)
@@ -199,6 +199,9 @@ def test_mlp_step_on_8_gloo_processes_tofu_data_and_rules():
     assert rep["counts"] == {"all_reduce": 3}
     bias_grad = 2 * 7 * 10 * 4  # an all-reduce of fc2's 10 float32 bias gradient over 8 ranks
     assert rep["total_bytes"] == pytest.approx(plans[1].comm_bytes - bias_grad)
+    both = att.beside_plan(plans[1], rep, sym)
+    assert both["dtensor_counts"] == {"all_reduce": 3} and both["plan_bytes"] == plans[1].comm_bytes
+    assert both["plan_graph"]["bytes"] == plans[1].comm_bytes  # autotile's own execution graph
 
 
 def _tiles_as_planned(plan, result):
@@ -223,7 +226,7 @@ def test_transformer_block_and_cnn_steps_on_8_gloo_processes():
     from autotile.bench.engines_torch import megatron_rules
 
     block = zoo.Block()
-    plans, results = _run(block, (16, 16, 32), [
+    plans, results, _ = _run(block, (16, 16, 32), [
         {"devices": 8, "algorithm": "data"},
         {"mesh": {"batch": 2, "model": 4}, "layout": megatron_rules()},
         {"devices": 8}])
@@ -237,7 +240,7 @@ def test_transformer_block_and_cnn_steps_on_8_gloo_processes():
     tofu = _check(results, 2)  # batch 16: the tofu plan's parameters fit a 4 x 2 mesh
     assert tofu["mesh"]["shape"] == [4, 2] and tofu["redistributed"]
     _tiles_as_planned(plans[2], tofu)
-    _, results = _run(zoo.CNN(), (16, 1, 8, 8), [{"devices": 8, "algorithm": "data"}])
+    _, results, _ = _run(zoo.CNN(), (16, 1, 8, 8), [{"devices": 8, "algorithm": "data"}])
     _check(results, 0)
 
 

@@ -90,9 +90,8 @@ def main(argv=None) -> int:
         for plan_name, kwargs in plans:
             plan = at.plan(sym, shapes={name: shape}, **kwargs)
             layout = att.plan_layout(plan)
-            stats = at.transform(sym, plan).stats()
             meta = {"model": model_name, "plan": plan_name, "plan_bytes": plan.comm_bytes,
-                    "graph": stats, "mesh": layout["mesh"]["shape"]}
+                    "mesh": layout["mesh"]["shape"], "plan_obj": plan, "sym": sym}
             if len(layout["mesh"]["shape"]) > MAX_MESH_DIMS:
                 meta["error"] = (f"mesh {'x'.join(map(str, layout['mesh']['shape']))}: parameters split differently "
                                  f"at each cut; DTensor's sharding propagation on a 3-dim mesh is too slow to run")
@@ -104,24 +103,26 @@ def main(argv=None) -> int:
     results = att.run_local(_all_steps, DEVICES, jobs, timeout=1200)
     raw, rows = [], []
     for meta in rows_meta:
+        plan, sym = meta.pop("plan_obj"), meta.pop("sym")
         r = meta.get("error") and {"error": meta["error"]} or results[0][meta["job"]]
-        g = meta["graph"]
-        plan_cell = (int(meta["plan_bytes"]), f"{g['fetch_ops']} fetches, {g['reductions']} reductions")
+        both = att.beside_plan(plan, r.get("report", {"total_bytes": 0, "counts": {}, "bytes": {}}), sym)
+        g = both["plan_graph"]
+        plan_cell = (int(both["plan_bytes"]), f"{g['fetches']} fetches, {g['reductions']} reductions")
         if "error" in r:
             rows.append((meta["model"], meta["plan"], *plan_cell, "n/a", "n/a", "n/a", "n/a", "n/a", r["error"]))
         else:
-            worst = {k: max(rr[meta["job"]]["diff"][k] for rr in results) for k in ("output", "grad", "param")}
-            rep = r["report"]
-            counts = " ".join(f"{SHORT.get(k, k)} {v}" for k, v in sorted(rep["counts"].items())) or "none"
-            ratio = f"{rep['total_bytes'] / meta['plan_bytes']:.2f}x" if meta["plan_bytes"] else "-"
-            rows.append((meta["model"], meta["plan"], *plan_cell, int(rep["total_bytes"]), ratio, counts,
+            worst = {k: max(rr[meta["job"]]["diff"][k] / max(1.0, rr[meta["job"]]["scale"][k]) for rr in results)
+                     for k in ("output", "grad", "param")}
+            counts = " ".join(f"{SHORT.get(k, k)} {v}" for k, v in sorted(both["dtensor_counts"].items())) or "none"
+            ratio = f"{both['dtensor_bytes'] / both['plan_bytes']:.2f}x" if both["plan_bytes"] else "-"
+            rows.append((meta["model"], meta["plan"], *plan_cell, int(both["dtensor_bytes"]), ratio, counts,
                          f"{len(r['redistributed'])}/{len(r['unexpressed'])}",
                          f"{max(worst.values()):.1e}", ""))
-        raw.append({**{k: v for k, v in meta.items() if k != "job"}, **r})
+        raw.append({**{k: v for k, v in meta.items() if k != "job"}, **r, "beside_plan": both})
     text = (f"plans run by DTensor (torch {torch.__version__}), {DEVICES} gloo CPU processes; one SGD step; "
             "ring accounting, bytes received summed over ranks\n"
             + common.table(("module", "plan", "plan bytes", "plan's execution graph", "DTensor bytes", "ratio",
-                            "DTensor collectives", "redistributed/unexpressed", "max |diff|", "not run"), rows))
+                            "DTensor collectives", "redistributed/unexpressed", "max rel. diff", "not run"), rows))
     print(text)
     path = common.write_json("engines_torch.json", {"devices": DEVICES, "torch": torch.__version__,
                                                     "results": raw, "table": text})

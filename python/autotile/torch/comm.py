@@ -83,8 +83,8 @@ def measure(fn: Callable, *args, **kwargs):
 
 def beside_plan(plan, report: dict, model=None) -> dict:
     """DTensor's `report` (from :func:`measure`) next to the plan's own figures:
-    ``plan.comm_bytes`` and the collectives of autotile's execution graph of the plan
-    (fetches and reductions, when `model`, the planned Symbol, is given)."""
+    ``plan.comm_bytes`` and, when `model` (the planned Symbol) is given, what autotile's
+    execution graph of the plan moves (``plan_graph``: bytes, fetches, reductions)."""
     out = {"plan_bytes": float(plan.comm_bytes), "dtensor_bytes": report["total_bytes"],
            "dtensor_counts": dict(report["counts"]), "dtensor_bytes_by_kind": dict(report["bytes"])}
     if model is not None:
