@@ -1,5 +1,5 @@
 """Small ``nn.Module``s the PyTorch parallelizer is tested and benchmarked on
-(tests/torch/, ``autotile bench engines-torch``)."""
+(tests/planner/test_torch_parallelize.py, ``autotile bench engines-torch``)."""
 import torch
 import torch.nn as nn
 
