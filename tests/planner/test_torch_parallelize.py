@@ -185,9 +185,10 @@ def _check(results, j):
 
 def test_mlp_step_on_8_gloo_processes_tofu_data_and_rules():
     """The README MLP: a tofu plan (fc1 split by output features, fc2 by input features; one
-    mesh dimension of 8), data parallelism and the README's rules on a 2 x 4 mesh. DTensor's all-reduces of the data-parallel
-    gradients move the plan's bytes but for fc2's bias gradient: the head gradient of
-    ``out.sum()`` is replicated in DTensor, so that gradient needs no reduction."""
+    mesh dimension of 8), data parallelism and the README's rules on a 2 x 4 mesh. DTensor's
+    all-reduces of the data-parallel gradients move the plan's bytes but for fc2's bias
+    gradient: the head gradient of ``out.sum()`` is replicated in DTensor, so that gradient
+    needs no reduction."""
     module = zoo.MLP()
     plans, results, sym = _run(module, (64, 784), [
         {"devices": 8}, {"devices": 8, "algorithm": "data"},

@@ -147,14 +147,16 @@ def boundary_tensors(graph, scope: str) -> List[str]:
     return [t for t in produced if t in used_outside]
 
 
-def forward_arg_names(module, count: int) -> List[str]:
-    """The names of the first `count` positional parameters of ``module.forward``."""
-    params = [p for p in inspect.signature(module.forward).parameters.values()
+def forward_arg_names(module, count: Optional[int] = None) -> List[str]:
+    """The names of ``module.forward``'s positional parameters (the first `count`)."""
+    params = [p.name for p in inspect.signature(module.forward).parameters.values()
               if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if count is None:
+        return params
     if len(params) < count:
         raise Error(f"{type(module).__name__}.forward takes {len(params)} positional arguments, "
                     f"{count} example inputs given")
-    return [p.name for p in params[:count]]
+    return params[:count]
 
 
 def export(module, *args, opset: int = 17, **load_kwargs):

@@ -11,7 +11,7 @@ from typing import Dict, Optional
 import numpy as np
 
 from ..errors import Error
-from .names import ModuleMap, flat_tensors
+from .names import ModuleMap, flat_tensors, forward_arg_names
 
 
 def _torch():
@@ -169,6 +169,7 @@ class Parallelized:
         #: (module, k) -> plan tensor per output of its k-th call; the calls left unmapped
         self.activations, self.unmapped = tmap.resolve(plan.tensor_shapes) if tmap else ({}, [])
         self.handles = []
+        self.calls: Dict[str, int] = {}  # module -> calls so far in this forward
         #: per forward: (module, call index, plan tensor, placements before, after) of each redistribution
         self.redistributed = []
 
@@ -236,7 +237,7 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         sub.register_parameter(pname, torch.nn.Parameter(dt, requires_grad=p.requires_grad))
 
     inputs = dict(tmap.inputs) if tmap else {n: n for n in plan.input_shapes}
-    arg_names = _arg_names(module)
+    arg_names = forward_arg_names(module)
 
     def to_dtensor(name, value):
         if not isinstance(value, torch.Tensor) or isinstance(value, DTensor):
@@ -281,7 +282,6 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         for q, sub in module.named_modules():
             if sub is not module:
                 state.handles.append(sub.register_forward_hook(post))
-    state.calls = {}
     module.autotile = state
     return module
 
@@ -300,13 +300,6 @@ def _replace(value, swap):
     return value
 
 
-def _arg_names(module):
-    import inspect
-
-    return [p.name for p in inspect.signature(module.forward).parameters.values()
-            if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-
-
 def _export_for(module, plan):
     """The module's export (:func:`autotile.torch.export`) on zero inputs of the plan's input
     shapes, for forward's arguments the plan has as inputs."""
@@ -314,13 +307,13 @@ def _export_for(module, plan):
     from .names import export
 
     args = []
-    for name in _arg_names(module):
+    for name in forward_arg_names(module):
         if name not in plan.input_shapes:
             break
         dtype = plan.tensor_dtypes.get(name, "float32")
         args.append(torch.zeros(plan.input_shapes[name], dtype=getattr(torch, dtype, torch.float32)))
     if not args:
-        raise Error(f"no argument of {type(module).__name__}.forward ({_arg_names(module)}) is an input of the plan "
-                    f"({sorted(plan.input_shapes)}); pass the exported model: parallelize(module, plan, "
+        raise Error(f"no argument of {type(module).__name__}.forward ({forward_arg_names(module)}) is an input "
+                    f"of the plan ({sorted(plan.input_shapes)}); pass the exported model: parallelize(module, plan, "
                     f"autotile.torch.export(module, *example_inputs))")
     return export(module, *args)

@@ -28,8 +28,9 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
     """Run one :func:`sgd_step` of `module` parallelized by `plan` (under DTensor's
     CommDebugMode, :func:`autotile.torch.comm.measure`) and of a plain copy; return the
     largest absolute differences of the output, every parameter's gradient and every updated
-    parameter (``diff``) and the largest magnitudes of the plain step's (``scale``), DTensor's collective counts and bytes, and what the hooks did. Call on every
-    rank of a group of ``plan.devices``."""
+    parameter (``diff``) and the largest magnitudes of the plain step's (``scale``),
+    DTensor's collective counts and bytes, and what the hooks did. Call on every rank of a
+    group of ``plan.devices``."""
     import torch
 
     from .comm import measure
