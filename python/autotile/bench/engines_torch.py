@@ -77,7 +77,7 @@ def main(argv=None) -> int:
         import autotile as at
         import autotile.torch as att
     except ImportError as e:
-        print(f"autotile bench engines-torch needs torch and onnx (pip install 'autotile[torch,onnx]'): {e}")
+        print(f"autotile bench engines-torch needs torch and onnx (pip install 'autotile[torch]'): {e}")
         return 1
     t0 = time.perf_counter()
     jobs, rows_meta = [], []
