@@ -12,7 +12,7 @@ from run_script import run_bench
 def test_memory_fit_bench_quick(tmp_path):
     proc = run_bench("memory_fit", tmp_path, "--quick")
     assert "SwapAdvisor Ch. 5" in proc.stdout and "Target:" in proc.stdout
-    executed = proc.stdout[proc.stdout.index("Executed at half the need"):].splitlines()[3:]
+    executed = proc.stdout[proc.stdout.index("Executed at half the need"):].split("\n\n")[0].splitlines()[3:]
     assert len(executed) == 2 and all(" yes " in line and "does not fit" not in line for line in executed), executed
     out = json.loads((tmp_path / "memory_fit.json").read_text())
     budget = out["budget"]
