@@ -11,8 +11,8 @@
 namespace embed {
 namespace {
 
-// The bias is added inside the sum at k0 == 0, so the contraction stays a strategy (a k0 slab
-// other than the first adds no bias).
+// Biases are added inside the sum where the reduced variables are 0, so the contraction stays a
+// strategy (a slab other than the first adds no bias).
 const char* kFc =
     "data, weight, bias -> out: out[n, o] = sum(k0) { data[n, k0] * weight[o, k0] + (k0 == 0) * bias[o] }";
 const char* kFcData = "dy, weight, data -> dx: dx[n, k0] = sum(o) { dy[n, o] * weight[o, k0] }";
@@ -24,7 +24,7 @@ const char* kSoftmaxGrad = "output, label -> dx: dx[i0, i1] = softmax_ce_grad(ou
 // 3x3 convolution, stride 1, pad 1, and its gradients.
 const char* kConv =
     "data, weight, bias -> out: out[n, co, y, x] = sum(ci, ky, kx) "
-    "{ data[n, ci, y + ky - 1, x + kx - 1] * weight[co, ci, ky, kx] } + bias[co]";
+    "{ data[n, ci, y + ky - 1, x + kx - 1] * weight[co, ci, ky, kx] + (ci + ky + kx == 0) * bias[co] }";
 const char* kConvData =
     "dy, weight, data -> dx: dx[n, ci, iy, ix] = sum(co, ky, kx) "
     "{ dy[n, co, iy - ky + 1, ix - kx + 1] * weight[co, ci, ky, kx] }";

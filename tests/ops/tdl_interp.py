@@ -13,7 +13,11 @@ from typing import Callable, Dict, List, Optional, Sequence
 import numpy as np
 
 REDUCERS = {"sum", "max", "min", "prod"}
-_TOKEN = re.compile(r"\s*(?:(->)|([A-Za-z_][A-Za-z_0-9]*)|(\d+)|(.))")
+_TOKEN = re.compile(r"\s*(?:(->|==|!=|<=|>=)|([A-Za-z_][A-Za-z_0-9]*)|(\d+)|(.))")
+
+
+_COMPARISONS = {"==": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
+                "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
 
 
 class TdlSyntaxError(Exception):
@@ -156,6 +160,15 @@ class _Parser:
         return Statement(out, vs, self.expr())
 
     def expr(self):
+        """A sum, or a comparison of two sums (1.0 where it holds, else 0.0; lowest precedence,
+        as in the core's parser: FullyConnected's and Convolution's (k == 0) * bias)."""
+        node = self.additive()
+        if self.peek() in _COMPARISONS:
+            op = self.take()
+            node = Bin(op, node, self.additive())
+        return node
+
+    def additive(self):
         node = self.product()
         while self.peek() in ("+", "-"):
             op = self.take()
@@ -431,6 +444,8 @@ def _eval(node, env, arrays, fns):
     if isinstance(node, Bin):
         a, b = _eval(node.lhs, env, arrays, fns), _eval(node.rhs, env, arrays, fns)
         # only the operator at hand is computed: a / 0 must not fail a '*' node
+        if node.op in _COMPARISONS:
+            return float(_COMPARISONS[node.op](a, b))
         return {"+": lambda: a + b, "-": lambda: a - b, "*": lambda: a * b, "/": lambda: a / b,
                 "%": lambda: a % b}[node.op]()
     if isinstance(node, Call):

@@ -102,7 +102,7 @@ def test_tdl_text():
     attrs = at.ops.parse_attrs(op, {"kernel": "(3, 3)", "num_filter": "8", "pad": "(1, 1)", "stride": "(2, 2)"})
     assert op.tdl(attrs, [(2, 4, 9, 9), (8, 4, 3, 3), (8,)], [(2, 8, 5, 5)]) == (
         "data, weight, bias -> out: out[n, co, y, x] = sum(ci, ky, kx) "
-        "{ data[n, ci, 2*y + ky - 1, 2*x + kx - 1] * weight[co, ci, ky, kx] } + bias[co]")
+        "{ data[n, ci, 2*y + ky - 1, 2*x + kx - 1] * weight[co, ci, ky, kx] + (ci + ky + kx == 0) * bias[co] }")
     dw = at.ops.parse_attrs(op, {"kernel": "(3,)", "num_filter": "8", "num_group": "4", "dilate": "(2,)"})
     assert "data[n, co / 2, x + 2*kx]" in op.tdl(dw, [(2, 4, 9), (8, 1, 3), (8,)], [(2, 8, 5)])
     bwd = at.ops.get("_backward_Convolution_data")

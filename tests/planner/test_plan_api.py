@@ -370,23 +370,25 @@ def test_unknown_model_names_the_known_ones():
 _NO_TDL_OP = "_TestPlanAPINoTDL_7f3c"
 
 
-def _no_tdl_model():
+def _no_tdl_model(monkeypatch):
+    """The test op is registered for this test only (monkeypatch removes it after): left in the
+    registry it would be one more op every later registry-wide check must cover."""
     from autotile.ops import registry
 
-    if not registry.exists(_NO_TDL_OP):
-        registry.register(registry.OpDef(
-            name=_NO_TDL_OP, infer_shape=lambda attrs, s: ([s[0]], [s[0]]),
-            forward=lambda attrs, ins, ctx: [ins[0].copy()],
-            gradient=lambda ctx: [ctx.out_grads[0]],  # identity: no backward node needed
-            elementwise=True, doc="test op without a TDL description"))
+    registry.exists(_NO_TDL_OP)  # loads the registry before adding to it
+    monkeypatch.setitem(registry._REGISTRY, _NO_TDL_OP, registry.OpDef(
+        name=_NO_TDL_OP, infer_shape=lambda attrs, s: ([s[0]], [s[0]]),
+        forward=lambda attrs, ins, ctx: [ins[0].copy()],
+        gradient=lambda ctx: [ctx.out_grads[0]],  # identity: no backward node needed
+        elementwise=True, doc="test op without a TDL description"))
     data = at.sym.Variable("data")
     fc = at.sym.FullyConnected(data, num_hidden=8, name="fc1")
     odd = at.sym.create(_NO_TDL_OP, fc, name="oddball")
     return at.sym.SoftmaxOutput(odd, name="softmax")
 
 
-def test_op_without_tdl_is_named_and_replicate_fallback_plans_it():
-    net = _no_tdl_model()
+def test_op_without_tdl_is_named_and_replicate_fallback_plans_it(monkeypatch):
+    net = _no_tdl_model(monkeypatch)
     shapes = {"data": (4, 12), "softmax_label": (4,)}
     with pytest.raises(Error) as info:
         at.plan(net, devices=2, shapes=shapes)

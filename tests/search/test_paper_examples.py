@@ -101,8 +101,14 @@ def test_cnn_hybrid_on_8_devices(model, batch):
     data = at.plan(model, devices=8, batch=batch, algorithm="data")
     assert p.comm_bytes < data.comm_bytes
     conv = weight_tilings(p, "conv")
-    entries = [t for tl in conv.values() for t in tl]
-    assert entries.count("replicate") >= 0.75 * len(entries)  # the convs are data-parallel
+    # The convs are data-parallel where activations dwarf weights. At batch 32 the last convs'
+    # weights (AlexNet's conv3-5, VGG's conv5) weigh as much as their activations, and the
+    # search splits them along input channels (partial sums; Convolution's bias is added inside
+    # the sum since issue 23), which moves less; the first stages stay data-parallel.
+    heavy = conv if batch >= 128 else {n: t for n, t in conv.items() if n.startswith(("conv1", "conv2"))}
+    assert heavy
+    entries = [t for tl in heavy.values() for t in tl]
+    assert entries.count("replicate") >= 0.75 * len(entries)
     for fc in ("fc6_weight", "fc7_weight"):
         assert all(t.startswith("split(") for t in p.tensor_tilings[fc]), (fc, p.tensor_tilings[fc])
     # The activations of the first conv are split along the batch at every cut.

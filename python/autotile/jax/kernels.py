@@ -114,7 +114,7 @@ def _weight_shape(attrs, x):
 def convolution(attrs, inputs, ctx):
     x, w = inputs[0], inputs[1]
     y = _conv_fn(attrs, x.ndim)(x, w)
-    if not attrs.get("no_bias"):
+    if not attrs.get("no_bias") and attrs.get("tile_bias", True):
         y = y + inputs[2].reshape((1, -1) + (1,) * (x.ndim - 2))
     return [y.astype(x.dtype)]
 

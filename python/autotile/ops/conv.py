@@ -64,6 +64,9 @@ _PARAMS = {
     # Set only by tile hooks: per spatial dim the padding before, then after, of a tile whose
     # input region is a slab (halo) of the whole input; negative values crop.
     "tile_pad": Param("shape", ()),
+    # Set only by the tile hook: False on a tile holding an input-channel slab other than the
+    # first (its partial output sums with the others', which add the bias once).
+    "tile_bias": Param("bool", True),
 }
 
 
@@ -237,7 +240,7 @@ def _forward(attrs, inputs, ctx):
     if tuple(w.shape) != geo.weight_shape:
         raise ValueError(f"weight has shape {tuple(w.shape)}, expected {geo.weight_shape}")
     y = conv_forward(x, w, geo, _xp(ctx))
-    if not attrs["no_bias"]:
+    if adds_bias(attrs):
         y += inputs[2].reshape((1, -1) + (1,) * geo.nd)
     return [y.astype(x.dtype, copy=False)]
 
@@ -298,13 +301,22 @@ def _data_channel(geo: Geometry) -> str:
 
 
 def _tdl(attrs, in_shapes, out_shapes):
+    """The bias is added inside the sum where every reduced variable is 0 (the same value as
+    after it), so the sum stays the top-level reduction and ci a strategy: a tile holding
+    another input-channel slab adds no bias (adds_bias), as FullyConnected's."""
     geo = Geometry(attrs, in_shapes[0])
     ov, kv = _names(geo.nd)
     data_idx = ["n", _data_channel(geo)] + _window_index(geo, ov, kv)
-    bias = "" if attrs["no_bias"] else " + bias[co]"
+    first = "" if attrs["no_bias"] else f" + ({' + '.join(['ci'] + kv)} == 0) * bias[co]"
     return (f"{', '.join(_args(attrs))} -> out: out[{', '.join(['n', 'co'] + ov)}] = "
             f"sum({', '.join(['ci'] + kv)}) {{ data[{', '.join(data_idx)}] * "
-            f"weight[{', '.join(['co', 'ci'] + kv)}] }}{bias}")
+            f"weight[{', '.join(['co', 'ci'] + kv)}]{first} }}")
+
+
+def adds_bias(attrs) -> bool:
+    """Whether a Convolution kernel adds the bias: the op has one and the tile holds the first
+    input-channel slab (tile_bias, set by the tile hook). Every runtime's kernel asks it."""
+    return not attrs["no_bias"] and attrs.get("tile_bias", True)
 
 
 def _depthwise(groups, cin, cout) -> bool:
@@ -332,6 +344,8 @@ def _tile(attrs, ins, outs, in_shapes, out_shapes):
     """A tile's convolution has as many filters as the tile's output channels (_channel_tile)
     and pads its data slab as the tile_pad its halo leaves."""
     attrs = _channel_tile(attrs, ins[0], outs[0], in_shapes[0], out_shapes[0])
+    if not attrs["no_bias"]:  # weight[co, ci, k...]: a ci slab past the first adds no bias
+        attrs = {**attrs, "tile_bias": ins[1][0][1] == 0}
     return _with_tile_pad(attrs, ins[0], outs[0], in_shapes[0], out_shapes[0])
 
 
