@@ -128,6 +128,7 @@ class Builder {
   std::vector<int> last_op_;  // per device: the op scheduled last (control chain)
   std::vector<int> stride_;   // per cut: product of the later cuts' factors (a digit's weight)
   std::vector<int> dep_mark_;  // per op: the id of the last op that listed it as a dependency (new_op)
+  std::vector<Piece> pieces_scratch_;  // assemble's pieces while it collects them
 };
 
 void Builder::check_plan() {
@@ -267,6 +268,7 @@ int Builder::new_op(ExecOp op) {
   // data deps: producers of everything read, each once (dep_mark_[d] == id: already a dep)
   if (dep_mark_.size() < eg_.ops.size()) dep_mark_.resize(std::max(eg_.ops.size(), 2 * dep_mark_.size()), -1);
   for (int d : op.deps) dep_mark_[d] = id;
+  op.deps.reserve(op.deps.size() + op.inputs.size() + op.pieces.size() + 1);  // at most one per source
   auto add_dep = [&op, id, this](int d) {
     if (d < 0 || dep_mark_[d] == id) return;
     dep_mark_[d] = id;
@@ -318,7 +320,8 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
       if (keep[i] && levels[i].kind == LevelKind::kSplit && f[i] > 1) reduce = true;  // zero outside our slab
     }
   }
-  std::vector<Piece> pieces;
+  std::vector<Piece>& pieces = pieces_scratch_;  // reused: the op gets an exact-size copy
+  pieces.clear();
   const int dsize = dtype_size(g_.tensor(t).dtype);
   int64_t moved = 0;
   std::function<void(size_t, int)> visit = [&](size_t i, int dev) {
@@ -350,7 +353,7 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
            " elements of region ", want.str(), " on device ", device);
   }
   int dest = new_buffer(device, t, want, role, partial_dest);
-  new_fetch(device, node, dest, std::move(pieces), reduce, moved, time);
+  new_fetch(device, node, dest, std::vector<Piece>(pieces.begin(), pieces.end()), reduce, moved, time);
   return dest;
 }
 
