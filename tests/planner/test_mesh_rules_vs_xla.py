@@ -18,24 +18,17 @@ import pytest
 
 import autotile as at
 from autotile import _core
+from autotile.bench.engines import readme_mlp
 from autotile.planner import layout_rules, lowered_training_graph
 
 MESH = {"batch": 2, "model": 4}
 RULES = {"fc1_weight": {0: "model"}, "data": {0: "batch"}}
-SHAPES = {"data": (256, 784), "softmax_label": (256,)}
-
-
-def _readme_mlp():
-    data = at.sym.Variable("data")
-    fc1 = at.sym.FullyConnected(data, num_hidden=512, name="fc1")
-    act = at.sym.Activation(fc1, act_type="relu", name="relu1")
-    fc2 = at.sym.FullyConnected(act, num_hidden=10, name="fc2")
-    return at.sym.SoftmaxOutput(fc2, name="softmax")
+NET, SHAPES = readme_mlp()  # the model `autotile bench engines` compiles (batch 256)
 
 
 @pytest.fixture(scope="module")
 def plans():
-    net = _readme_mlp()
+    net = NET
     plan = at.plan(net, mesh=MESH, shapes=SHAPES, layout=RULES)
     tilings = {k: list(v) for k, v in plan.tensor_tilings.items()}
     strategies = {k: list(v) for k, v in plan.node_strategies.items()}
