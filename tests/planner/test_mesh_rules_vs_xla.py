@@ -26,40 +26,61 @@ RULES = {"fc1_weight": {0: "model"}, "data": {0: "batch"}}
 NET, SHAPES = readme_mlp()  # the model `autotile bench engines` compiles (batch 256)
 
 
+# XLA's choice, written out per cut (batch, model, model): fc1's weight gradient summed over
+# the batch at the batch cut ("n", partial, reduce-scattered to the split the update reads),
+# from the ReLU gradient as split as the data; every other tensor and node as the rules and
+# the MLP's usual layout have them
+_S0, _S1, _REP = "split(0)", "split(1)", "replicate"
+XLA_TILINGS = {
+    "data": [_S0, _REP, _REP], "fc1_weight": [_REP, _S0, _S0], "fc1_bias": [_REP, _S0, _S0],
+    "fc1_output": [_S0, _S1, _S1], "relu1_output": [_S0, _S1, _S1], "fc2_weight": [_REP, _S1, _S1],
+    "fc2_bias": [_REP, _REP, _REP], "fc2_output": [_S0, _S0, _S0], "softmax_label": [_S0, _S0, _S0],
+    "softmax_output": [_S0, _S0, _S0], "softmax_backward0_output": [_S0, _REP, _REP],
+    "fc2_backward0_output": [_S0, _S1, _S1], "relu1_backward0_output": [_S0, _S1, _S1],
+    "fc1_backward1_output": [_S1, _S0, _S0], "fc1_backward2_output": [_S0, _S0, _S0],
+    "fc2_backward1_output": [_S0, _S1, _S1], "fc2_backward2_output": [_S0, _REP, _REP],
+    "fc1_weight_update_output": [_REP, _S0, _S0], "fc1_bias_update_output": [_REP, _S0, _S0],
+    "fc2_weight_update_output": [_REP, _S1, _S1], "fc2_bias_update_output": [_REP, _REP, _REP]}
+XLA_STRATEGIES = {
+    "fc1": ["n", "o", "o"], "relu1": ["i0", "i1", "i1"], "fc2": ["n", "k0", "k0"], "softmax": ["i0"] * 3,
+    "softmax_backward0": ["i0"] * 3, "fc2_backward0": ["n", "k0", "k0"], "relu1_backward0": ["i0", "i1", "i1"],
+    "fc1_backward1": ["n", "o", "o"], "fc1_backward2": ["o", "o", "o"], "fc2_backward1": ["n", "kk", "kk"],
+    "fc2_backward2": ["n0", "o", "n0"], "fc1_weight_update": ["i1", "i0", "i0"], "fc1_bias_update": ["i0"] * 3,
+    "fc2_weight_update": ["i0", "i1", "i1"], "fc2_bias_update": ["i0", _REP, _REP]}
+
+
+def _xla_choice(plan):
+    """`plan` (of the README MLP under MESH and RULES, at any batch) with XLA's choice."""
+    return dataclasses.replace(plan, algorithm="hand", tensor_tilings=XLA_TILINGS, node_strategies=XLA_STRATEGIES)
+
+
 @pytest.fixture(scope="module")
 def plans():
-    net = NET
-    plan = at.plan(net, mesh=MESH, shapes=SHAPES, layout=RULES)
-    tilings = {k: list(v) for k, v in plan.tensor_tilings.items()}
-    strategies = {k: list(v) for k, v in plan.node_strategies.items()}
-    # XLA's choice at the batch cut: fc1's weight gradient summed over the batch (partial,
-    # reduced to the tiling the update reads), from the ReLU gradient as split as the data
-    tilings["relu1_backward0_output"][0] = "split(0)"
-    strategies["fc1_backward1"][0] = "n"
-    xla = dataclasses.replace(plan, algorithm="hand", tensor_tilings=tilings, node_strategies=strategies)
-    return net, plan, xla
+    plan = at.plan(NET, mesh=MESH, shapes=SHAPES, layout=RULES)
+    return NET, plan, _xla_choice(plan)
 
 
 def _graph_bytes(net, plan):
     return at.transform(net, plan).stats()["bytes"]
 
 
-def test_xla_choice_is_cheaper_and_priced_alike(plans):
+def _priced(net, plan):
+    """`plan` priced by the search's cost model (total and per cut)."""
+    _, _, _, low = lowered_training_graph(net, SHAPES)
+    factors, _ = layout_rules.mesh_cuts(MESH)
+    return _core.price_plan(low.core, 8, [plan.tensor_tilings[n] for n in low.tensor_names],
+                            [plan.node_strategies[n] for n in low.node_names], factors=factors)
+
+
+def test_xla_choice_priced_alike_and_under_xla(plans):
     net, plan, xla = plans
     # the search's cost model and the execution graph agree on both plans
     assert _graph_bytes(net, plan) == plan.comm_bytes
-    sym, _, _, low = lowered_training_graph(net, SHAPES)
-    factors, _ = layout_rules.mesh_cuts(MESH)
-    priced = _core.price_plan(low.core, 8, [xla.tensor_tilings[n] for n in low.tensor_names],
-                              [xla.node_strategies[n] for n in low.node_names], factors=factors)
+    priced = _priced(net, xla)
     assert priced["total_bytes"] == _graph_bytes(net, xla)
-    # the batch cut alone prefers the search's choice; the model cuts pay for it
-    assert priced["cut_costs"][0] > plan.cut_costs[0]
-    assert sum(priced["cut_costs"][1:]) < sum(plan.cut_costs[1:])
-    # ... and on the whole XLA's choice moves less: all-reduce of the weight gradient
-    # (2 x 1/2 x 1,605,632 B over 4 model groups) instead of gathering data, ReLU gradient
-    # and updated weight over `batch`
-    assert priced["total_bytes"] < plan.comm_bytes
+    # at most what XLA compiled for these rules with the gradients left to it (3,868,992 B,
+    # `autotile bench engines`, docs/layouts.md): XLA's own all-reduce, in autotile's terms
+    assert priced["total_bytes"] <= 3_868_992
 
 
 def test_xla_choice_trains_as_one_device(plans):
@@ -70,9 +91,7 @@ def test_xla_choice_trains_as_one_device(plans):
               "softmax_label": rng.integers(0, 10, small["softmax_label"]).astype(np.float64)}
     params = {"fc1_weight": rng.standard_normal((512, 784)) * 0.05, "fc1_bias": rng.standard_normal(512),
               "fc2_weight": rng.standard_normal((10, 512)) * 0.05, "fc2_bias": rng.standard_normal(10)}
-    small_plan = at.plan(net, mesh=MESH, shapes=small, layout=RULES)
-    hand = dataclasses.replace(small_plan, algorithm="hand", tensor_tilings=xla.tensor_tilings,
-                               node_strategies=xla.node_strategies)
+    hand = _xla_choice(at.plan(net, mesh=MESH, shapes=small, layout=RULES))
     want = at.backend.run(net, devices=1, inputs=inputs, params=params, train=True)
     got = at.backend.run(net, devices=8, inputs=inputs, params=params, train=True, plan=hand)
     for name in params:
@@ -103,7 +122,16 @@ def test_joint_optimum_under_the_rules_beats_xla_choice(plans):
     tilings = dict(zip(low.tensor_names, joint["tensor_tilings"]))
     assert tilings["data"] == plan.tensor_tilings["data"]
     assert tilings["fc1_weight"] == plan.tensor_tilings["fc1_weight"]
-    assert joint["total_bytes"] <= _graph_bytes(net, xla) < plan.comm_bytes
+    assert joint["total_bytes"] <= min(_graph_bytes(net, xla), plan.comm_bytes)
+
+
+def test_where_the_search_misses_xla_choice_the_batch_cut_prefers_its_own(plans):
+    """The diagnosis while the gap stands: each cut is searched exactly (the DP), and the batch
+    cut alone is cheaper as the search has it; the model cuts then pay for that choice."""
+    net, plan, xla = plans
+    xla_cuts = _priced(net, xla)["cut_costs"]
+    if plan.comm_bytes > sum(xla_cuts):
+        assert xla_cuts[0] > plan.cut_costs[0] and sum(xla_cuts[1:]) < sum(plan.cut_costs[1:])
 
 
 @pytest.mark.xfail(strict=True, reason="the recursive search decides the batch cut before the model "
