@@ -12,6 +12,7 @@ cut) and the model cuts then pay for that choice (1,662,292 B against 261,460 B)
 decomposition artefact, not a missing option or a miscount. The joint program over all cuts
 (planner/ilp_joint.py, with the rules as constraints) finds it and more."""
 import dataclasses
+import inspect
 
 import numpy as np
 import pytest
@@ -134,8 +135,13 @@ def test_where_the_search_misses_xla_choice_the_batch_cut_prefers_its_own(plans)
         assert xla_cuts[0] > plan.cut_costs[0] and sum(xla_cuts[1:]) < sum(plan.cut_costs[1:])
 
 
-@pytest.mark.xfail(strict=True, reason="the recursive search decides the batch cut before the model "
-                   "cuts (per-cut decomposition; issue 23): the joint choice across cuts is open")
+# The recursion alone decides the batch cut before the model cuts; the refinement across cuts
+# (at.plan(refine=...), issue 24) reaches the joint optimum here (3,321,252 B)
+REFINES = "refine" in inspect.signature(at.plan).parameters
+
+
+@pytest.mark.xfail(not REFINES, strict=True, reason="the recursive search decides the batch cut before the "
+                   "model cuts (per-cut decomposition; issue 23) and this at.plan does not refine across cuts")
 def test_plan_moves_no_more_than_xla_choice(plans):
     net, plan, xla = plans
     assert plan.comm_bytes <= _graph_bytes(net, xla)
