@@ -5,6 +5,7 @@
 #include "search/coarsen.h"
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
+#include "search/node_prefix.h"
 #include "search/pins.h"
 #include "search/search_state.h"
 #include "util/error.h"
@@ -19,37 +20,6 @@ struct TensorPrefix {
   int held;
   std::vector<std::string> names;
 };
-
-// A node's layout after some cuts, as SearchState::apply leaves it for one node.
-struct NodePrefix {
-  std::vector<Shape> in, out;
-  std::vector<int> need, make;
-  std::vector<std::string> names;
-};
-
-NodePrefix extend(const Node& node, const NodePrefix& p, const NodeOption& o, int k, LayoutPool& pool) {
-  NodePrefix q = p;
-  q.names.push_back(o.name);
-  for (size_t i = 0; i < node.inputs.size(); ++i) {
-    if (o.whole) {
-      q.need[i] = pool.need(p.need[i], InputNeed{}, k);
-      continue;
-    }
-    const InputNeed& in = o.strategy.inputs[i];
-    q.need[i] = pool.need(p.need[i], in, k);
-    if (!in.replicate) {
-      int64_t ext = 0;
-      for (const Interval& iv : in.per_worker) ext = std::max(ext, iv.size());
-      q.in[i][in.dim] = ext;
-    }
-  }
-  for (size_t i = 0; i < node.outputs.size(); ++i) {
-    const OutputMake& mk = o.whole ? OutputMake{} : o.strategy.outputs[i];
-    q.make[i] = pool.make(p.make[i], mk, o.whole, k);
-    if (!o.whole && !mk.partial) q.out[i][mk.dim] /= k;
-  }
-  return q;
-}
 
 // Most edge-cost entries the joint problem builds (16M doubles: 128 MB here, more in the ILP).
 constexpr double kMaxJointCells = 1 << 24;
@@ -117,7 +87,7 @@ JointProblem joint_problem(const Graph& g, int devices, const SearchOptions& opt
           check_size(np[n].size() * opts[n].size(), max_values, "node '" + g.node(n).name + "' about");
       for (NodeId n = 0; n < N; ++n) {
         if (j >= np[n].size()) continue;
-        for (const NodeOption& o : opts[n]) next[n].push_back(extend(g.node(n), np[n][j], o, k, pool));
+        for (const NodeOption& o : opts[n]) next[n].push_back(extend_prefix(g.node(n), np[n][j], o, k, pool));
         check_size(next[n].size(), max_values, "node '" + g.node(n).name + "'");
       }
     }

@@ -11,6 +11,7 @@
 #include "search/coarsen.h"
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
+#include "search/cut_refine.h"
 #include "search/elimination.h"
 #include "search/one_cut_dp.h"
 #include "search/external_solver.h"
@@ -58,6 +59,9 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
+  const bool refine = refine_applies(options, plan.factors.size());
+  std::vector<double> cut_work;     // DP entries of each cut, and the state before it: the
+  std::vector<SearchState> before;  // refinement's budget and starting points
   // AUTOTILE_SEARCH_PROFILE=1 prints where each cut's time goes (stderr), for bench/ work.
   const bool profile = std::getenv("AUTOTILE_SEARCH_PROFILE") != nullptr;
   auto lap = std::chrono::steady_clock::now();
@@ -131,12 +135,21 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       p.node_cost(n, sol.value, &best);
       chosen[n] = p.options[n][best];
     }
+    if (refine) before.push_back(s), cut_work.push_back(sol.work);
     s.apply(g, k, tilings, chosen);
     tick("apply");
     // The state prices the chosen plan edge by edge, independently of the solver's tables.
     if (std::abs(s.flat_bytes - sol.cost) > 1e-9 * std::max(1.0, std::abs(s.flat_bytes)))
       fail("internal: cut ", cut + 1, " solver cost ", sol.cost, " != priced cost ", s.flat_bytes);
     flat.push_back(s.flat_bytes);
+  }
+  if (refine) {
+    const double recursion = flat.back();
+    RefineStats r = refine_cuts(g, plan.factors, options, provider, cut_work, std::move(before), &s, &flat);
+    if (profile)
+      std::fprintf(stderr, "refine: %d of %d moves kept, %.3g work units%s, %.6g -> %.6g bytes\n", r.kept, r.tried,
+                   r.work, r.capped ? " (budget spent)" : "", recursion, flat.back());
+    tick("refine");
   }
   finish_plan(g, s, flat, options.bandwidths, &plan, options.bandwidths_in_cut_order);
   plan.search_seconds = seconds_since(t0);

@@ -38,6 +38,9 @@ struct SearchOptions {
   /// Cut factors in the order the cuts are made (a named mesh: each axis's factors); empty:
   /// factorize(devices). Checked by cut_factors (search/pins.h).
   std::vector<int> factors;
+  /// Refine the recursive plan across its cuts afterwards (search/cut_refine.h; the DP
+  /// solver only, without a memory term or bandwidths). plan_graph keeps it for "tofu" only.
+  bool refine = true;
   /// Weight of the per-device memory term (search/memory_term.h); 0: communication only.
   double memory_weight = 0;
   /// [tensor][cut] tilings the user fixed ("" = free; empty table = none): see search/pins.h.

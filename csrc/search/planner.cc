@@ -21,6 +21,7 @@ const std::vector<std::string>& search_algorithms() {
 
 Plan plan_graph(const Graph& g, int devices, const std::string& algorithm, SearchOptions options) {
   if (devices < 1) fail("devices must be >= 1, got ", devices);
+  if (algorithm != "tofu") options.refine = false;  // the baselines and oracles recurse cut by cut
   if (algorithm == "tofu") {
     options.solver = CutSolver::kDP;
   } else if (algorithm == "bruteforce") {

@@ -60,7 +60,7 @@ def fused_batchnorm(monkeypatch):
 
 def test_gluon_resnet18_with_the_fused_batchnorm_reproduces_the_report(fused_batchnorm):
     _, _, _, low = lowered_training_graph(resnet18_v1(64), SHAPES)
-    raw = _core.plan_graph(low.core, 8, "tofu")
+    raw = _core.plan_graph(low.core, 8, "tofu", refine=False)  # the recursion's plan
     cuts = raw["cut_costs"]
     # the issue's figures; cut 3 was 563.3 before the classifier's FullyConnected could split
     # along its contraction with its bias (issue 23)
@@ -96,5 +96,10 @@ def test_gluon_resnet18_with_synchronous_batchnorm_has_non_decreasing_cuts(devic
 
 @pytest.mark.parametrize("model", ["mlp", "mlp-5-300", "alexnet", "vgg16", "vgg16_bn", "resnet50"])
 def test_property_holds_for_the_zoo_cnns_and_mlps(model):
-    plan = at.plan(model, devices=16, batch=64)
-    assert non_decreasing(plan.cut_costs), plan.cut_costs
+    # the recursion's own plan: tofu's refinement across cuts (csrc/search/cut_refine.h) may
+    # then end with an early cut dearer than a later one, for fewer bytes in all
+    core = lowered_training_graph(model, batch=64, replicate_fallback=True)[3].core
+    plan = _core.plan_graph(core, 16, "tofu", replicate_fallback=True, refine=False)
+    assert non_decreasing(plan["cut_costs"]), plan["cut_costs"]
+    refined = _core.plan_graph(core, 16, "tofu", replicate_fallback=True)
+    assert refined["total_bytes"] <= plan["total_bytes"] * (1 + 1e-12)

@@ -56,6 +56,7 @@ cdef extern from "search/kcuts.h" namespace "autotile":
         vector[double] bandwidths
         cbool bandwidths_in_cut_order
         double memory_weight
+        cbool refine
         vector[int] factors
         vector[vector[string]] pinned
         vector[pair[double, double]]* cut_check
@@ -219,7 +220,7 @@ cdef void _set_layout(CSearchOptions* opts, factors, pinned) except *:
 
 def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,
                strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None, cut_solver=None,
-               memory_weight=0.0):
+               memory_weight=0.0, refine=True):
     """Plan the core graph on `devices` devices (csrc/search).
 
     algorithm: "tofu" (recursive k-cuts with the one-cut DP), "bruteforce" (the exhaustive
@@ -235,7 +236,9 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     or None, the layout the search must honour (tofu, bruteforce, data). cut_solver: a callable
     (cut problem dict, see _cut_problem_dict) -> value per variable, used for every cut by
     algorithm "ilp" (planner/ilp.py). memory_weight: price of a byte each device holds, against
-    a byte moved (the memory-aware search, planner/memory_fit.py)."""
+    a byte moved (the memory-aware search, planner/memory_fit.py). refine: for "tofu", improve
+    the recursive plan across its cuts afterwards (csrc/search/cut_refine.h); False gives the
+    recursion's own plan."""
     _check_devices(devices)
     if algorithm == "ilp" and cut_solver is None:
         from autotile.planner.ilp import make_cut_solver
@@ -246,6 +249,7 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, bruteforce_limit)
     _set_layout(&opts, factors, pinned)
     opts.memory_weight = float(memory_weight)
+    opts.refine = bool(refine)
     if cut_solver is not None:
         opts.external_solver = c_external_solver(_external_trampoline, <void*>solver_box)
     cdef CPlan p

@@ -1,0 +1,54 @@
+// Refinement of a finished recursive plan across its cuts (issue 24).
+//
+// Each cut of the recursion is exact given the earlier ones, but the whole plan need not be:
+// among the tied optima of a cut the one kept may make the later cuts dearer, and Tofu's
+// proof that the greedy order is optimal (App. A, Theorem 3) assumes a cut costs the same
+// whichever cuts came before it, which ghost areas and partial sums break. The plan's final
+// cost is a sum over edges of the bytes that turn a tensor's tilings over all cuts into what
+// its reader's strategies over all cuts need, so with every cut but one fixed it is again a
+// pairwise problem of the cut problem's form, over that cut's tilings and strategies: the
+// one-cut DP solves it exactly. Coordinate descent then alternates two moves, each kept only
+// when it lowers the plan's total bytes:
+//
+//  - re-solve cut i given all the others (their tilings and strategies kept by name, the
+//    strategies re-derived for the shapes the new cut i leaves), which also picks, among cut
+//    i's tied optima, the one best for the cuts after it;
+//  - swap cuts i and i+1 of equal factor (the same tiles in the other order; with different
+//    costs where the cuts do not commute), which lets the next re-solve start elsewhere.
+//
+// The refinement spends at most max(a floor, half of what the recursion spent) in work units
+// (DP entries, node options derived), so a small graph is refined until no move helps and a
+// large one gets at most about half the recursion's time more (none when one move alone would
+// cost more than that).
+#pragma once
+#include <vector>
+
+#include "graph/graph.h"
+#include "search/kcuts.h"
+#include "search/search_state.h"
+
+namespace autotile {
+
+/// \brief What a refinement did.
+struct RefineStats {
+  int tried = 0;     ///< moves tried
+  int kept = 0;      ///< moves that lowered the total (each is kept)
+  double work = 0;   ///< work units spent (DP entries, and 1000 a node whose options are derived)
+  bool capped = false;  ///< stopped by the work budget before no move helped
+};
+
+/// \brief Whether `options` ask for the refinement and it applies: the DP solver, no memory
+/// term and no bandwidths (the cuts' order is then tied to the links), and more than one cut.
+bool refine_applies(const SearchOptions& options, size_t cuts);
+
+/// \brief Lowers the total bytes of the recursive plan in `s` (all cuts applied; `flat` its
+/// cumulative cost after each cut, `before` the state before each cut) by coordinate descent
+/// over its cuts, within a work budget derived from `cut_work` (the DP entries each cut of the
+/// recursion visited) and the graph's size. On return `s` and `flat` hold the refined plan (the
+/// same when no move helped); a move is kept only after its plan is priced again from the cut
+/// it changes on, each strategy re-derived by name, as price_plan prices a plan.
+RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const SearchOptions& options,
+                        const StrategyProvider& provider, const std::vector<double>& cut_work,
+                        std::vector<SearchState> before, SearchState* s, std::vector<double>* flat);
+
+}  // namespace autotile
