@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 
 #include "search/bfs_levels.h"
@@ -26,6 +27,9 @@ constexpr double kShareOfRecursion = 0.5;
 constexpr double kNodeUnits = 1000;
 /// A move is kept when it lowers the total by more than this fraction (rounding aside).
 constexpr double kGain = 1e-9;
+/// Largest DP table of a neighbourhood move (entries); wider neighbourhoods fall back to the
+/// cut-by-cut moves.
+constexpr int64_t kMaxTable = 1 << 22;
 
 // A whole plan by name: tilings [tensor][cut], strategy names [node][cut].
 struct NamedPlan {
@@ -251,6 +255,214 @@ struct Refiner {
     }
     return keep_if_better(std::move(q), i);
   }
+
+  // One node's candidate strategy sequence while its layouts are derived cut by cut.
+  struct NodeCandidate {
+    std::vector<std::string> names;
+    int pos;         // next cut to derive
+    NodePrefix at;   // layouts after cuts [0, pos)
+    bool alive = true;
+  };
+
+  // Every tensor class and every node may, at once, change one of its cuts or exchange two
+  // adjacent cuts of equal factor (or keep its sequence): the joint program restricted to that
+  // neighbourhood of the plan, solved exactly by the DP. It contains every cut move and every
+  // swap, and plans where one layer swaps its cuts while another changes one. Ties are the
+  // first cut's coarsening's (as the joint program's) among tensors that share their sequence;
+  // nodes sharing a strategy (merged timesteps) keep theirs. kFailed: too wide or over budget.
+  enum Outcome { kKept, kNoGain, kFailed };
+  Outcome neighbourhood_move(const Coarsening& ties, const Levels& levels) {
+    const int T = g.num_tensors(), N = g.num_nodes();
+    LayoutPool& pool = *prefix[0].pool;
+    if (!budget->take(kNodeUnits * N * cuts)) return kFailed;
+    // Options at each cut of the current plan's prefix (what a changed cut may take).
+    std::vector<std::vector<std::vector<NodeOption>>> at_cut(cuts);
+    for (int i = 0; i < cuts; ++i) {
+      std::vector<char> ew;
+      try {
+        at_cut[i] = options_at(prefix[i], i, &ew);
+      } catch (const Error&) {
+        return kFailed;
+      }
+    }
+    auto swappable = [&](int i) { return options.factors.empty() && factors[i] == factors[i + 1]; };
+    // Tensor classes: tied at the first cut and laid out alike now.
+    std::map<std::pair<TensorId, std::vector<std::string>>, int> class_of;
+    CutProblem q;
+    q.tensor_var.assign(T, -1);
+    std::vector<std::vector<TensorId>> members;
+    for (TensorId t = 0; t < T; ++t) {
+      std::vector<std::string> seq;
+      for (const Tiling& ti : plan.tiling[t]) seq.push_back(ti.str());
+      auto it = class_of.emplace(std::make_pair(ties.tensor_tie[t], seq), static_cast<int>(members.size())).first;
+      if (it->second == static_cast<int>(members.size())) members.emplace_back();
+      members[it->second].push_back(t);
+      q.tensor_var[t] = it->second;
+    }
+    std::vector<std::vector<std::vector<Tiling>>> tcand(members.size());  // [class][value] -> tilings
+    std::vector<std::vector<int>> held(T);                                // [tensor][value] -> final layout
+    auto add_tensor_candidate = [&](int v, const std::vector<Tiling>& seq, int first) {
+      std::vector<int> h;
+      for (TensorId t : members[v]) {
+        Shape shape = prefix[first].tensor_shape[t];
+        int layout = prefix[first].held[t];
+        for (int j = first; j < cuts; ++j) {
+          const Tiling& ti = seq[j];
+          if (!fits(t, shape, ti, factors[j])) return;
+          if (options.constraint.allow_tiling && !options.constraint.allow_tiling(t, ti, j)) return;
+          layout = pool.held(layout, ti, factors[j]);
+          if (ti.kind == Tiling::kSplit) shape[ti.dim] /= factors[j];
+        }
+        h.push_back(layout);
+      }
+      tcand[v].push_back(seq);
+      for (size_t m = 0; m < members[v].size(); ++m) held[members[v][m]].push_back(h[m]);
+    };
+    for (int v = 0; v < static_cast<int>(members.size()); ++v) {
+      const TensorId rep = members[v][0];
+      const std::vector<Tiling>& cur = plan.tiling[rep];
+      add_tensor_candidate(v, cur, cuts - 1);
+      for (int i = 0; i < cuts; ++i) {
+        std::vector<Tiling> options_i{Tiling::replicate()};
+        for (size_t d = 0; d < prefix[i].tensor_shape[rep].size(); ++d) options_i.push_back(Tiling::split(d));
+        options_i.push_back(Tiling::partial());
+        for (const Tiling& ti : options_i) {
+          if (ti == cur[i]) continue;
+          std::vector<Tiling> seq = cur;
+          seq[i] = ti;
+          add_tensor_candidate(v, seq, i);
+        }
+      }
+      for (int i = 0; i + 1 < cuts; ++i)
+        if (swappable(i) && !(cur[i] == cur[i + 1])) {
+          std::vector<Tiling> seq = cur;
+          std::swap(seq[i], seq[i + 1]);
+          add_tensor_candidate(v, seq, i);
+        }
+      q.domain.push_back(static_cast<int>(tcand[v].size()));
+      q.var_home.push_back(rep);
+      q.var_tilings.emplace_back(tcand[v].size(), Tiling::replicate());  // (not read: values are sequences)
+      q.var_names.emplace_back();
+    }
+    // Node candidates; a node sharing its strategy keeps its sequence.
+    std::vector<int> share_size(N, 0);
+    for (NodeId n = 0; n < N; ++n) ++share_size[ties.node_share[n]];
+    std::vector<std::vector<NodeCandidate>> ncand(N);
+    size_t widest = 0;
+    for (NodeId n = 0; n < N; ++n) {
+      const NodePrefix last{prefix[cuts].node_in[n], prefix[cuts].node_out[n], prefix[cuts].need[n],
+                            prefix[cuts].make[n], plan.option[n]};
+      ncand[n].push_back({plan.option[n], cuts, last});
+      if (share_size[ties.node_share[n]] == 1) {
+        auto base = [&](int i) {
+          return NodePrefix{prefix[i].node_in[n], prefix[i].node_out[n], prefix[i].need[n], prefix[i].make[n], {}};
+        };
+        for (int i = 0; i < cuts; ++i)
+          for (const NodeOption& o : at_cut[i][n]) {
+            if (o.name == plan.option[n][i]) continue;
+            std::vector<std::string> seq = plan.option[n];
+            seq[i] = o.name;
+            ncand[n].push_back({seq, i + 1, extend_prefix(g.node(n), base(i), o, factors[i], pool)});
+          }
+        for (int i = 0; i + 1 < cuts; ++i)
+          if (swappable(i) && plan.option[n][i] != plan.option[n][i + 1]) {
+            std::vector<std::string> seq = plan.option[n];
+            std::swap(seq[i], seq[i + 1]);
+            ncand[n].push_back({seq, i, base(i)});
+          }
+      }
+      widest = std::max(widest, ncand[n].size());
+    }
+    // Budget: the options derived below (at most one call per cut and candidate index), the
+    // replay, and the DP's tables (bounded by max_states).
+    if (!budget->take(kNodeUnits * N * (static_cast<double>(cuts) * widest + cuts))) return kFailed;
+    // Later cuts' strategies re-derived by name for each candidate's shapes.
+    for (int j = 0; j < cuts; ++j) {
+      for (size_t a = 0; a < widest; ++a) {
+        SearchState shapes = prefix[j];
+        bool any = false;
+        for (NodeId n = 0; n < N; ++n)
+          if (a < ncand[n].size() && ncand[n][a].alive && ncand[n][a].pos == j) {
+            shapes.node_in[n] = ncand[n][a].at.in;
+            shapes.node_out[n] = ncand[n][a].at.out;
+            any = true;
+          }
+        if (!any) continue;
+        std::vector<char> ew;
+        std::vector<std::vector<NodeOption>> opts;
+        bool ok = true;
+        try {
+          opts = options_at(shapes, j, &ew);
+        } catch (const Error&) {
+          ok = false;
+        }
+        for (NodeId n = 0; n < N; ++n) {
+          if (a >= ncand[n].size() || !ncand[n][a].alive || ncand[n][a].pos != j) continue;
+          NodeCandidate& c = ncand[n][a];
+          if (!ok) {
+            c.alive = false;
+            continue;
+          }
+          auto it = std::find_if(opts[n].begin(), opts[n].end(), [&](const NodeOption& o) { return o.name == c.names[j]; });
+          if (it == opts[n].end()) {
+            c.alive = false;
+            continue;
+          }
+          c.at = extend_prefix(g.node(n), c.at, *it, factors[j], pool);
+          c.pos = j + 1;
+        }
+      }
+    }
+    // The program: edges at their final bytes.
+    q.options.resize(N);
+    q.node_var.assign(N, -1);
+    q.node_var_option.assign(N, {});
+    q.edges.resize(N);
+    for (NodeId n = 0; n < N; ++n) {
+      const Node& node = g.node(n);
+      const size_t O = ncand[n].size(), ins = node.inputs.size();
+      q.options[n].resize(O);
+      for (size_t e = 0; e < ins + node.outputs.size(); ++e) {
+        const TensorId t = e < ins ? node.inputs[e] : node.outputs[e - ins];
+        CutProblem::Edge edge{q.tensor_var[t], {}};
+        const int D = q.domain[edge.var];
+        edge.cost.assign(O * D, kInfCost);
+        for (size_t o = 0; o < O; ++o) {
+          const NodeCandidate& c = ncand[n][o];
+          if (!c.alive) continue;
+          for (int x = 0; x < D; ++x)
+            edge.cost[o * D + x] = e < ins ? edge_bytes(g, t, pool, held[t][x], c.at.need[e], factors)
+                                           : edge_bytes(g, t, pool, c.at.make[e - ins], held[t][x], factors);
+        }
+        q.edges[n].push_back(std::move(edge));
+      }
+    }
+    CutSolution sol;
+    try {
+      sol = solve_one_cut_dp(g, q, level_priority(q, levels.level_of_group, ties), kMaxTable);
+    } catch (const Error&) {
+      return kFailed;
+    }
+    budget->spent += sol.work;
+    if (!(sol.cost < total() * (1 - kGain))) return kNoGain;
+    NamedPlan next = plan;
+    for (TensorId t = 0; t < T; ++t) next.tiling[t] = tcand[q.tensor_var[t]][sol.value[q.tensor_var[t]]];
+    for (NodeId n = 0; n < N; ++n) {
+      int best = -1;
+      q.node_cost(n, sol.value, &best);
+      if (best < 0) return kFailed;
+      next.option[n] = ncand[n][best].names;
+    }
+    int from = cuts;
+    for (TensorId t = 0; t < T; ++t)
+      for (int j = 0; j < cuts; ++j)
+        if (!(next.tiling[t][j] == plan.tiling[t][j])) from = std::min(from, j);
+    for (NodeId n = 0; n < N; ++n)
+      for (int j = 0; j < cuts; ++j)
+        if (next.option[n][j] != plan.option[n][j]) from = std::min(from, j);
+    if (from == cuts) return kNoGain;
+    return keep_if_better(std::move(next), from) ? kKept : kNoGain;
+  }
 };
 
 }  // namespace
@@ -275,10 +487,27 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   r.plan.option.assign(g.num_nodes(), {});
   for (NodeId n = 0; n < g.num_nodes(); ++n)
     for (const NodeOption& o : s->option[n]) r.plan.option[n].push_back(o.name);
-  constexpr int kMaxRounds = 16;
-  bool improved = true;
-  for (int round = 0; round < kMaxRounds && improved && !budget.capped; ++round) {
-    improved = false;
+  // The first cut's ties and levels (the neighbourhood's variables and elimination order),
+  // when the budget allows at least deriving every cut's options once more and a replay.
+  if (!budget.take(kNodeUnits * g.num_nodes() * (2 * cuts + 1))) {
+    stats.capped = true;
+    return stats;
+  }
+  std::vector<char> elementwise;
+  Coarsening ties;
+  Levels levels;
+  try {
+    r.options_at(r.prefix[0], 0, &elementwise);
+    ties = coarsen(g, elementwise);
+    levels = bfs_levels(g, ties);
+  } catch (const Error&) {
+    return stats;
+  }
+  // Cheap moves (one cut re-solved, two cuts swapped) until none helps; then one step in the
+  // whole neighbourhood, which contains them all, to leave that local optimum; and again.
+  constexpr int kMaxRounds = 32;
+  for (int round = 0; round < kMaxRounds && !budget.capped; ++round) {
+    bool improved = false;
     for (int i = 0; i < cuts && !budget.capped; ++i) {
       ++stats.tried;
       if (r.cut_move(i, cut_work[i])) ++stats.kept, improved = true;
@@ -289,6 +518,10 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
       ++stats.tried;
       if (r.swap_move(i)) ++stats.kept, improved = true;
     }
+    if (improved || budget.capped) continue;
+    ++stats.tried;
+    if (r.neighbourhood_move(ties, levels) != Refiner::kKept) break;
+    ++stats.kept;
   }
   stats.work = budget.spent;
   stats.capped = budget.capped;
