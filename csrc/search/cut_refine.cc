@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <string>
 
 #include "search/bfs_levels.h"
@@ -19,12 +20,14 @@ namespace {
 
 /// The refinement's budget in work units: DP table entries visited, and kNodeUnits per node
 /// whose options are derived (node_options) or applied once more. It may always spend kFloor
-/// (a few milliseconds: small graphs are refined until no move helps); beyond it, half of what
-/// the recursion spent. One node's options cost about as much as 1000 DP entries (LLaMA-7B on
-/// 64 devices: 20-40 us a node, 30 ns an entry).
-constexpr double kFloor = 1 << 23;
+/// (about 0.3-1 s here: tiny GPT-2/BERT/LLaMA on 4 devices reach their joint optimum within
+/// it); beyond it, half of what the recursion spent. One node's options cost about as much as
+/// 1000 DP entries (LLaMA-7B on 64 devices: 20-40 us a node, 30 ns an entry).
+constexpr double kFloor = 1 << 25;
 constexpr double kShareOfRecursion = 0.5;
 constexpr double kNodeUnits = 1000;
+/// Graphs of more nodes get a floor shrunk in proportion (their node options cost more).
+constexpr double kSmallGraph = 256;
 /// A move is kept when it lowers the total by more than this fraction (rounding aside).
 constexpr double kGain = 1e-9;
 /// Largest DP table of a neighbourhood move (entries); wider neighbourhoods fall back to the
@@ -58,6 +61,7 @@ struct Refiner {
   NamedPlan plan;
   std::vector<SearchState> prefix;  // prefix[i]: the state after cuts [0, i) of `plan`
   std::vector<double> flat;         // cumulative cost after each cut of `plan`
+  std::vector<double> cut_work;     // DP entries of each cut of the recursion
 
   double total() const { return flat.back(); }
 
@@ -110,17 +114,27 @@ struct Refiner {
     return true;
   }
 
-  // Keeps `p` when it prices below the current plan from cut `from` on (cuts before it equal).
-  bool keep_if_better(NamedPlan p, int from) {
+  // Takes `p` (equal to the current plan before cut `from`) when it prices, and, with
+  // `only_better`, prices below the current plan.
+  bool adopt(NamedPlan p, int from, bool only_better) {
     std::vector<SearchState> states;
     std::vector<double> costs(flat.begin(), flat.begin() + from);
     if (!replay(p, prefix[from], &states, &costs)) return false;
-    if (!(costs.back() < total() * (1 - kGain))) return false;
+    if (only_better && !(costs.back() < total() * (1 - kGain))) return false;
     plan = std::move(p);
     flat = std::move(costs);
     prefix.resize(from + 1);
     for (SearchState& st : states) prefix.push_back(std::move(st));
     return true;
+  }
+  bool keep_if_better(NamedPlan p, int from) { return adopt(std::move(p), from, true); }
+
+  // The plan with cuts i and i+1 exchanged, whatever it costs (a second starting point).
+  bool force_swap(int i) {
+    NamedPlan p = plan;
+    for (auto& seq : p.tiling) std::swap(seq[i], seq[i + 1]);
+    for (auto& seq : p.option) std::swap(seq[i], seq[i + 1]);
+    return adopt(std::move(p), i, false);
   }
 
   // Cuts i and i+1 exchanged in every tensor's and node's sequence.
@@ -465,6 +479,30 @@ struct Refiner {
   }
 };
 
+// Cheap moves (one cut re-solved, two cuts swapped) until none helps; then one step in the
+// whole neighbourhood, which contains them all, to leave that local optimum; and again.
+void descend(Refiner& r, const Coarsening& ties, const Levels& levels, RefineStats* stats) {
+  constexpr int kMaxRounds = 32;
+  const int cuts = r.cuts;
+  for (int round = 0; round < kMaxRounds && !r.budget->capped; ++round) {
+    bool improved = false;
+    for (int i = 0; i < cuts && !r.budget->capped; ++i) {
+      ++stats->tried;
+      if (r.cut_move(i, r.cut_work[i])) ++stats->kept, improved = true;
+    }
+    // Swapping cuts of a named mesh would move tilings between its axes.
+    for (int i = 0; i + 1 < cuts && r.options.factors.empty() && !r.budget->capped; ++i) {
+      if (r.factors[i] != r.factors[i + 1]) continue;
+      ++stats->tried;
+      if (r.swap_move(i)) ++stats->kept, improved = true;
+    }
+    if (improved || r.budget->capped) continue;
+    ++stats->tried;
+    if (r.neighbourhood_move(ties, levels) != Refiner::kKept) break;
+    ++stats->kept;
+  }
+}
+
 }  // namespace
 
 bool refine_applies(const SearchOptions& options, size_t cuts) {
@@ -480,8 +518,9 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   if (cuts < 2 || before.size() != factors.size() || cut_work.size() != factors.size()) return stats;
   double recursion = 0;
   for (double w : cut_work) recursion += w + kNodeUnits * g.num_nodes();
-  Budget budget{0, std::max(kFloor, kShareOfRecursion * recursion)};
-  Refiner r{g, factors, options, provider, cuts, &budget, {}, std::move(before), *flat};
+  const double floor = kFloor * std::min(1.0, kSmallGraph / std::max(1, g.num_nodes()));
+  Budget budget{0, std::max(floor, kShareOfRecursion * recursion)};
+  Refiner r{g, factors, options, provider, cuts, &budget, {}, std::move(before), *flat, cut_work};
   r.prefix.push_back(*s);
   r.plan.tiling = s->tiling;
   r.plan.option.assign(g.num_nodes(), {});
@@ -503,31 +542,24 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   } catch (const Error&) {
     return stats;
   }
-  // Cheap moves (one cut re-solved, two cuts swapped) until none helps; then one step in the
-  // whole neighbourhood, which contains them all, to leave that local optimum; and again.
-  constexpr int kMaxRounds = 32;
-  for (int round = 0; round < kMaxRounds && !budget.capped; ++round) {
-    bool improved = false;
-    for (int i = 0; i < cuts && !budget.capped; ++i) {
-      ++stats.tried;
-      if (r.cut_move(i, cut_work[i])) ++stats.kept, improved = true;
-    }
-    // Swapping cuts of a named mesh would move tilings between its axes.
-    for (int i = 0; i + 1 < cuts && options.factors.empty() && !budget.capped; ++i) {
-      if (factors[i] != factors[i + 1]) continue;
-      ++stats.tried;
-      if (r.swap_move(i)) ++stats.kept, improved = true;
-    }
-    if (improved || budget.capped) continue;
-    ++stats.tried;
-    if (r.neighbourhood_move(ties, levels) != Refiner::kKept) break;
-    ++stats.kept;
+  // From the recursion's plan, and from it with two equal adjacent cuts exchanged (where the
+  // cuts do not commute, the other order can lead to a better optimum the moves cannot reach
+  // one step at a time): the cheaper end wins.
+  auto best = std::make_unique<Refiner>(r);
+  descend(r, ties, levels, &stats);
+  if (r.total() < best->total()) best = std::make_unique<Refiner>(r);
+  for (int i = 0; i + 1 < cuts && options.factors.empty() && !budget.capped; ++i) {
+    if (factors[i] != factors[i + 1] || !budget.take(kNodeUnits * g.num_nodes() * (cuts - i))) continue;
+    Refiner start = *best;
+    if (!start.force_swap(i)) continue;
+    descend(start, ties, levels, &stats);
+    if (start.total() < best->total() * (1 - kGain)) best = std::make_unique<Refiner>(std::move(start)), ++stats.kept;
   }
   stats.work = budget.spent;
   stats.capped = budget.capped;
-  if (stats.kept > 0) {
-    *s = std::move(r.prefix.back());
-    *flat = std::move(r.flat);
+  if (best->total() < flat->back()) {
+    *s = std::move(best->prefix.back());
+    *flat = std::move(best->flat);
   }
   return stats;
 }

@@ -7,18 +7,24 @@
 // cost is a sum over edges of the bytes that turn a tensor's tilings over all cuts into what
 // its reader's strategies over all cuts need, so with every cut but one fixed it is again a
 // pairwise problem of the cut problem's form, over that cut's tilings and strategies: the
-// one-cut DP solves it exactly. Coordinate descent then alternates two moves, each kept only
-// when it lowers the plan's total bytes:
+// one-cut DP solves it exactly. A local search then makes moves, each kept only when the
+// plan, priced again from the cut it changes, has fewer bytes in all:
 //
 //  - re-solve cut i given all the others (their tilings and strategies kept by name, the
 //    strategies re-derived for the shapes the new cut i leaves), which also picks, among cut
 //    i's tied optima, the one best for the cuts after it;
 //  - swap cuts i and i+1 of equal factor (the same tiles in the other order; with different
-//    costs where the cuts do not commute), which lets the next re-solve start elsewhere.
+//    costs where the cuts do not commute);
+//  - when neither helps, the neighbourhood move: every tensor class and every node may at once
+//    keep its sequence, change one cut, or exchange two adjacent cuts (the joint program
+//    restricted to that neighbourhood, again solved by the DP), e.g. one layer swapping its
+//    cuts while another changes one.
 //
-// The refinement spends at most max(a floor, half of what the recursion spent) in work units
-// (DP entries, node options derived), so a small graph is refined until no move helps and a
-// large one gets at most about half the recursion's time more (none when one move alone would
+// It starts from the recursion's plan and again from it with two equal adjacent cuts
+// exchanged (cuts that do not commute lead elsewhere in the other order), keeping the cheaper
+// end. It spends at most max(a floor, half of what the recursion spent) in work units (DP
+// entries, node options derived), so a small graph is refined until no move helps and a large
+// one gets at most about half the recursion's time more (none when the first move alone would
 // cost more than that).
 #pragma once
 #include <vector>

@@ -19,9 +19,11 @@ from .graphs import mlp
 from .random_graphs import RandomGraph
 
 
-def _tiny_gpt2(layers):
-    """A GPT-2 of d_model 64, 4 heads, seq 16, batch 8, vocab 256 (the issue's tiny configs)."""
-    sym = models.get("gpt2", batch=8, layers=layers, d_model=64, heads=4, seq=16, vocab=256, positions=16)
+def _tiny(model, layers=1):
+    """A `model` (gpt2, bert, llama) of d_model 64, 4 heads, seq 16, batch 8, vocab 256 (issue 24's
+    tiny configurations)."""
+    sizes = {"d_ff": 128} if model == "llama" else {"positions": 16}
+    sym = models.get(model, batch=8, layers=layers, d_model=64, heads=4, seq=16, vocab=256, **sizes)
     return lowered_training_graph(sym, replicate_fallback=True)[3].core
 
 
@@ -57,16 +59,23 @@ def test_three_layer_mlp_reaches_the_joint_optimum(devices, recursion_above):
 def test_one_layer_gpt2_reaches_the_joint_optimum():
     # the recursion keeps the cheapest first cut (the batch split); the joint optimum pays more
     # at the first cut and less at the second, which no tie-break of the first cut can reach
-    core = _tiny_gpt2(1)
+    core = _tiny("gpt2")
     recursion, refined, joint = _check_against_joint(core, 4, 0.05, replicate_fallback=True)
     assert refined["cut_costs"][0] > recursion["cut_costs"][0]
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("model, recursion_above", [("bert", 0.08), ("llama", 0.12)])
+def test_one_layer_bert_and_llama_reach_the_joint_optimum(model, recursion_above):
+    # LLaMA's optimum has its backward pass in the other cut order and 119 tensors laid out
+    # otherwise: reached from the second start (the recursion's plan with its cuts exchanged)
+    _check_against_joint(_tiny(model), 4, recursion_above, replicate_fallback=True)
+
+
 def test_two_layer_gpt2_on_8_devices_is_not_above_the_per_cut_ilp():
     # three cuts: the joint program finds no solution in minutes; the per-cut ILP keeps other
     # tied optima than the DP and ends 4% below the recursion
-    core = _tiny_gpt2(2)
+    core = _tiny("gpt2", layers=2)
     recursion, refined = _plans(core, 8, replicate_fallback=True)
     per_cut_ilp = _core.plan_graph(core, 8, "ilp", replicate_fallback=True)
     assert recursion["total_bytes"] > per_cut_ilp["total_bytes"] * 1.03

@@ -114,4 +114,4 @@ def test_deep_chain_is_fast():
     assert plan["search_seconds"] < 2.0
     assert time.perf_counter() - t0 < 10.0  # includes the Python mock provider
     assert plan["num_groups"] < b.g.num_nodes + b.g.num_tensors
-    check_plan(plan, b.g)
+    check_plan(plan, b.g, monotone=False)  # refined across cuts
