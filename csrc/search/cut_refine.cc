@@ -40,6 +40,25 @@ struct NamedPlan {
   std::vector<std::vector<std::string>> option;
 };
 
+// The uncut state of `g` with its layouts interned in `pool`.
+SearchState initial_on(const Graph& g, const std::shared_ptr<LayoutPool>& pool) {
+  SearchState s = SearchState::initial(g);
+  s.pool = pool;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) s.held[t] = pool->whole(g.tensor(t).shape);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    for (size_t i = 0; i < node.inputs.size(); ++i) s.need[n][i] = pool->whole(g.tensor(node.inputs[i]).shape);
+    for (size_t i = 0; i < node.outputs.size(); ++i) s.make[n][i] = pool->whole(g.tensor(node.outputs[i]).shape);
+  }
+  return s;
+}
+
+// The least a move of cut i costs: its DP, and the node options of its cut, of every later
+// cut for at least two of its options, and of the replay from it.
+double min_move_units(int nodes, int cuts, int i, double dp) {
+  return dp + kNodeUnits * nodes * (1.0 + 2.0 * (cuts - 1 - i) + (cuts - i));
+}
+
 struct Budget {
   double spent = 0, limit = 0;
   bool capped = false;
@@ -150,6 +169,8 @@ struct Refiner {
   // domains and options, from the state before it) with each edge priced at its final bytes,
   // the later cuts' tilings and strategies applied by name after each candidate of cut i.
   bool cut_move(int i, double dp_estimate) {
+    if (budget->spent + min_move_units(g.num_nodes(), cuts, i, dp_estimate) > budget->limit)
+      return !(budget->capped = true);
     const SearchState& pre = prefix[i];
     const int k = factors[i];
     const int T = g.num_tensors(), N = g.num_nodes();
@@ -479,9 +500,30 @@ struct Refiner {
   }
 };
 
+// The first cut's ties and levels (the neighbourhood move's variables and elimination
+// order), derived when a neighbourhood move is first made.
+struct FirstCutTies {
+  bool tried = false, ok = false;
+  Coarsening c;
+  Levels levels;
+  bool get(const Refiner& r) {
+    if (tried) return ok;
+    tried = true;
+    std::vector<char> elementwise;
+    try {
+      r.options_at(r.prefix[0], 0, &elementwise);
+      c = coarsen(r.g, elementwise);
+      levels = bfs_levels(r.g, c);
+      ok = true;
+    } catch (const Error&) {
+    }
+    return ok;
+  }
+};
+
 // Cheap moves (one cut re-solved, two cuts swapped) until none helps; then one step in the
 // whole neighbourhood, which contains them all, to leave that local optimum; and again.
-void descend(Refiner& r, const Coarsening& ties, const Levels& levels, RefineStats* stats) {
+void descend(Refiner& r, FirstCutTies& ties, RefineStats* stats) {
   constexpr int kMaxRounds = 32;
   const int cuts = r.cuts;
   for (int round = 0; round < kMaxRounds && !r.budget->capped; ++round) {
@@ -498,7 +540,7 @@ void descend(Refiner& r, const Coarsening& ties, const Levels& levels, RefineSta
     }
     if (improved || r.budget->capped) continue;
     ++stats->tried;
-    if (r.neighbourhood_move(ties, levels) != Refiner::kKept) break;
+    if (!ties.get(r) || r.neighbourhood_move(ties.c, ties.levels) != Refiner::kKept) break;
     ++stats->kept;
   }
 }
@@ -511,48 +553,44 @@ bool refine_applies(const SearchOptions& options, size_t cuts) {
 }
 
 RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const SearchOptions& options,
-                        const StrategyProvider& provider, const std::vector<double>& cut_work,
-                        std::vector<SearchState> before, SearchState* s, std::vector<double>* flat) {
+                        const StrategyProvider& provider, const std::vector<double>& cut_work, SearchState* s,
+                        std::vector<double>* flat) {
   RefineStats stats;
   const int cuts = static_cast<int>(factors.size());
-  if (cuts < 2 || before.size() != factors.size() || cut_work.size() != factors.size()) return stats;
+  if (cuts < 2 || cut_work.size() != factors.size()) return stats;
   double recursion = 0;
   for (double w : cut_work) recursion += w + kNodeUnits * g.num_nodes();
   const double floor = kFloor * std::min(1.0, kSmallGraph / std::max(1, g.num_nodes()));
   Budget budget{0, std::max(floor, kShareOfRecursion * recursion)};
-  Refiner r{g, factors, options, provider, cuts, &budget, {}, std::move(before), *flat, cut_work};
-  r.prefix.push_back(*s);
+  // Nothing when the first move, the first cut's, does not fit the budget (copying the states
+  // alone would cost a large graph a good part of its search).
+  if (min_move_units(g.num_nodes(), cuts, 0, cut_work[0]) > budget.limit) {
+    stats.capped = true;
+    return stats;
+  }
+  Refiner r{g, factors, options, provider, cuts, &budget, {}, {}, {}, cut_work};
   r.plan.tiling = s->tiling;
   r.plan.option.assign(g.num_nodes(), {});
   for (NodeId n = 0; n < g.num_nodes(); ++n)
     for (const NodeOption& o : s->option[n]) r.plan.option[n].push_back(o.name);
-  // The first cut's ties and levels (the neighbourhood's variables and elimination order),
-  // when the budget allows at least deriving every cut's options once more and a replay.
-  if (!budget.take(kNodeUnits * g.num_nodes() * (2 * cuts + 1))) {
-    stats.capped = true;
-    return stats;
-  }
-  std::vector<char> elementwise;
-  Coarsening ties;
-  Levels levels;
-  try {
-    r.options_at(r.prefix[0], 0, &elementwise);
-    ties = coarsen(g, elementwise);
-    levels = bfs_levels(g, ties);
-  } catch (const Error&) {
-    return stats;
-  }
+  // The states before each cut: the recursion's plan replayed on its own layout pool.
+  budget.take(kNodeUnits * g.num_nodes() * cuts);
+  r.prefix.push_back(initial_on(g, s->pool));
+  std::vector<SearchState> states;
+  if (!r.replay(r.plan, r.prefix[0], &states, &r.flat)) return stats;  // (it is the recursion's own plan)
+  for (SearchState& st : states) r.prefix.push_back(std::move(st));
+  FirstCutTies ties;
   // From the recursion's plan, and from it with two equal adjacent cuts exchanged (where the
   // cuts do not commute, the other order can lead to a better optimum the moves cannot reach
   // one step at a time): the cheaper end wins.
   auto best = std::make_unique<Refiner>(r);
-  descend(r, ties, levels, &stats);
+  descend(r, ties, &stats);
   if (r.total() < best->total()) best = std::make_unique<Refiner>(r);
   for (int i = 0; i + 1 < cuts && options.factors.empty() && !budget.capped; ++i) {
     if (factors[i] != factors[i + 1] || !budget.take(kNodeUnits * g.num_nodes() * (cuts - i))) continue;
     Refiner start = *best;
     if (!start.force_swap(i)) continue;
-    descend(start, ties, levels, &stats);
+    descend(start, ties, &stats);
     if (start.total() < best->total() * (1 - kGain)) best = std::make_unique<Refiner>(std::move(start)), ++stats.kept;
   }
   stats.work = budget.spent;

@@ -48,13 +48,13 @@ struct RefineStats {
 bool refine_applies(const SearchOptions& options, size_t cuts);
 
 /// \brief Lowers the total bytes of the recursive plan in `s` (all cuts applied; `flat` its
-/// cumulative cost after each cut, `before` the state before each cut) by coordinate descent
-/// over its cuts, within a work budget derived from `cut_work` (the DP entries each cut of the
-/// recursion visited) and the graph's size. On return `s` and `flat` hold the refined plan (the
-/// same when no move helped); a move is kept only after its plan is priced again from the cut
-/// it changes on, each strategy re-derived by name, as price_plan prices a plan.
+/// cumulative cost after each cut) by a local search over its cuts, within a work budget
+/// derived from `cut_work` (the DP entries each cut of the recursion visited) and the graph's
+/// size. On return `s` and `flat` hold the refined plan (the same when no move helped); a move
+/// is kept only after its plan is priced again from the cut it changes on, each strategy
+/// re-derived by name, as price_plan prices a plan.
 RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const SearchOptions& options,
-                        const StrategyProvider& provider, const std::vector<double>& cut_work,
-                        std::vector<SearchState> before, SearchState* s, std::vector<double>* flat);
+                        const StrategyProvider& provider, const std::vector<double>& cut_work, SearchState* s,
+                        std::vector<double>* flat);
 
 }  // namespace autotile

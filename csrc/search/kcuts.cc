@@ -60,8 +60,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
   const bool refine = refine_applies(options, plan.factors.size());
-  std::vector<double> cut_work;     // DP entries of each cut, and the state before it: the
-  std::vector<SearchState> before;  // refinement's budget and starting points
+  std::vector<double> cut_work;  // DP entries of each cut: the refinement's budget
   // AUTOTILE_SEARCH_PROFILE=1 prints where each cut's time goes (stderr), for bench/ work.
   const bool profile = std::getenv("AUTOTILE_SEARCH_PROFILE") != nullptr;
   auto lap = std::chrono::steady_clock::now();
@@ -135,7 +134,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
       p.node_cost(n, sol.value, &best);
       chosen[n] = p.options[n][best];
     }
-    if (refine) before.push_back(s), cut_work.push_back(sol.work);
+    cut_work.push_back(sol.work);
     s.apply(g, k, tilings, chosen);
     tick("apply");
     // The state prices the chosen plan edge by edge, independently of the solver's tables.
@@ -145,7 +144,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   }
   if (refine) {
     const double recursion = flat.back();
-    RefineStats r = refine_cuts(g, plan.factors, options, provider, cut_work, std::move(before), &s, &flat);
+    RefineStats r = refine_cuts(g, plan.factors, options, provider, cut_work, &s, &flat);
     if (profile)
       std::fprintf(stderr, "refine: %d of %d moves kept, %.3g work units%s, %.6g -> %.6g bytes\n", r.kept, r.tried,
                    r.work, r.capped ? " (budget spent)" : "", recursion, flat.back());

@@ -57,7 +57,9 @@ def test_baseline_plans_compute_the_one_device_step(algo):
 @pytest.mark.parametrize("model,batch", MODELS)
 @pytest.mark.parametrize("devices", [2, 4, 8])
 def test_zoo_baselines_valid_and_not_below_tofu(model, batch, devices):
-    tofu = at.plan(model, devices=devices, batch=batch)
+    # the first-cut check is against the recursion's plan, whose first cut is exact (tofu's
+    # refinement across cuts may pay more there for fewer bytes in all)
+    tofu = at.plan(model, devices=devices, batch=batch, refine=False)
     for algo in BASELINES:
         plan = at.plan(model, devices=devices, batch=batch, algorithm=algo)
         assert plan.algorithm == algo

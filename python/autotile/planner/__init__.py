@@ -122,7 +122,7 @@ def _as_int(value):
 def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
          batch: Optional[int] = None, algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None,
          optimizer: str = "sgd", replicate_fallback: bool = False, mesh=None, layout=None,
-         device_memory=None, train: bool = True) -> Plan:
+         device_memory=None, train: bool = True, refine: bool = True) -> Plan:
     """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices
     (with ``train=False``, its forward graph alone: partitioned inference).
 
@@ -136,6 +136,9 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     bruteforce and data honour it). `device_memory` (bytes, or "16GiB") is a per-device budget:
     the search returns the cheapest plan whose memory plan fits it, trading communication for
     memory when the cheapest plan does not fit (:mod:`autotile.planner.memory_fit`).
+    `refine` (tofu): improve the recursive plan across its cuts afterwards
+    (csrc/search/cut_refine.h; not with bandwidths or a memory budget's weighted searches);
+    False keeps the recursion's plan, whose cut costs never decrease (Tofu App. A).
     Returns a :class:`Plan`."""
     from .. import _core
     from ..arguments import check_bandwidths, check_shapes
@@ -197,7 +200,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         try:
             raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
                                    fallback, factors=factors, pinned=pins, memory_weight=memory_weight,
-                                   cut_solver=wide_solver)
+                                   cut_solver=wide_solver, refine=bool(refine))
             raw["wide_cuts"] = list(wide)  # the budget search may keep a plan other than its last
             return raw
         except Error as e:
