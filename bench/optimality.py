@@ -21,7 +21,16 @@ within --joint-seconds; a time-limited answer is shown as tofu over HiGHS's lowe
 4 devices are added for the models small enough to show the joint comparison on more than one
 cut.
 
-Writes bench/out/optimality.json."""
+    python3 bench/optimality.py --refine  # tofu's refinement against the joint optimum only
+
+The --refine table (issue 24) puts the recursion's plan (``refine=False``: each cut exact given
+the earlier ones) and tofu's plan (the recursion refined across its cuts,
+csrc/search/cut_refine.h) beside the joint optimum, on the zoo MLP, AlexNet and VGG-16 at 4
+devices and tiny GPT-2, BERT and LLaMA configurations (1 layer, d_model 64, 4 heads, seq 16,
+batch 8, vocab 256) at 4 and 8 devices, with both search times (median of 3) and the joint
+program's solve time; "no solution" when HiGHS found none within --joint-seconds.
+
+Writes bench/out/optimality.json (bench/out/optimality_refine.json with --refine)."""
 from __future__ import annotations
 
 import argparse
@@ -38,6 +47,11 @@ FULL = [("alexnet", 128), ("vgg16", 64), ("wresnet-50-4", 32), ("rnn-4-2k", 128)
 QUICK = [("alexnet", 128), ("mlp", 256)]
 #: (model, batch) also measured at 4 devices (two cuts), where the joint program is small
 JOINT_4 = [("alexnet", 128), ("vgg16", 64), ("mlp", 256)]
+#: the tiny Transformers of the --refine table (issue 24's configurations)
+TINY = {"layers": 1, "d_model": 64, "heads": 4, "seq": 16, "vocab": 256}
+REFINE = ([(m, {}, b, 4) for m, b in (("mlp", 256), ("alexnet", 128), ("vgg16", 64))]
+          + [(m, kw, 8, d) for m, kw in (("gpt2", {**TINY, "positions": 16}), ("bert", {**TINY, "positions": 16}),
+                                         ("llama", {**TINY, "d_ff": 128})) for d in (4, 8)])
 
 
 def joint_column(core, devices, tofu_bytes, seconds):
@@ -56,6 +70,59 @@ def joint_column(core, devices, tofu_bytes, seconds):
     return {"joint_ratio": ratio, "joint_seconds": j["seconds"], "joint_optimal": j["optimal"],
             "joint_bytes": j["total_bytes"], "joint_lower_bound": j["lower_bound"], "joint_columns": j["columns"],
             "joint_note": "" if j["optimal"] else f"gap {j['gap']:.1%}"}
+
+
+def refine_row(model, sizes, batch, devices, joint_seconds):
+    """The recursion's plan, tofu's refined plan and the joint optimum of one graph."""
+    from autotile import _core, models
+    from autotile.errors import Error
+    from autotile.planner import lowered_training_graph
+    from autotile.planner.ilp_joint import joint_optimum
+
+    graph = models.get(model, batch=batch, **sizes) if sizes else model
+    core = lowered_training_graph(graph, batch=batch, replicate_fallback=True)[3].core
+    runs = {}
+    for name, refine in (("recursion", False), ("tofu", True)):
+        plans = sorted((_core.plan_graph(core, devices, "tofu", None, True, refine=refine) for _ in range(3)),
+                       key=lambda p: p["search_seconds"])
+        runs[name] = plans[1]
+    row = {"model": model + ("-tiny" if sizes else ""), "batch": batch, "devices": devices,
+           "cuts": len(runs["tofu"]["factors"]), "recursion_bytes": runs["recursion"]["total_bytes"],
+           "tofu_bytes": runs["tofu"]["total_bytes"], "recursion_seconds": runs["recursion"]["search_seconds"],
+           "tofu_seconds": runs["tofu"]["search_seconds"], "joint_bytes": None, "joint_optimal": False,
+           "joint_seconds": None, "joint_note": ""}
+    try:
+        j = joint_optimum(core, devices, replicate_fallback=True, time_limit=joint_seconds)
+    except Error as e:
+        if "too large a graph for the joint program" in str(e):
+            row["joint_note"] = "too large"
+        elif "has no solution" in str(e):
+            row["joint_note"] = f"no solution in {joint_seconds:.0f} s"
+        else:
+            raise
+        return row
+    bound = j["total_bytes"] if j["optimal"] else j["lower_bound"]
+    row.update(joint_bytes=j["total_bytes"], joint_bound=bound, joint_optimal=j["optimal"],
+               joint_seconds=j["seconds"], joint_note="" if j["optimal"] else f"gap {j['gap']:.1%}")
+    return row
+
+
+def refine_table(rows):
+    """The --refine table's text."""
+    def ratio(r, key):
+        if r["joint_bytes"] is None:
+            return r["joint_note"]
+        return ("" if r["joint_optimal"] else "<= ") + f"{r[key] / r['joint_bound']:.4f}"
+
+    return table(["model", "batch", "devices", "cuts", "recursion", "tofu", "joint optimum", "recursion/joint",
+                  "tofu/joint", "recursion search", "tofu search", "joint solve"],
+                 [[r["model"], r["batch"], r["devices"], r["cuts"], f"{r['recursion_bytes'] / 1e6:.4f} MB",
+                   f"{r['tofu_bytes'] / 1e6:.4f} MB",
+                   "-" if r["joint_bytes"] is None else f"{r['joint_bytes'] / 1e6:.4f} MB"
+                   + ("" if r["joint_optimal"] else " (" + r["joint_note"] + ")"),
+                   ratio(r, "recursion_bytes"), ratio(r, "tofu_bytes"), f"{r['recursion_seconds'] * 1000:.0f} ms",
+                   f"{r['tofu_seconds'] * 1000:.0f} ms",
+                   "-" if r["joint_seconds"] is None else f"{r['joint_seconds']:.1f} s"] for r in rows])
 
 
 def measure(model, batch, devices, joint_seconds=120.0):
@@ -89,7 +156,18 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="two models at 8 devices")
     ap.add_argument("--joint-seconds", type=float, default=120.0, help="time limit of the joint program")
+    ap.add_argument("--refine", action="store_true", help="only the table of tofu's refinement vs the joint optimum")
     args = ap.parse_args(argv)
+    if args.refine:
+        rows = []
+        for model, sizes, batch, devices in REFINE:
+            rows.append(refine_row(model, sizes, batch, devices, args.joint_seconds))
+            r = rows[-1]
+            print(f"  {r['model']} b{batch} on {devices}: recursion {r['recursion_bytes']:.0f} B, tofu "
+                  f"{r['tofu_bytes']:.0f} B, joint {r['joint_bytes'] or r['joint_note']}", file=sys.stderr)
+        print(refine_table(rows))
+        write_json("optimality_refine.json", {"rows": rows})
+        return 0
     models = QUICK if args.quick else FULL
     device_counts = [8] if args.quick else [8, 64]
     runs = [(m, b, d) for m, b in models for d in device_counts]
