@@ -79,8 +79,9 @@ def refine_row(model, sizes, batch, devices, joint_seconds):
     from autotile.planner import lowered_training_graph
     from autotile.planner.ilp_joint import joint_optimum
 
+    # a built Symbol keeps its own input shapes (batch= would also give its rotary tables a batch dim)
     graph = models.get(model, batch=batch, **sizes) if sizes else model
-    core = lowered_training_graph(graph, batch=batch, replicate_fallback=True)[3].core
+    core = lowered_training_graph(graph, batch=None if sizes else batch, replicate_fallback=True)[3].core
     runs = {}
     for name, refine in (("recursion", False), ("tofu", True)):
         plans = sorted((_core.plan_graph(core, devices, "tofu", None, True, refine=refine) for _ in range(3)),
@@ -112,6 +113,8 @@ def refine_table(rows):
     def ratio(r, key):
         if r["joint_bytes"] is None:
             return r["joint_note"]
+        if not r["joint_optimal"] and r["joint_bound"] < 0.5 * r["joint_bytes"]:
+            return "bound too weak"  # HiGHS's dual bound under half its best plan: no ratio worth showing
         return ("" if r["joint_optimal"] else "<= ") + f"{r[key] / r['joint_bound']:.4f}"
 
     return table(["model", "batch", "devices", "cuts", "recursion", "tofu", "joint optimum", "recursion/joint",

@@ -149,11 +149,19 @@ struct Refiner {
   bool keep_if_better(NamedPlan p, int from) { return adopt(std::move(p), from, true); }
 
   // The plan with cuts i and i+1 exchanged, whatever it costs (a second starting point).
-  bool force_swap(int i) {
+  // The plan with its cuts in the order `perm` (cut j takes what cut perm[j] had), whatever it
+  // costs (another starting point).
+  bool force_order(const std::vector<int>& perm) {
     NamedPlan p = plan;
-    for (auto& seq : p.tiling) std::swap(seq[i], seq[i + 1]);
-    for (auto& seq : p.option) std::swap(seq[i], seq[i + 1]);
-    return adopt(std::move(p), i, false);
+    int from = cuts;
+    for (int j = 0; j < cuts; ++j)
+      if (perm[j] != j) from = std::min(from, j);
+    if (from == cuts) return false;
+    for (size_t t = 0; t < p.tiling.size(); ++t)
+      for (int j = 0; j < cuts; ++j) p.tiling[t][j] = plan.tiling[t][perm[j]];
+    for (size_t n = 0; n < p.option.size(); ++n)
+      for (int j = 0; j < cuts; ++j) p.option[n][j] = plan.option[n][perm[j]];
+    return adopt(std::move(p), from, false);
   }
 
   // Cuts i and i+1 exchanged in every tensor's and node's sequence.
@@ -580,16 +588,21 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   if (!r.replay(r.plan, r.prefix[0], &states, &r.flat)) return stats;  // (it is the recursion's own plan)
   for (SearchState& st : states) r.prefix.push_back(std::move(st));
   FirstCutTies ties;
-  // From the recursion's plan, and from it with two equal adjacent cuts exchanged (where the
-  // cuts do not commute, the other order can lead to a better optimum the moves cannot reach
-  // one step at a time): the cheaper end wins.
+  // From the recursion's plan, then from the best plan so far with its cuts in each other order
+  // (where cuts do not commute, another order can lead to a better optimum the moves cannot
+  // reach one step at a time): the cheapest end wins.
   auto best = std::make_unique<Refiner>(r);
   descend(r, ties, &stats);
   if (r.total() < best->total()) best = std::make_unique<Refiner>(r);
-  for (int i = 0; i + 1 < cuts && options.factors.empty() && !budget.capped; ++i) {
-    if (factors[i] != factors[i + 1] || !budget.take(kNodeUnits * g.num_nodes() * (cuts - i))) continue;
+  // Other orders of the cuts (of equal factor; not a named mesh's axes) as further starts.
+  std::vector<int> perm(cuts);
+  for (int j = 0; j < cuts; ++j) perm[j] = j;
+  while (options.factors.empty() && !budget.capped && std::next_permutation(perm.begin(), perm.end())) {
+    bool equal = true;
+    for (int j = 0; j < cuts; ++j) equal = equal && factors[perm[j]] == factors[j];
+    if (!equal || !budget.take(kNodeUnits * g.num_nodes() * cuts)) continue;
     Refiner start = *best;
-    if (!start.force_swap(i)) continue;
+    if (!start.force_order(perm)) continue;
     descend(start, ties, &stats);
     if (start.total() < best->total() * (1 - kGain)) best = std::make_unique<Refiner>(std::move(start)), ++stats.kept;
   }
