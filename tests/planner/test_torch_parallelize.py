@@ -6,6 +6,7 @@ graph's node names (every scope the call recorder computes names the graph's nod
 plan's own byte count (DTensor's collectives for a data-parallel step move the gradients the
 plan reduces)."""
 import copy
+import dataclasses
 
 import pytest
 
@@ -262,7 +263,10 @@ def test_a_plan_splitting_convolution_weights_is_refused_by_name():
     m = zoo.CNN()
     sym = _export(m, torch.randn(16, 1, 8, 8))
     plan = at.plan(sym, devices=8, shapes={"data": (16, 1, 8, 8)})
-    assert any(t.startswith("split") for t in plan.tensor_tilings["conv1.weight"])
+    # whether the search splits a conv weight depends on the search (and changes with it):
+    # the plan under test splits conv1's filters at every cut whatever the search chose
+    plan = dataclasses.replace(plan, tensor_tilings={**plan.tensor_tilings,
+                                                     "conv1.weight": ["split(0)"] * len(plan.factors)})
     with pytest.raises(at.Error, match=r"plan splits parameter 'conv\d\.(weight|bias)' of Conv2d module 'conv\d'"):
         att.run_local(lambda rank: att.parallelize(copy.deepcopy(m), plan, sym), 8, timeout=120)
 

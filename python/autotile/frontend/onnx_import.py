@@ -342,6 +342,7 @@ class Importer:
         self.onnx_names: Dict[str, str] = {}  # ONNX tensor name -> autotile entry name
         self._param_syms: Dict[str, Symbol] = {}
         self._derived: Dict[tuple, list] = {}  # (ONNX source, tag) -> [(name, Variable)] made by new_param
+        self._aliases: Dict[str, str] = {}  # ONNX name -> the weight initializer it is (Identity)
         self._anon = itertools.count()
         from onnx import numpy_helper
 
@@ -531,10 +532,17 @@ class Importer:
             raise Error(where + value.reason)
         return value
 
+    def alias_weight(self, name: str, source: str) -> None:
+        """ONNX tensor `name` is weight `source` under another name (an Identity of it): it is a
+        weight too, and its Variable and derived copies are `source`'s."""
+        self._aliases[name] = self._aliases.get(source, source)
+        self.weights.add(name)
+
     def as_symbol(self, name: str, ctx: Optional[NodeContext] = None) -> Symbol:
         value = self.lookup(name, ctx)
         if isinstance(value, Symbol):
             return value
+        name = self._aliases.get(name, name)
         sym = self._param_syms.get(name)
         if sym is None:
             if has_symbolic(value):
@@ -569,6 +577,7 @@ class Importer:
         # transposed weight once, for two MatMuls) derives the same value each time: reuse that
         # Variable, so the weight trains once on the summed gradient, not as separate copies.
         value = np.asarray(value)
+        source = self._aliases.get(source, source)
         for name, sym in self._derived.get((source, tag), ()):
             kept = self.params[name]
             if kept.dtype == value.dtype and kept.shape == value.shape and np.array_equal(kept, value):

@@ -67,7 +67,13 @@ def cast(ctx):
 
 @converter("Identity")
 def identity(ctx):
+    # A weight's other name is the same weight (Importer.alias_weight): the TorchScript
+    # exporter writes Identity for parameters of equal values (two LayerNorms' ones) and for a
+    # shared layer's later uses (ALBERT); each is trained once with the gradients of all its
+    # uses, not as a constant copy left untrained.
     if ctx.is_const(0):
+        if ctx.is_weight(0):
+            ctx.imp.alias_weight(ctx.node.output[0], ctx.node.input[0])
         return [ctx.const(0)]
     return [ctx.input(0)]
 
