@@ -125,12 +125,16 @@ def main():
             plan = at.plan(sym, devices=8, shapes=shapes, algorithm=kind)
             step = atj.training_step(sym, plan)
             _, new_params = step(params, inputs)
+            text = step.lower(params, inputs).compile().as_text()
+            by_plan = atj.plan_bytes_by_tensor(step.exec_graph)
+            by_compiled = atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names)
             report["plans"][f"{name}-{kind}"] = {
                 "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
                                  for k in step.param_names),
                 "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
-                "plan_bytes": plan.comm_bytes,
-                "compiled_bytes": atj.collective_bytes(step.lower(params, inputs).compile().as_text(), 8)}
+                "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
+                "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
+                                for d in atj.differences(by_plan, by_compiled, step)]}
     if len(sys.argv) > 1:  # the ONNX fixtures' directory
         sym, shapes, feeds = onnx_gpt2(sys.argv[1])
         ref = at.backend.run(sym, devices=1, inputs=feeds, train=True)
