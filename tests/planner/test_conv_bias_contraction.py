@@ -1,12 +1,12 @@
 """Convolution with a bias split along its input channels (issue 23, as FullyConnected's): the
 bias is added once, by the tile holding the first input-channel slab, so the search may leave
 the output partial and sum it after instead of keeping a wide-input layer's weight whole."""
-import dataclasses
-
 import numpy as np
 import pytest
 
 import autotile as at
+
+from .hand_plans import assert_plans_train_as_one_device, hand_plan
 
 
 def _net(bias: str, channels_in=64, channels_out=4):
@@ -35,12 +35,6 @@ def test_fused_bias_costs_what_a_separate_bias_add_costs():
     assert 0 <= fused.comm_bytes - none.comm_bytes <= 2 * (8 - 1) * 4 * 4
 
 
-def _hand_plan(plan, strategies):
-    """`plan` with the named nodes split as given, every other node and every tensor replicated."""
-    rep = ["replicate"] * len(plan.factors)
-    return dataclasses.replace(plan, algorithm="hand", tensor_tilings={n: list(rep) for n in plan.tensor_tilings},
-                               node_strategies={n: list(strategies.get(n, rep)) for n in plan.node_strategies})
-
 
 @pytest.mark.parametrize("row", [["ci", "ci", "ci"], ["n", "ci", "co"], ["ci", "y", "ci"]])
 def test_conv_with_bias_split_along_input_channels_trains_as_one_device(row):
@@ -49,12 +43,5 @@ def test_conv_with_bias_split_along_input_channels_trains_as_one_device(row):
     shape = (4, 8, 6, 6)
     inputs = {"data": rng.standard_normal(shape)}
     params = {"conv_weight": rng.standard_normal((6, 8, 3, 3)), "conv_bias": rng.standard_normal(6)}
-    want = at.backend.run(net, devices=1, inputs=inputs, params=params, train=True)
     plan = at.plan(net, devices=8, shapes={"data": shape})
-    for p in (plan, _hand_plan(plan, {"conv": row})):
-        got = at.backend.run(net, devices=8, inputs=inputs, params=params, train=True, plan=p)
-        assert got.outputs[0].dtype == np.float64
-        np.testing.assert_allclose(got.outputs[0], want.outputs[0], rtol=1e-12)
-        for name in params:
-            np.testing.assert_allclose(got.grads[name], want.grads[name], rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(got.params[name], want.params[name], rtol=1e-12, atol=1e-12)
+    assert_plans_train_as_one_device(net, inputs, params, [plan, hand_plan(plan, {"conv": row})])

@@ -6,6 +6,8 @@ import pytest
 
 import autotile as at
 
+from .hand_plans import assert_plans_train_as_one_device, hand_plan
+
 SHAPES = {"data": (256, 784), "softmax_label": (256,)}
 
 
@@ -39,14 +41,6 @@ def test_readme_mlp_splits_fc2_along_its_contraction():
     assert none.comm_bytes == 143_360  # the plan the issue quotes (was 674,192 with the bias)
 
 
-def _hand_plan(plan, strategies):
-    """`plan` with the named nodes split as given, every other node and every tensor replicated."""
-    import dataclasses
-
-    rep = ["replicate"] * len(plan.factors)
-    return dataclasses.replace(plan, algorithm="hand", tensor_tilings={n: list(rep) for n in plan.tensor_tilings},
-                               node_strategies={n: list(strategies.get(n, rep)) for n in plan.node_strategies})
-
 
 @pytest.mark.parametrize("data_shape,flatten,row", [
     ((12, 8), True, ["k0", "k0", "k0"]),      # 8 slabs of one column each
@@ -61,13 +55,5 @@ def test_fc_with_bias_split_along_contraction_trains_as_one_device(data_shape, f
     k = int(np.prod(data_shape[1:])) if flatten else data_shape[-1]
     inputs = {"data": rng.standard_normal(data_shape)}
     params = {"fc_weight": rng.standard_normal((5, k)), "fc_bias": rng.standard_normal(5)}
-    want = at.backend.run(net, devices=1, inputs=inputs, params=params, train=True)
     plan = at.plan(net, devices=8, shapes={"data": data_shape})
-    hand = _hand_plan(plan, {"fc": row})
-    for p in (plan, hand):
-        got = at.backend.run(net, devices=8, inputs=inputs, params=params, train=True, plan=p)
-        assert got.outputs[0].dtype == np.float64
-        np.testing.assert_allclose(got.outputs[0], want.outputs[0], rtol=1e-12)
-        for name in params:
-            np.testing.assert_allclose(got.grads[name], want.grads[name], rtol=1e-12, atol=1e-12)
-            np.testing.assert_allclose(got.params[name], want.params[name], rtol=1e-12, atol=1e-12)
+    assert_plans_train_as_one_device(net, inputs, params, [plan, hand_plan(plan, {"fc": row})])
