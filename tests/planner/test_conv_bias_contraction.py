@@ -35,7 +35,6 @@ def test_fused_bias_costs_what_a_separate_bias_add_costs():
     assert 0 <= fused.comm_bytes - none.comm_bytes <= 2 * (8 - 1) * 4 * 4
 
 
-
 @pytest.mark.parametrize("row", [["ci", "ci", "ci"], ["n", "ci", "co"], ["ci", "y", "ci"]])
 def test_conv_with_bias_split_along_input_channels_trains_as_one_device(row):
     net = _net("fused", channels_in=8, channels_out=6)
