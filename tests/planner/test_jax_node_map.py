@@ -112,6 +112,21 @@ def simulate(tiles, steps):
         elif step[0] == "gather":
             _, i, a = step
             tiles = [np.concatenate([tiles[e] for e in group(d, (a,))], axis=i) for d in range(NDEV)]
+        elif step[0] == "exchange":  # all-to-all over `group`: slot g to member g, received by sender
+            group_axes, piece, tile, send, recv = step[1]
+            sent = [[t[tuple(slice(o, o + k) for o, k in zip(send[d][g], piece))] for g in range(len(send[d]))]
+                    for d, t in enumerate(tiles)]
+            new = []
+            for d in range(NDEV):
+                out = np.full(tile, np.nan)
+                members = group(d, group_axes)
+                for g, e in enumerate(members):
+                    got = sent[e][members.index(d)]
+                    idx = tuple(slice(o, o + k) for o, k in zip(recv[d][g], piece))
+                    assert np.isnan(out[idx]).all()  # each piece lands on its own part of the tile
+                    out[idx] = got
+                new.append(out)
+            tiles = new
         else:
             tile, local, rounds = step[1]
             new = [None] * NDEV
@@ -202,6 +217,32 @@ def test_one_all_to_all_moves_axes_from_two_dimensions():
     got = simulate([x[box(src, d, shape)] for d in range(NDEV)], steps)
     for d in range(NDEV):
         np.testing.assert_array_equal(got[d], x[box(dst, d, shape)])
+
+
+@pytest.mark.parametrize("src,dst,shape", [
+    ((("a", "b", "c"), ()), ((), ("a", "c")), (64, 32)),  # the CNN mesh plan's flatten: target replicated over b
+    ((("a", "c"), ("b",), ()), ((), (), ("a", "b", "c")), (8, 16, 32)),  # the Transformer's embedding sum
+    (((), (), ("a", "b", "c")), (("a", "c"), ("b",), ()), (8, 16, 32)),  # and its gradient's way back
+])
+def test_one_all_to_all_exchanges_tiles_in_another_axis_order(src, dst, shape):
+    """Tiles in another mesh-axis order: each device cuts its tile into the equal pieces the
+    target tiles need and one all-to-all over the source's axes sends them (each device
+    receiving its target tile less the piece it holds)."""
+    steps = relayout(src, dst, SIZES, shape)
+    assert [s[0] for s in steps] == ["exchange"]
+    group_axes, piece, tile, _, _ = steps[0][1]
+    assert set(group_axes) == {a for axes in src for a in axes}
+    assert len(list(itertools.product(*[range(SIZES[a]) for a in group_axes]))) * np.prod(piece) == np.prod(tile)
+    x = np.arange(np.prod(shape), dtype=np.float64).reshape(shape)
+    got = simulate([x[box(src, d, shape)] for d in range(NDEV)], steps)
+    for d in range(NDEV):
+        np.testing.assert_array_equal(got[d], x[box(dst, d, shape)])
+
+
+def test_exchange_refuses_unequal_pieces():
+    """(a b c) -> (c): a target half meets only half the source tiles (the others' pieces are
+    empty), so one all-to-all would move more than the plan: left to XLA."""
+    assert relayout((("a", "b", "c"), ()), (("c",), ()), SIZES, (16, 8)) is None
 
 
 def test_relayout_refuses_tiles_that_do_not_divide():

@@ -129,16 +129,7 @@ def test_compiled_step_moves_the_plans_bytes(jax_report, kind):
     compiled program moves the plan's bytes within 10% (the MLP's to 0.01%; bench/engines.py
     prints every row and names each difference)."""
     r = jax_report["plans"][kind]
-    gap = r["compiled_bytes"] - r["plan_bytes"]
-    if abs(gap) > 0.1 * r["plan_bytes"]:
-        # Only where the compiled program differs tensor by tensor for a cause the bench names
-        # (the zoo Transformer's refined tofu plan: two re-layouts between tiles in another
-        # mesh-axis order that the lowering leaves to XLA, which gathers them whole): the
-        # named differences make up the whole gap, and none is unexplained.
-        assert kind not in ("tofu", "data", "rules", "cnn-data", "transformer-data"), (kind, gap)
-        diffs = r["differences"]
-        assert sum(c - p for _, p, c, _ in diffs) == gap, diffs
-        assert all(cause != "not attributed" for *_, cause in diffs), diffs
+    assert abs(r["compiled_bytes"] - r["plan_bytes"]) <= 0.1 * r["plan_bytes"], (kind, r["differences"])
     if kind in ("tofu", "data", "rules"):
         assert abs(r["compiled_bytes"] - r["plan_bytes"]) <= 1e-4 * r["plan_bytes"]
         assert r["mapped"] == r["nodes"]  # every node of the MLP runs as mesh tiles

@@ -225,7 +225,7 @@ def reduction(spec: Spec, summed: Tuple[str, ...], stored: Optional[Spec], tile,
             trial = [tuple(x) for x in spec]
             trial[j] += (a,)
             steps = relayout(tuple(trial), stored, sizes, shape) if shape is not None else None
-            score = 2 if steps is None else int(any(st[0] == "move" for st in steps))
+            score = 2 if steps is None else int(any(st[0] in ("move", "exchange") for st in steps))
             if score < 2 and (best is None or (score, len(steps)) < best[:2]):
                 best = (score, len(steps), j)
         if best is not None:
@@ -282,14 +282,20 @@ def relayout(src: Spec, dst: Spec, sizes: Dict[str, int], shape):
     dimensions to one; ``("gather", i, a)`` all-gathers dimension i over its minor axis `a`;
     ``("move", moves)`` sends each device's target tile from a device whose tile holds it
     (:func:`block_moves`: a permutation of tiles, collective-permutes that skip devices
-    already holding their target). None when these steps cannot reach `dst` or a tile of
-    the tensor's `shape` does not divide (the caller then leaves the re-layout to XLA)."""
+    already holding their target); ``("exchange", pieces)`` cuts each tile into the pieces
+    the target tiles need and sends them in one all-to-all over the source's mesh axes
+    (:func:`exchange`: tiles in another mesh-axis order, every piece of equal size). None
+    when these steps cannot reach `dst` or a tile of the tensor's `shape` does not divide
+    (the caller then leaves the re-layout to XLA)."""
     cur = [tuple(a) for a in src]
     dst = [tuple(a) for a in dst]
     steps = _relayout_steps(cur, dst, sizes)
     if steps is None:
         moves = block_moves(src, dst, sizes, shape)
-        return None if moves is None else [("move", moves)]
+        if moves is not None:
+            return [("move", moves)]
+        pieces = exchange(src, dst, sizes, shape)
+        return None if pieces is None else [("exchange", pieces)]
     local = [int(n) for n in shape]
     for j, axes in enumerate(src):
         local[j] = _divide(local[j], [sizes[a] for a in axes])
@@ -449,6 +455,8 @@ def apply_relayout(x, steps, sizes: Dict[str, int]):
     for step in steps:
         if step[0] == "move":
             x = _apply_moves(x, step[1], sizes)
+        elif step[0] == "exchange":
+            x = _apply_exchange(x, step[1], sizes)
         elif step[0] == "slice":
             _, j, axes = step
             n = int(np.prod([sizes[a] for a in axes]))
@@ -510,15 +518,19 @@ def _boxes(spec, sizes, axis_order, shape):
     return out, tuple(tile)
 
 
+def _tiles_divide(src: Spec, dst: Spec, sizes: Dict[str, int], shape) -> bool:
+    return all(int(n) % int(np.prod([sizes[a] for a in axes])) == 0
+               for n, axes in list(zip(shape, src)) + list(zip(shape, dst)))
+
+
 def block_moves(src: Spec, dst: Spec, sizes: Dict[str, int], shape):
     """Where every device's `dst` tile lies inside some device's `src` tile: (tile shape,
     per device the offset of its own target inside its own tile or None, and rounds of
     (pairs, per device the offset it sends that round or None, per device whether it
     receives that round)). None otherwise, or when a tile does not divide."""
     axis_order = list(sizes)
-    for n, axes in list(zip(shape, src)) + list(zip(shape, dst)):
-        if int(n) % int(np.prod([sizes[a] for a in axes])):
-            return None
+    if not _tiles_divide(src, dst, sizes, shape):
+        return None
     src_lo, src_tile = _boxes(src, sizes, axis_order, shape)
     dst_lo, dst_tile = _boxes(dst, sizes, axis_order, shape)
 
@@ -588,3 +600,59 @@ def _all_to_all_merge(x, i1, first, i2, second, j, sizes):
     rest[i1] *= k1
     y = jnp.moveaxis(y, 0, i2)  # k2 just before dimension i2
     return y.reshape(tuple(rest[:i2]) + (k2 * rest[i2],) + tuple(rest[i2 + 1:]))
+
+
+def exchange(src: Spec, dst: Spec, sizes: Dict[str, int], shape):
+    """A re-layout as one all-to-all over the mesh axes `src` splits by (`group`, in mesh
+    order): every device cuts its `src` tile into the pieces the `dst` tiles of its group's
+    members need (the intersections of the tiles' boxes) and receives one piece from each.
+    Returns (group, piece shape, target tile shape, send offsets, receive offsets): per device
+    (mesh order) and group member g, where the piece for g starts in this device's source
+    tile, and where the piece from g starts in its target tile. None when a tile does not divide or the pieces
+    differ in size (an empty one included): one all-to-all then moves more than the plan."""
+    axis_order = list(sizes)
+    if not _tiles_divide(src, dst, sizes, shape):
+        return None
+    group = tuple(a for a in axis_order if sizes[a] > 1 and any(a in axes for axes in src))
+    if not group:
+        return None
+    src_lo, src_tile = _boxes(src, sizes, axis_order, shape)
+    dst_lo, dst_tile = _boxes(dst, sizes, axis_order, shape)
+    mesh, gshape = [sizes[a] for a in axis_order], [sizes[a] for a in group]
+    ndev, n = int(np.prod(mesh)), int(np.prod(gshape))
+    piece, send, recv = None, [[None] * n for _ in range(ndev)], [[None] * n for _ in range(ndev)]
+    for d in range(ndev):
+        c = dict(zip(axis_order, _coords(d, mesh)))
+        me = int(np.ravel_multi_index([c[a] for a in group], gshape))
+        for g in range(n):
+            c.update(zip(group, _coords(g, gshape)))
+            t = int(np.ravel_multi_index([c[a] for a in axis_order], mesh))
+            lo = tuple(max(s, u) for s, u in zip(src_lo[d], dst_lo[t]))
+            hi = tuple(min(s + k, u + m) for s, k, u, m in zip(src_lo[d], src_tile, dst_lo[t], dst_tile))
+            size = tuple(h - l for l, h in zip(lo, hi))
+            if min(size, default=1) <= 0 or (piece is not None and size != piece):
+                return None
+            piece = size
+            send[d][g] = tuple(l - s for l, s in zip(lo, src_lo[d]))
+            recv[t][me] = tuple(l - u for l, u in zip(lo, dst_lo[t]))
+    if n * int(np.prod(piece)) != int(np.prod(dst_tile)):  # pieces overlap: not one tile each
+        return None
+    return group, piece, dst_tile, send, recv
+
+
+def _apply_exchange(x, pieces, sizes):
+    """Inside the map: :func:`exchange`'s pieces sent by one ``lax.all_to_all``."""
+    import jax
+    import jax.numpy as jnp
+
+    group, piece, tile, send, recv = pieces
+    axes = tuple(sizes)
+    idx = device_index(axes, [sizes[a] for a in axes])
+    send_at = jnp.asarray(np.array(send, np.int32))[idx]
+    recv_at = jnp.asarray(np.array(recv, np.int32))[idx]
+    y = jnp.stack([jax.lax.dynamic_slice(x, tuple(send_at[g]), piece) for g in range(len(send[0]))])
+    y = jax.lax.all_to_all(y, group if len(group) > 1 else group[0], 0, 0, tiled=True)  # slot g: from g
+    out = jnp.zeros(tile, x.dtype)
+    for g in range(len(recv[0])):
+        out = jax.lax.dynamic_update_slice(out, y[g], tuple(recv_at[g]))
+    return out
