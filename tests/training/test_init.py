@@ -83,5 +83,6 @@ def test_run_init_and_lr_errors(capsys):
     with pytest.raises(SystemExit) as e:
         cli.main(["run", "mlp-2-16", "--init", "he"])
     assert e.value.code == 2 and "invalid choice: 'he'" in capsys.readouterr().err
-    assert cli.main(["run", "mlp-2-16", "--lr", "-1"]) == 1
-    assert "learning rate must be positive, got -1.0" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:  # a bad flag value: usage error, before any model is built
+        cli.main(["run", "mlp-2-16", "--lr", "-1"])
+    assert e.value.code == 2 and "argument --lr: expected a positive finite number, got '-1'" in capsys.readouterr().err
