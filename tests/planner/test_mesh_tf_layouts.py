@@ -82,8 +82,13 @@ def test_sec9_layouts_honour_rules_equal_one_device_and_cost_no_less(reference, 
         for t, axis in zip(tilings, cut_axes):
             if not any(axis in a for a in axes.values()):
                 assert t == "replicate", f"{name}: {tilings}"
-    free = at.plan(sym, mesh=mesh)
-    assert plan.comm_bytes >= free.comm_bytes * (1 - 1e-9), f"{kind} {mesh}: rules beat the free search"
+    # Tofu's recursion weighs the rules' plan at every cut, so the rules never beat it. The
+    # refinement across cuts is a local search on either side: it never raises a plan's cost,
+    # but a refined rules plan may end below the refined free one (sec9 2x2: 95,232 vs 98,048 B).
+    free = at.plan(sym, mesh=mesh, refine=False)
+    ruled = at.plan(sym, mesh=mesh, layout=rules, refine=False)
+    assert ruled.comm_bytes >= free.comm_bytes * (1 - 1e-9), f"{kind} {mesh}: rules beat the free search"
+    assert plan.comm_bytes <= ruled.comm_bytes and at.plan(sym, mesh=mesh).comm_bytes <= free.comm_bytes
     res = at.backend.run(sym, devices=devices, inputs=inputs, params=params, train=True, plan=plan)
     models.assert_same_step(res, ref, f"{kind} layout on {mesh}")
 
