@@ -7,9 +7,11 @@ each input a node's sub-operator reads, which box of each output it writes and w
 output is a partial sum. Where those boxes are the tiles of a mesh sharding (even splits,
 mesh axes in order), the node becomes ``shard_map(kernel, in_specs, out_specs)``:
 
-- inputs are resharded from their stored layout to ``in_specs`` by XLA (an all-gather for
-  split -> replicated, an all-to-all for one split dimension to another, a slice for
-  replicated -> split);
+- inputs are re-laid out from their stored layout to ``in_specs`` by explicit collectives
+  (:func:`relayout`): all-gathers over the mesh axes the target drops, all-to-alls moving a
+  split between dimensions, tile permutes, and one all-to-all over every mesh axis involved
+  when the tiles move into another mesh-axis order in equal pieces (``exchange``); only what
+  none of these expresses (unequal pieces) is left to XLA as a sharding constraint;
 - a partial output is reduced inside the map as the plan reduces it: ``psum_scatter`` over
   the partial mesh axes along the dimension the stored layout splits over them, ``psum`` over
   the rest. XLA's SPMD partitioner on CPU lowers the same re-layout, written as a sharding
