@@ -17,6 +17,7 @@ import numpy as np
 from ..ops import conv as _conv
 from ..ops import dense as _dense
 from ..ops import pooling as _pool
+from ..ops._tiles import adds_bias
 from ..ops.activation import act, act_grad
 from ..ops.registry import get as _registry_op
 
@@ -30,7 +31,7 @@ def _xp(ctx):
 def fc_forward(attrs, inputs, ctx):
     x, w = inputs[0], inputs[1]
     y = _dense._as2d(attrs, x) @ w.T  # cuBLAS GEMM under CuPy
-    if _dense.adds_bias(attrs):  # not on a k slab other than the first
+    if adds_bias(attrs):  # not on a k slab other than the first
         y = y + inputs[2]
     return [y.reshape(_dense._out_shape(attrs, x.shape)).astype(x.dtype, copy=False)]
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import Error
+from ..ops._tiles import adds_bias
 from ..ops.loss import _so_norm_scale
 
 
@@ -114,7 +115,7 @@ def _weight_shape(attrs, x):
 def convolution(attrs, inputs, ctx):
     x, w = inputs[0], inputs[1]
     y = _conv_fn(attrs, x.ndim)(x, w)
-    if not attrs.get("no_bias") and attrs.get("tile_bias", True):
+    if adds_bias(attrs):
         y = y + inputs[2].reshape((1, -1) + (1,) * (x.ndim - 2))
     return [y.astype(x.dtype)]
 

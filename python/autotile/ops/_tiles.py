@@ -10,6 +10,14 @@ with the signature of autotile.execgraph.tile_attrs hooks:
 from __future__ import annotations
 
 
+def adds_bias(attrs) -> bool:
+    """Whether a kernel of an op whose bias is added inside its contraction (FullyConnected,
+    Convolution: ``+ (k == 0) * bias``) adds it on this tile: the op has a bias and the tile
+    holds the contraction's first slab (``tile_bias``, set by the op's tile hook). Every
+    runtime's kernel of those ops asks it."""
+    return not attrs.get("no_bias") and attrs.get("tile_bias", True)
+
+
 def box_shape(box):
     lo, hi = box
     return tuple(int(h) - int(l) for l, h in zip(lo, hi))

@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import Error
 from . import im2col
+from ._tiles import adds_bias
 from .registry import OpDef, Param, register
 
 _LAYOUTS = {1: "NCW", 2: "NCHW", 3: "NCDHW"}
@@ -312,11 +313,6 @@ def _tdl(attrs, in_shapes, out_shapes):
             f"sum({', '.join(['ci'] + kv)}) {{ data[{', '.join(data_idx)}] * "
             f"weight[{', '.join(['co', 'ci'] + kv)}]{first} }}")
 
-
-def adds_bias(attrs) -> bool:
-    """Whether a Convolution kernel adds the bias: the op has one and the tile holds the first
-    input-channel slab (tile_bias, set by the tile hook). Every runtime's kernel asks it."""
-    return not attrs["no_bias"] and attrs.get("tile_bias", True)
 
 
 def _depthwise(groups, cin, cout) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..errors import Error
+from ._tiles import adds_bias
 from .registry import OpDef, Param, out_array, register
 
 
@@ -99,12 +100,6 @@ def _tdl(attrs, in_shapes, out_shapes):
         body = f"data[n] * weight[o, 0]{bias}"
     return f"{', '.join(inputs)} -> out: out[{', '.join(lead + ['o'])}] = {body}"
 
-
-def adds_bias(attrs) -> bool:
-    """Whether a kernel of FullyConnected adds the bias: the op has one and the tile holds
-    the first slab of the contraction (tile_bias, set by the tile hook). Every runtime's
-    FullyConnected kernel goes through it."""
-    return not attrs["no_bias"] and attrs.get("tile_bias", True)
 
 
 def _gradient(ctx):
