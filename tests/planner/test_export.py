@@ -193,41 +193,7 @@ def test_dtensor_local_shapes_match_autotile_tiles(label, sym, plan):
     assert checked >= plan.devices * len(plan.param_names)
 
 
-_DTENSOR_GLOO_SCRIPT = textwrap.dedent("""
-    import datetime, importlib.util, sys
-    import numpy as np
-    import torch
-    import torch.distributed as dist
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.tensor import distribute_tensor
-    import autotile as at
-    models_py, plan_json, init_file, rank, world = sys.argv[1:6]
-    rank, world = int(rank), int(world)
-    spec = importlib.util.spec_from_file_location("execgraph_models", models_py)
-    models = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(models)
-    dist.init_process_group("gloo", init_method="file://" + init_file, rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=120))
-    sym, shapes, _ = getattr(models, sys.argv[6])()
-    plan = at.Plan.from_json(open(plan_json).read())
-    eg = at.transform(sym, plan)
-    dt = plan.to_dtensor(objects=True)
-    mesh = init_device_mesh("cpu", tuple(dt["mesh"]["shape"]), mesh_dim_names=tuple(dt["mesh"]["dim_names"]))
-    checked = 0
-    for name, placements in dt["placements"].items():
-        whole = torch.arange(int(np.prod(plan.tensor_shapes[name])), dtype=torch.float64)
-        whole = whole.reshape(plan.tensor_shapes[name])
-        local = distribute_tensor(whole, mesh, placements).to_local()
-        buf = eg.buffers[eg.core.tile(eg.tensor_id[name], rank)]
-        box = tuple(slice(lo, hi) for lo, hi in zip(buf["lo"], buf["hi"]))
-        assert torch.equal(local, whole[box]), (name, rank, placements, buf["lo"], buf["hi"], tuple(local.shape))
-        checked += 1
-    dist.destroy_process_group()
-    print("checked", checked)
-""")
-
-
-def test_dtensor_distribute_tensor_over_gloo_holds_autotile_tiles(tmp_path):
+def test_dtensor_distribute_tensor_over_gloo_holds_autotile_tiles():
     """The export used for real: 4 gloo processes build the exported DeviceMesh, distribute_tensor
     each parameter and input with the exported placements, and each process's local shard must
     be the tile autotile's execution graph gives that device (values, not only boxes)."""
@@ -235,21 +201,25 @@ def test_dtensor_distribute_tensor_over_gloo_holds_autotile_tiles(tmp_path):
     sym, shapes, _ = models.cnn()
     plan = at.plan(sym, mesh={"batch": 2, "model": 2}, shapes=shapes,
                    layout={"data": {0: "batch"}, "conv*_weight": {0: "model"}, "fc_weight": {1: "model"}})
-    (tmp_path / "plan.json").write_text(plan.to_json())
-    models_py = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "execgraph", "models.py")
-    env = dict(os.environ)
-    if os.path.exists("/sys/class/net/lo"):  # gloo on the loopback device, whatever the host name resolves to
-        env.setdefault("GLOO_SOCKET_IFNAME", "lo")
-    procs = [subprocess.Popen([sys.executable, "-c", _DTENSOR_GLOO_SCRIPT, models_py, str(tmp_path / "plan.json"),
-                               str(tmp_path / "rendezvous"), str(rank), "4", "cnn"],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for rank in range(4)]
-    try:
-        outs = [p.communicate(timeout=600) for p in procs]
-    finally:
-        for p in procs:  # a rank that failed leaves the others waiting for it
-            if p.poll() is None:
-                p.kill()
-                p.wait()
-    for rank, (p, (out, err)) in enumerate(zip(procs, outs)):
-        assert p.returncode == 0, f"rank {rank}: {err[-3000:]}"
-        assert int(out.split("checked")[1]) == len(plan.to_dtensor()["placements"]) >= len(plan.param_names)
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import distribute_tensor
+
+    import autotile.torch as att
+
+    eg = at.transform(sym, plan)
+    dt = plan.to_dtensor(objects=True)
+
+    def check(rank):
+        mesh = init_device_mesh("cpu", tuple(dt["mesh"]["shape"]), mesh_dim_names=tuple(dt["mesh"]["dim_names"]))
+        for name, placements in dt["placements"].items():
+            whole = torch.arange(int(np.prod(plan.tensor_shapes[name])), dtype=torch.float64)
+            whole = whole.reshape(plan.tensor_shapes[name])
+            local = distribute_tensor(whole, mesh, placements).to_local()
+            buf = eg.buffers[eg.core.tile(eg.tensor_id[name], rank)]
+            box = tuple(slice(lo, hi) for lo, hi in zip(buf["lo"], buf["hi"]))
+            assert torch.equal(local, whole[box]), (name, rank, placements, buf["lo"], buf["hi"], tuple(local.shape))
+        return len(dt["placements"])
+
+    checked = att.run_local(check, 4, timeout=300)  # a failing rank is named, the others stopped
+    assert checked == [len(plan.to_dtensor()["placements"])] * 4 and checked[0] >= len(plan.param_names)

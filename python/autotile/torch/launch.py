@@ -33,6 +33,8 @@ def _worker(rank, nprocs, port, fn, args, queue, threads, quiet):
         # CommDebugMode's module tracker hooks every module's backward; the inputs need no gradient
         warnings.filterwarnings("ignore", message="Full backward hook is firing")
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(nprocs))
+    if os.path.exists("/sys/class/net/lo"):  # gloo on the loopback device, whatever the host name resolves to
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
     try:
         dist.init_process_group("gloo", rank=rank, world_size=nprocs)
         try:
