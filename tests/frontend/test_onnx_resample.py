@@ -18,7 +18,6 @@ FAMILIES = ("convtranspose", "resize", "upsample", "argmax", "argmin", "scattern
 
 # Cases whose semantics autotile does not reproduce: the importer must refuse them with Error.
 UNSUPPORTED = {
-    "cubic": "mode cubic is not supported",
     "tf_crop_and_resize": "coordinate transformation tf_crop_and_resize is not supported",
     "half_pixel_symmetric": "coordinate transformation half_pixel_symmetric is not supported",
     "antialias": "antialiased downsampling is not supported",
@@ -149,8 +148,32 @@ def embedding_bag_model(const_trips=True, bags=3, length=4, vocab=10, dim=5):
     return _model(nodes, inputs, [_vi("out", None)], inits, opset=11)
 
 
+def bicubic_model():
+    """Cubic Resize as the Hugging Face vision towers use it (Dinov2/ViT interpolate their position
+    embeddings bicubically, a trained weight) and as feature maps are resampled: a conv output
+    downsampled (half_pixel, scale 3/4), plus a 3x3 position table resized to 6x6
+    (pytorch_half_pixel, sizes), then upsampled by (3/2, 2) with cubic_coeff_a -0.5 and
+    exclude_outside (asymmetric)."""
+    rng = np.random.default_rng(4)
+    inits = [("w", rng.standard_normal((4, 3, 3, 3)).astype(np.float32) * 0.3),
+             ("pos", rng.standard_normal((1, 4, 3, 3)).astype(np.float32)),
+             ("roi", np.zeros(0, np.float32)), ("down", np.array([1, 1, 0.75, 0.75], np.float32)),
+             ("pos_sizes", np.array([1, 4, 6, 6], np.int64)), ("up", np.array([1, 1, 1.5, 2], np.float32))]
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("Resize", ["c", "roi", "down"], ["cd"], mode="cubic"),
+             helper.make_node("Resize", ["pos", "roi", "", "pos_sizes"], ["p6"], mode="cubic",
+                              coordinate_transformation_mode="pytorch_half_pixel"),
+             helper.make_node("Add", ["cd", "p6"], ["s"]),
+             helper.make_node("Resize", ["s", "roi", "up"], ["su"], mode="cubic", cubic_coeff_a=-0.5, exclude_outside=1,
+                              coordinate_transformation_mode="asymmetric"),
+             helper.make_node("Tanh", ["su"], ["y"])]
+    return _model(nodes, [_vi("x", [2, 3, 8, 8])], [_vi("y", None)], inits, opset=13)
+
+
 def _feeds_of(name):
     rng = np.random.default_rng(3)
+    if name == "bicubic":
+        return {"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}
     if name == "unet":
         return {"x": rng.standard_normal((2, 5, 8, 8)).astype(np.float32)}
     if name == "clip_pooling":
@@ -159,7 +182,7 @@ def _feeds_of(name):
     return {"ids": rng.integers(0, 10, (3, 4)).astype(np.int64)}
 
 
-MODELS = {"unet": unet_model, "clip_pooling": clip_pooling_model, "embedding_bag": embedding_bag_model}
+MODELS = {"bicubic": bicubic_model, "unet": unet_model, "clip_pooling": clip_pooling_model, "embedding_bag": embedding_bag_model}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -190,10 +213,10 @@ def test_loop_with_a_run_time_trip_count_is_refused_naming_the_node():
 def test_unsupported_resize_and_convtranspose_are_refused_naming_the_node():
     x = _vi("x", [1, 1, 4, 4])
     inits = [("roi", np.zeros(0, np.float32)), ("scales", np.array([1, 1, 2, 2], np.float32))]
-    cubic = _model([helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="cubic", name="up")], [x],
-                   [_vi("y", None)], inits, opset=13)
-    with pytest.raises(Error, match=r"node 'up' \(Resize\): mode 'cubic'"):
-        at.onnx.load(cubic)
+    lanczos = _model([helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="lanczos", name="up")], [x],
+                     [_vi("y", None)], inits, opset=13)
+    with pytest.raises(Error, match=r"node 'up' \(Resize\): mode 'lanczos'"):
+        at.onnx.load(lanczos)
     runtime = _model([helper.make_node("Resize", ["x", "roi", "s"], ["y"], name="up")], [x, _vi("s", [4])],
                      [_vi("y", None)], inits[:1], opset=13)
     with pytest.raises(Error, match=r"node 'up' \(Resize\).*must be a constant"):

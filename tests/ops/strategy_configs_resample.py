@@ -34,11 +34,15 @@ def resize_cases() -> List[Case]:
             ("linear", "half_pixel", "round_prefer_floor", (8, 6), "2,2"),
             ("linear", "pytorch_half_pixel", "round_prefer_floor", (3, 1), ""),
             ("linear", "align_corners", "round_prefer_floor", (9, 7), ""),
-            ("linear", "asymmetric", "round_prefer_floor", (6, 2), "3/2,2/3")]:
+            ("linear", "asymmetric", "round_prefer_floor", (6, 2), "3/2,2/3"),
+            ("cubic", "half_pixel", "round_prefer_floor", (8, 2), "2,2/3"),
+            ("cubic", "align_corners", "round_prefer_floor", (7, 5), "")]:
         attrs = {"axes": (2, 3), "sizes": sizes, "scales": scales, "mode": mode, "coord": coord,
                  "nearest_mode": nearest}
         cases.append(Case("resize", attrs, [In((2, 3, 4, 3))]))
     cases.append(Case("resize", {"axes": (1,), "sizes": (9,), "mode": "linear"}, [In((4, 6))]))
+    cases.append(Case("resize", {"axes": (1,), "sizes": (9,), "mode": "cubic", "cubic_coeff_a": -0.5,
+                                 "exclude_outside": True, "coord": "asymmetric"}, [In((4, 6))]))
     return cases
 
 

@@ -75,7 +75,11 @@ RESIZE = [  # (mode, coord, nearest_mode, scales or None, sizes or None)
     ("linear", "half_pixel", "round_prefer_floor", (2.0, 2.0), None),
     ("linear", "pytorch_half_pixel", "round_prefer_floor", None, (1, 9)),
     ("linear", "align_corners", "round_prefer_floor", (3.0, 0.5), None),
-    ("linear", "asymmetric", "round_prefer_floor", (0.6, 1.5), None)]
+    ("linear", "asymmetric", "round_prefer_floor", (0.6, 1.5), None),
+    ("cubic", "half_pixel", "round_prefer_floor", (2.0, 0.75), None),
+    ("cubic", "pytorch_half_pixel", "round_prefer_floor", None, (1, 9)),
+    ("cubic", "align_corners", "round_prefer_floor", (3.0, 0.5), None),
+    ("cubic", "asymmetric", "round_prefer_floor", (0.6, 1.5), None)]
 
 
 def _resize_attrs(x, scales, sizes, mode, coord, nearest):
@@ -99,6 +103,18 @@ def test_resize_equals_onnxruntime(cfg):
         inits.append(("sizes", np.array((2, 3) + sizes, np.int64)))
         ins = ["x", "roi", "", "sizes"]
     node = helper.make_node("Resize", ins, ["y"], mode=mode, coordinate_transformation_mode=coord, nearest_mode=nearest)
+    np.testing.assert_allclose(got, _ort(node, {"x": x}, inits, opset=13), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("exclude_outside", [0, 1])
+@pytest.mark.parametrize("a", [-0.75, -0.5])
+def test_cubic_resize_coefficient_and_exclude_outside_equal_onnxruntime(a, exclude_outside):
+    x = np.random.default_rng(5).standard_normal((2, 3, 5, 4))
+    got = _run("resize", {"x": x}, **_resize_attrs(x, (1.6, 2.0), None, "cubic", "half_pixel", "round_prefer_floor"),
+               cubic_coeff_a=a, exclude_outside=bool(exclude_outside))
+    node = helper.make_node("Resize", ["x", "roi", "scales"], ["y"], mode="cubic", cubic_coeff_a=a,
+                            exclude_outside=exclude_outside)
+    inits = [("roi", np.zeros(0, np.float32)), ("scales", np.array((1, 1, 1.6, 2.0), np.float32))]
     np.testing.assert_allclose(got, _ort(node, {"x": x}, inits, opset=13), rtol=1e-5, atol=1e-5)
 
 

@@ -4,9 +4,10 @@ ArgMax, ArgMin, ScatterND; Loop is refused with its reason.
 - ConvTranspose -> Deconvolution. ONNX's pads (or auto_pad / output_shape) and output_padding
   become Deconvolution's pad (the pad before) and adj = pad_begin - pad_end + output_padding:
   the output depends only on where it starts and how long it is (ops/deconv.py).
-- Resize -> resize for modes nearest and linear with the coordinate transformations
-  half_pixel, pytorch_half_pixel, asymmetric and align_corners (all nearest_modes). cubic,
-  tf_crop_and_resize, half_pixel_symmetric and antialiased downsampling are refused. Scales
+- Resize -> resize for modes nearest, linear and cubic (cubic_coeff_a, exclude_outside) with
+  the coordinate transformations half_pixel, pytorch_half_pixel, asymmetric and
+  align_corners (all nearest_modes). tf_crop_and_resize, half_pixel_symmetric and
+  antialiased downsampling are refused. Scales
   and sizes must be constants; axes whose size and coordinates do not change are left out.
 - ArgMax / ArgMin -> argmax / argmin with int64 indices (no gradient flows through them).
 - ScatterND -> ScatterND (reductions none, add, mul, max, min; gradients for none and add).
@@ -124,8 +125,8 @@ def _resize_targets(ctx, rank, shape, scales, sizes, axes):
 def _resize(ctx, mode, coord, nearest, scales, sizes, axes=None):
     rank = ctx.need_rank(0, "to resize")
     shape = ctx.shape(0)
-    if mode not in ("nearest", "linear"):
-        raise ctx.error(f"mode '{mode}' is not supported (autotile resizes by 'nearest' or 'linear')")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise ctx.error(f"mode '{mode}' is not supported (autotile resizes by 'nearest', 'linear' or 'cubic')")
     if coord not in _COORDS:
         raise ctx.error(f"coordinate_transformation_mode '{coord}' is not supported (one of {', '.join(_COORDS)})")
     from ..ops.resize import NEAREST, format_scales
@@ -136,7 +137,7 @@ def _resize(ctx, mode, coord, nearest, scales, sizes, axes=None):
     for a, n, m, scale in _resize_targets(ctx, rank, shape, scales, sizes, axes):
         if m < 1:
             raise ctx.error(f"axis {a} of size {n} would be resized to {m} rows")
-        if ctx.attr("antialias", 0) and m < n and mode == "linear":
+        if ctx.attr("antialias", 0) and m < n and mode != "nearest":
             raise ctx.error("antialiased downsampling (antialias=1) is not supported")
         identity = n == m and (scale == 1 or coord == "align_corners")
         if not identity:
@@ -145,7 +146,8 @@ def _resize(ctx, mode, coord, nearest, scales, sizes, axes=None):
         return ctx.op("identity", ctx.input(0))
     return ctx.op("resize", ctx.input(0), axes=tuple(t[0] for t in targets), sizes=tuple(t[1] for t in targets),
                   scales=format_scales([t[2] for t in targets]),
-                  mode=mode, coord=coord, nearest_mode=nearest)
+                  mode=mode, coord=coord, nearest_mode=nearest, cubic_coeff_a=float(ctx.attr("cubic_coeff_a", -0.75)),
+                  exclude_outside=bool(ctx.attr("exclude_outside", 0)))
 
 
 @converter("Resize")

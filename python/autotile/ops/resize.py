@@ -1,4 +1,4 @@
-"""Resize (ONNX Resize, nearest and linear modes) and its backward op.
+"""Resize (ONNX Resize, nearest, linear and cubic modes) and its backward op.
 
 resize(data; axes, sizes, scales, mode, coord, nearest_mode) resizes each axis in `axes` to
 the matching entry of `sizes` (other axes pass through). Along one axis an output position o
@@ -10,12 +10,15 @@ coordinate_transformation_mode (`coord`) and the axis's scale (an exact fraction
   scale*in is 1).
 
 nearest takes the input row round(x) by `nearest_mode` (round_prefer_floor, round_prefer_ceil,
-floor, ceil); linear blends rows floor(x) and floor(x) + 1 by the fraction of x. Rows past
-the ends are clamped to the edge rows. The arithmetic is exact (integers), so the rows a
+floor, ceil); linear blends rows floor(x) and floor(x) + 1 by the fraction of x; cubic blends
+rows floor(x) - 1 ... floor(x) + 2 by Keys' cubic convolution weights of that fraction with
+coefficient `cubic_coeff_a` (ONNX's default -0.75, PyTorch's bicubic). Rows past the ends are
+clamped to the edge rows, or, with `exclude_outside`, weigh nothing and the other weights of
+the output row are rescaled to sum to one. The arithmetic is exact (integers), so the rows a
 kernel reads are exactly those the TDL says.
 
-Both modes are linear maps along each axis: out = data x_axis M with M (out, in) holding one
-(nearest) or two (linear) weights per row. The kernel applies M axis by axis (one tensordot
+Every mode is a linear map along each axis: out = data x_axis M with M (out, in) holding one
+(nearest), two (linear) or four (cubic) weights per row. The kernel applies M axis by axis (one tensordot
 each); the gradient ``_backward_resize(dy)`` applies M^T.
 
 TDL: the forward reads rows floor((A*o + B) / D) (+ 1 for linear, and the neighbour an end
@@ -39,7 +42,7 @@ from .conv import _affine
 from .registry import OpDef, Param, register
 from .tdl_helpers import access, index_vars
 
-MODES = ("nearest", "linear")
+MODES = ("nearest", "linear", "cubic")
 COORDS = ("half_pixel", "pytorch_half_pixel", "asymmetric", "align_corners")
 NEAREST = ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil")
 MAX_SHIFTS = 6  # accesses per resized axis in the TDL (see AxisMap.tdl_indices)
@@ -51,6 +54,8 @@ _COMMON = {
     "mode": Param("str", "nearest", choices=MODES),
     "coord": Param("str", "half_pixel", choices=COORDS),
     "nearest_mode": Param("str", "round_prefer_floor", choices=NEAREST),
+    "cubic_coeff_a": Param("float", -0.75),
+    "exclude_outside": Param("bool", False),
     # tile hooks only: per resized axis where the input and output tiles start, the length of
     # the tile the kernel produces
     "tile_in": Param("shape", ()),
@@ -69,12 +74,14 @@ def format_scales(scales: Sequence) -> str:
 class AxisMap:
     """Input rows and weights of one resized axis of `n_in` rows into `n_out`."""
 
-    def __init__(self, op: str, n_in: int, n_out: int, scale: Fraction, coord: str, mode: str, nearest: str):
+    def __init__(self, op: str, n_in: int, n_out: int, scale: Fraction, coord: str, mode: str, nearest: str,
+                 cubic_a: float = -0.75, exclude_outside: bool = False):
         if n_in <= 0 or n_out <= 0:
             raise Error(f"{op}: cannot resize an axis of {n_in} rows to {n_out}")
         if scale <= 0:
             raise Error(f"{op}: scale {scale} must be positive")
         self.n_in, self.n_out, self.mode = n_in, n_out, mode
+        self.cubic_a, self.exclude_outside = float(cubic_a), bool(exclude_outside)
         p, q = scale.numerator, scale.denominator  # scale = p / q
         if coord == "half_pixel" or (coord == "pytorch_half_pixel" and n_out > 1):
             a, b, c = 2 * q, q - p, 2 * p  # ((o + 1/2) q - p/2) / p
@@ -90,7 +97,7 @@ class AxisMap:
         else:
             raise Error(f"{op}: coordinate transformation {coord!r} is not supported (one of {', '.join(COORDS)})")
         self.a, self.b, self.c = a, b, c
-        if mode == "linear":  # first row floor(x)
+        if mode in ("linear", "cubic"):  # the row floor(x)
             self.num, self.den = (a, b), c
         else:  # round(x) by nearest_mode, written floor((A o + B) / D)
             const, m = {"round_prefer_floor": (2 * b + c - 1, 2), "round_prefer_ceil": (2 * b + c, 2),
@@ -106,11 +113,16 @@ class AxisMap:
         rows [in_begin, +in_len). `strict`: every row read must lie there (a forward tile)."""
         o = np.arange(out_begin, out_begin + out_len, dtype=np.int64)
         first = self.rows(o)
-        if self.mode == "linear":
-            frac = np.array([float(Fraction(int(self.a * v + self.b), self.c)) for v in o]) - first
-            taps = [(first, 1.0 - frac), (first + 1, frac)]
-        else:
+        if self.mode == "nearest":
             taps = [(first, np.ones(out_len))]
+        else:
+            frac = np.array([float(Fraction(int(self.a * v + self.b), self.c)) for v in o]) - first
+            taps = ([(first, 1.0 - frac), (first + 1, frac)] if self.mode == "linear"
+                    else [(first + k, w) for k, w in zip(self.TAPS["cubic"], self._cubic_weights(frac))])
+            if self.exclude_outside:  # taps past an end weigh nothing; the rest sum to one
+                taps = [(rows, np.where((rows >= 0) & (rows < self.n_in), w, 0.0)) for rows, w in taps]
+                total = sum(w for _, w in taps)
+                taps = [(rows, w / total) for rows, w in taps]
         m = np.zeros((out_len, in_len), dtype=dtype)
         for rows, w in taps:
             local = np.clip(rows, 0, self.n_in - 1) - in_begin
@@ -130,13 +142,28 @@ class AxisMap:
         first = self._affine(var)
         rows = self.rows(np.arange(self.n_out))
         shifts = set()
-        for t in ((0, 1) if self.mode == "linear" else (0,)):
+        for t in self.TAPS[self.mode]:
             shifts.add(t)
             shifts.update(t - j for j in range(1, int(rows.max()) + t - (self.n_in - 1) + 1))
             shifts.update(t + j for j in range(1, -(int(rows.min()) + t) + 1))
         if len(shifts) > MAX_SHIFTS:
             return [":"]
         return [_shifted(first, k) for k in sorted(shifts)]
+
+    #: rows read by an output position, relative to its first row
+    TAPS = {"nearest": (0,), "linear": (0, 1), "cubic": (-1, 0, 1, 2)}
+
+    def _cubic_weights(self, t: np.ndarray) -> List[np.ndarray]:
+        """Keys' cubic convolution weights of rows floor(x) - 1 ... floor(x) + 2 at fraction t
+        (the kernel at distances 1 + t, t, 1 - t, 2 - t)."""
+        a = self.cubic_a
+
+        def near(d):  # |d| <= 1
+            return ((a + 2) * d - (a + 3)) * d * d + 1
+
+        def far(d):  # 1 < |d| < 2
+            return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+        return [far(1 + t), near(t), near(1 - t), far(2 - t)]
 
     def _affine(self, var: str) -> str:
         (a, b), d = self.num, self.den
@@ -168,7 +195,8 @@ def axis_maps(op: str, attrs, in_sizes) -> List[AxisMap]:
     axes, sizes = tuple(attrs["axes"]), tuple(attrs["sizes"])
     if len(axes) != len(sizes) or len(set(axes)) != len(axes):
         raise Error(f"{op}: attributes 'axes'={axes} and 'sizes'={sizes} need one size per distinct axis")
-    return [AxisMap(op, int(n), int(m), s, attrs["coord"], attrs["mode"], attrs["nearest_mode"])
+    return [AxisMap(op, int(n), int(m), s, attrs["coord"], attrs["mode"], attrs["nearest_mode"],
+                    attrs.get("cubic_coeff_a", -0.75), attrs.get("exclude_outside", False))
             for n, m, s in zip(in_sizes, sizes, _scales(op, attrs, in_sizes))]
 
 
@@ -243,7 +271,8 @@ def _gradient(ctx):
     axes = tuple(a["axes"])
     return [ctx.op("_backward_resize", ctx.out_grads[0], axes=axes, sizes=tuple(a["sizes"]),
                    in_sizes=tuple(ctx.in_shapes[0][d] for d in axes), scales=a["scales"], mode=a["mode"],
-                   coord=a["coord"], nearest_mode=a["nearest_mode"])]
+                   coord=a["coord"], nearest_mode=a["nearest_mode"], cubic_coeff_a=a["cubic_coeff_a"],
+                   exclude_outside=a["exclude_outside"])]
 
 
 register(OpDef(
@@ -254,7 +283,7 @@ register(OpDef(
     gradient=_gradient,
     tdl=_tdl,
     extra={"tile_attrs": _hook},
-    doc="Resize axes by nearest or linear interpolation (ONNX Resize's common coordinate transformations).",
+    doc="Resize axes by nearest, linear or cubic interpolation (ONNX Resize's common coordinate transformations).",
 ))
 
 
