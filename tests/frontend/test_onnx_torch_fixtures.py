@@ -4,9 +4,10 @@ environment; MANIFEST.json lists each export and the ones the exporter refused).
 (TorchScript exporter at opsets 13/14/17, dynamo at 18): BERT, GPT-2, ViT, LLaMA, hand-written
 attention blocks, LSTM/GRU classifiers and a MobileNetV2-like CNN. Issue 22's fresh exports
 (TorchScript at opset 17, dynamo at 20, batch 2, sequence 16): torchvision EfficientNet-B0,
-MobileNetV3-Small, ShuffleNetV2, ConvNeXt and RegNetY; a DCGAN generator, a U-Net and a causal
-TCN; Mistral, Qwen2, Phi, OPT, BLOOM, GPT-NeoX; DistilBERT, ALBERT, ELECTRA, RoBERTa, BART, T5,
-Whisper's encoder, CLIP's text and vision towers, Swin and DeiT.
+MobileNetV3-Small, ShuffleNetV2, ConvNeXt, RegNetY and DenseNet; a DCGAN generator, a U-Net
+and a causal TCN; Mistral, Qwen2, Phi, OPT, BLOOM, GPT-NeoX, Falcon, GPT-J, Gemma; DistilBERT,
+ALBERT, ELECTRA, RoBERTa, DeBERTa-v2, MobileBERT, BART, T5, Whisper's encoder, CLIP's text and
+vision towers, Swin, DeiT and Dinov2 (bicubic position embeddings).
 
 Each fixture, stage by stage (a test each, so a failure says which stage of which export
 fails): it imports; its forward pass equals onnxruntime's outputs stored next to it (float32
