@@ -71,3 +71,26 @@ def lowered_training_graph(sym, shapes, optimizer="sgd", optimizer_args=None):
     tg = training_graph(sym, optimizer=optimizer, optimizer_args=optimizer_args, shapes=shapes)
     return lower(tg.symbol, shapes, tg.param_names, tg.backward_of, tg.update_nodes,
                  {g: f for f, g in tg.gradient_entry.items()})
+
+
+#: cut factors per device count (nested cuts as the search makes them)
+FACTORS = {2: [[2]], 3: [[3]], 4: [[4], [2, 2]], 8: [[8], [2, 4], [2, 2, 2]]}
+
+
+def on_random_plans(low, seed, devices, plans_per_count, rng, ref, run, what, **plan_kw):
+    """`run(plan)` on `plans_per_count` random plans of the lowered graph `low` per device count
+    (cut factors cycling with `seed`), each against the float64 step `ref` (1e-9 relative):
+    (pairs checked, ops some plan split)."""
+    from models import assert_same_step
+
+    checked, split = 0, set()
+    ops = [low.core.node(i)["op"] for i in range(len(low.node_names))]
+    for k in devices:
+        for i in range(plans_per_count):
+            options = FACTORS[k]
+            factors = options[(seed + i) % len(options)]
+            plan = random_plan(low, factors, rng, **plan_kw)
+            assert_same_step(run(plan), ref, f"{what} on {factors}, plan {i}", rtol=1e-9, atol=1e-11)
+            checked += 1
+            split |= {op for op, name in zip(ops, low.node_names) if set(plan.node_strategies[name]) != {"replicate"}}
+    return checked, split

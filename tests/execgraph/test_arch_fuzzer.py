@@ -18,14 +18,10 @@ import autotile as at
 from arch_blocks import net_values, random_net
 from autotile.backend.multi_device import run_multi_device
 from models import assert_same_step
-from random_plans import lowered_training_graph, random_plan
+from random_plans import lowered_training_graph, on_random_plans
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "autodiff"))
 from fd import forward_outputs, numeric_grad  # noqa: E402
-
-#: cut factors per device count (nested cuts as the search makes them)
-FACTORS = {2: [[2]], 3: [[3]], 4: [[4], [2, 2]], 8: [[8], [2, 4], [2, 2, 2]]}
-
 
 def assert_same_step_float64(res, ref, what):
     assert_same_step(res, ref, what, rtol=1e-9, atol=1e-11)
@@ -50,22 +46,6 @@ def check_net(seed: int, devices, plans_per_count: int, blocks: int = 2, kinds=N
                            lambda plan: run_multi_device(sym, plan.devices, vals, plan=plan, optimizer=optimizer,
                                                          optimizer_args=args),
                            f"seed {seed} ({'+'.join(names)}, {optimizer})", optimizer=optimizer, input_shapes=shapes)
-
-
-def on_random_plans(low, seed, devices, plans_per_count, rng, ref, run, what, **plan_kw):
-    """`run(plan)` on `plans_per_count` random plans of the lowered graph `low` per device count
-    (cut factors cycling with `seed`), each against `ref`: (pairs checked, ops some plan split)."""
-    checked, split = 0, set()
-    ops = [low.core.node(i)["op"] for i in range(len(low.node_names))]
-    for k in devices:
-        for i in range(plans_per_count):
-            options = FACTORS[k]
-            factors = options[(seed + i) % len(options)]
-            plan = random_plan(low, factors, rng, **plan_kw)
-            assert_same_step_float64(run(plan), ref, f"{what} on {factors}, plan {i}")
-            checked += 1
-            split |= {op for op, name in zip(ops, low.node_names) if set(plan.node_strategies[name]) != {"replicate"}}
-    return checked, split
 
 
 #: the CI sample: every block kind, each image block next to another, both sequence stems,

@@ -15,13 +15,16 @@ tolerance); it plans on 8 devices; its partitioned inference and one training st
 devices equal the single-device ones; it trains exactly the exported weights; run with float64
 weights and data, its training step stays float64 and 4 devices equal 1; and its 1-device
 float64 gradients equal central differences (the last two for a few families in the default
-set, all in the slow set). A stage known to fail is listed in KNOWN_FAILURES (strict xfail)."""
+set, all in the slow set); random plans (any valid strategy of every node, not only the
+searched one) at 2, 4 and 8 devices train it as one device does, in float64 (a sample in the
+default set). A stage known to fail is listed in KNOWN_FAILURES (strict xfail)."""
 from __future__ import annotations
 
 import functools
 import glob
 import json
 import os
+import sys
 
 import numpy as np
 import pytest
@@ -29,6 +32,8 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 import autotile as at  # noqa: E402
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "execgraph"))  # random_plans
 
 FIXTURE_DIR = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "onnx_torch")
 FIXTURES = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(FIXTURE_DIR, "*.onnx"))
@@ -56,6 +61,12 @@ FLOAT64_FAST = ("gpt2_ts17", "bert_dynamo18", "llama_dynamo18", "regnety_ts17", 
 #: import and forward stages check
 HEAVY = tuple(t for t in FIXTURES if (t.split("_")[0] in ("lstm", "bilstm", "gru", "bigru")
                                       and t not in ("gru_ts17", "bilstm_ts17")) or t.endswith(("_ts13", "_ts14")))
+
+
+#: fixtures whose random-plan stage runs in the default set (the rest in the slow set): one of
+#: each family kind, the fresh exports of this round among them
+RANDOM_PLANS_FAST = FLOAT64_FAST + ("dinov2_ts17", "falcon_dynamo20", "debertav2_ts17", "densenet_ts17",
+                                    "efficientnet_ts17", "gemma_ts17", "bart_ts17")
 
 
 def cases(stage: str, slow_unless=None, slow=()):
@@ -306,3 +317,24 @@ def test_gradients_equal_torch(tag):
             ours = ours.T
         np.testing.assert_allclose(ours.reshape(g.shape), g, rtol=1e-3, atol=1e-5 * scale,
                                    err_msg=f"{tag}: grad of {name}")
+
+
+@pytest.mark.parametrize("tag", cases("random_plans_train_as_on_1_device", slow_unless=RANDOM_PLANS_FAST, slow=HEAVY))
+def test_random_plans_train_as_on_1_device(tag):
+    """Any valid plan, not only the searched one, trains the fixture as one device does: one
+    random plan (every tensor a random tiling, every node a random strategy its TDL offers;
+    tests/execgraph/random_plans.py) at each of 2, 4 and 8 devices, float64, equal to the
+    1-device step to 1e-9 (outputs, every gradient, updated weights)."""
+    from autotile.backend.multi_device import run_multi_device
+    from random_plans import lowered_training_graph, on_random_plans
+
+    sym = imported(tag)
+    params, inputs = _float64(sym.params), _float64(feeds(tag))
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    shapes = {k: v.shape for k, v in inputs.items()}
+    vals = {**params, **inputs}
+    checked, split = on_random_plans(lowered_training_graph(sym, shapes), 0, (2, 4, 8), 1,
+                                     np.random.default_rng(7), ref,
+                                     lambda plan: run_multi_device(sym, plan.devices, vals, plan=plan), tag,
+                                     input_shapes=shapes)
+    assert checked == 3 and split, split
