@@ -107,6 +107,21 @@ def test_unbound_symbolic_dim_error_names_input_and_dim():
     np.testing.assert_allclose(at.backend.run(sym, inputs={"x": x}).outputs[0], x)
 
 
+def test_converter_needing_a_constant_with_an_unbound_dim_names_node_and_input():
+    """Expand's target shape computed from the input's Shape (what the dynamo exporter writes for
+    BERT's mask with a dynamic batch): without the batch size it was an internal NotFoldable
+    from the converter; now an Error naming the node and how to bind the dimension."""
+    inits = [numpy_helper.from_array(np.ones((1, 4), np.float32), "w")]
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Expand", ["w", "s"], ["e"], name="grow"),
+             helper.make_node("Add", ["x", "e"], ["y"])]
+    m = _model(nodes, [_vi("x", ["batch", 4])], [_vi("y", ["batch", 4])], inits)
+    with pytest.raises(Error, match=r"node 'grow' \(Expand\).*unknown dimension 'batch'.*'x' \(batch, 4\).*batch_size="):
+        at.onnx.load(m)
+    sym = at.onnx.load(m, batch_size=3)
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    np.testing.assert_allclose(at.backend.run(sym, inputs={sym.onnx_names["x"]: x}).outputs[0], x + 1)
+
+
 def test_shapes_argument_errors_name_the_input():
     m = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", ["batch", 3])], [_vi("y", ["batch", 3])])
     with pytest.raises(Error, match=r"shapes names 'nope'"):

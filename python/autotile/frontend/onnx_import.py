@@ -25,7 +25,7 @@ from ..errors import Error
 from ..file_read import read_regular_file
 from ..symbol.ops_api import create
 from ..symbol.symbol import Group, Symbol, Variable
-from .onnx_fold import SymDim, fold, has_symbolic
+from .onnx_fold import NotFoldable, SymDim, fold, has_symbolic
 from .onnx_trainable import NO_GRADIENT, trainable_initializers
 
 #: ONNX opsets the converters are written for (later opsets are accepted: the supported ops
@@ -666,7 +666,10 @@ class Importer:
                 poisoned.update(o for o in node.output if o)
                 continue
             if outs is None:
-                outs = CONVERTERS[node.op_type](ctx)
+                try:
+                    outs = CONVERTERS[node.op_type](ctx)
+                except NotFoldable as e:  # a converter needed a constant that holds an unknown dim
+                    raise ctx.error(f"needs a constant input, but {e}; {self.unbound_hint()}") from None
             self._bind(ctx, outs)
         if unsupported:
             raise Error(f"ONNX model has {len(unsupported)} node(s) with operators autotile does not support: "
