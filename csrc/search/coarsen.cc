@@ -1,7 +1,9 @@
 #include "search/coarsen.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <map>
+#include <set>
 #include <numeric>
 #include <sstream>
 #include <tuple>
@@ -12,7 +14,6 @@
 namespace autotile {
 
 namespace {
-using Shape = std::vector<int64_t>;
 
 struct UnionFind {
   std::vector<int> p;
@@ -27,9 +28,30 @@ struct UnionFind {
   }
 };
 
+// Nodes per value of attr `__joint_strategy__`, each with its backward nodes.
+std::map<std::string, std::vector<NodeId>> joint_strategies(const Graph& g) {
+  std::map<std::string, std::vector<NodeId>> joint;
+  auto key = [&](NodeId n) -> const std::string* {
+    auto it = g.node(n).attrs.find("__joint_strategy__");
+    return it == g.node(n).attrs.end() ? nullptr : &it->second;
+  };
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const std::string* k = key(n);
+    if (!k && g.node(n).forward_node != kNone) k = key(g.node(n).forward_node);
+    if (k) joint[*k].push_back(n);
+  }
+  return joint;
+}
+
+bool joint_enabled() {
+  const char* env = std::getenv("AUTOTILE_SEARCH_JOINT");
+  return !(env && std::string(env) == "off");
+}
+
 }  // namespace
 
-Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
+Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
+                   const std::vector<std::vector<NodeOption>>* options) {
   const int T = g.num_tensors(), N = g.num_nodes();
   UnionFind groups(T + N);  // tensors 0..T-1, nodes T..T+N-1
   UnionFind tie(T), share(N);
@@ -92,6 +114,24 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise) {
       const Node& r = g.node(rep);
       for (size_t o = 0; o < node.outputs.size() && o < r.outputs.size(); ++o)
         if (g.tensor(node.outputs[o]).shape == g.tensor(r.outputs[o]).shape) tie.join(node.outputs[o], r.outputs[o]);
+    }
+  }
+  if (options && joint_enabled()) {
+    // One strategy for the whole joint group, only where every member offers the same split
+    // variables (a value some member lacks would be infeasible for the group).
+    auto names = [&](NodeId n) {
+      std::set<std::string> s;
+      for (const NodeOption& o : (*options)[n]) s.insert(o.name);
+      return s;
+    };
+    for (const auto& [key, members] : joint_strategies(g)) {
+      const std::set<std::string> first = names(members[0]);
+      if (members.size() < 2 || first.size() < 2) continue;
+      if (!std::all_of(members.begin(), members.end(), [&](NodeId n) { return names(n) == first; })) continue;
+      for (NodeId n : members) {
+        share.join(n, members[0]);
+        groups.join(node_el(n), node_el(members[0]));
+      }
     }
   }
   // Tied tensors are one DP variable: keep them in one group.

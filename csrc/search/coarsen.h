@@ -8,16 +8,26 @@
 //  * nodes with equal attr `__timestep_group__` (unrolled RNN steps) merge; nodes of one such
 //    group with the same op, TDL and shapes share their strategy, and their outputs (same index and
 //    shape) share their tiling; the gradient sums of a step's outputs join the step likewise;
+//  * joint strategies (Tofu Sec 5.1's coarsening of an op's parts): the nodes with one value of
+//    attr `__joint_strategy__`, with their backward nodes, are one group that searches one
+//    strategy (by split variable) when the caller gives the options and every member offers the
+//    same split variables. Synchronous BatchNorm marks its `_bn_moments` and `_bn_apply`
+//    (ops/sync_batchnorm.py): 4 strategy variables per BatchNorm become 1, which keeps the
+//    DP's tables as narrow as the fused BatchNorm's. This one is a constraint: the per-cut
+//    optimum is unchanged on the zoo (tests/search/test_coarsen_batchnorm.py checks it against
+//    the search without it, AUTOTILE_SEARCH_JOINT=off);
 //  * an update node's output is the next value of a graph input (weight or optimizer state):
 //    it must be tiled like it (steady state). Attr `__inplace__` = comma-separated input index
 //    per output (-1: none); without it, outputs pair in order with the update node's
 //    producer-less inputs of the same shape.
 // Groups only decide the DP's visiting order; members keep their own choices (the search
-// enumerates them), so grouping never loses optimality. Ties and shares are constraints.
+// enumerates them), so grouping never loses optimality. Ties and shares (timesteps, joint
+// strategies) are constraints.
 #pragma once
 #include <vector>
 
 #include "graph/graph.h"
+#include "search/strategy_provider.h"
 
 namespace autotile {
 
@@ -30,7 +40,10 @@ struct Coarsening {
   std::vector<NodeId> node_share;    ///< node -> representative of its same-strategy class
 };
 
-/// \brief Coarsens `g`; `elementwise[n]` tells whether node n is element-wise.
-Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise);
+/// \brief Coarsens `g`; `elementwise[n]` tells whether node n is element-wise. With `options`
+/// (node -> the cut's options) the nodes of a joint strategy share one (see above); without,
+/// or when the environment sets AUTOTILE_SEARCH_JOINT=off, each keeps its own.
+Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
+                   const std::vector<std::vector<NodeOption>>* options = nullptr);
 
 }  // namespace autotile

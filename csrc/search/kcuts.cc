@@ -78,7 +78,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     auto opts = node_options(g, s, k, static_cast<int>(cut), provider, options.constraint, options.replicate_fallback,
                              &elementwise);
     tick("options");
-    Coarsening c = coarsen(g, elementwise);
+    Coarsening c = coarsen(g, elementwise, &opts);
     tick("coarsen");
     CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint);
     tick("tables");
