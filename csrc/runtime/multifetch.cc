@@ -16,6 +16,7 @@
 
 #include "runtime/region_index.h"
 #include "util/error.h"
+#include "util/half.h"
 
 namespace autotile {
 
@@ -359,6 +360,16 @@ void add_runs(char* dst, const char* src, const RegionView& dv, const RegionView
   });
 }
 
+// float16 adds through float, each sum rounded back to float16 (as NumPy's float16 + does).
+void add_half_runs(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int outer, int64_t row_len) {
+  auto* out = reinterpret_cast<uint16_t*>(dst);
+  const auto* in = reinterpret_cast<const uint16_t*>(src);
+  for_each_run(dv, sv, outer, [&](int64_t d, int64_t s) {
+    for (int64_t j = 0; j < row_len; ++j)
+      out[d + j] = half_from_float(float_from_half(out[d + j]) + float_from_half(in[s + j]));
+  });
+}
+
 // Booleans accumulate as logical or: partial results of a split lookup are false outside the
 // rows a device holds, so or-ing them is the sum a single device computes.
 void or_runs(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int outer, int64_t row_len) {
@@ -416,6 +427,8 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
         add_runs<int32_t>(out, src, d, s, outer, row_len);
       } else if (dtype == FetchDType::kInt64) {
         add_runs<int64_t>(out, src, d, s, outer, row_len);
+      } else if (dtype == FetchDType::kFloat16) {
+        add_half_runs(out, src, d, s, outer, row_len);
       } else {
         or_runs(out, src, d, s, outer, row_len);
       }

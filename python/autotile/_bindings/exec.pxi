@@ -93,6 +93,7 @@ cdef extern from "runtime/multifetch.h" namespace "autotile":
         kInt32 "autotile::FetchDType::kInt32"
         kInt64 "autotile::FetchDType::kInt64"
         kBool "autotile::FetchDType::kBool"
+        kFloat16 "autotile::FetchDType::kFloat16"
     void c_multifetch "autotile::multifetch"(void*, const vector[int64_t]&, const vector[int64_t]&, int, FetchDType,
                                               const vector[CFetchSource]&, cbool) except + nogil
 
@@ -264,6 +265,8 @@ cdef FetchDType _fetch_dtype(const char* fmt, Py_ssize_t size):
         return FetchDType.kInt32 if size == 4 else FetchDType.kInt64
     if fmt[0] == b"?":
         return FetchDType.kBool
+    if fmt[0] == b"e" and size == 2:
+        return FetchDType.kFloat16
     return FetchDType.kBytes
 
 
