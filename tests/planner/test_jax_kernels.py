@@ -63,6 +63,43 @@ def test_every_op_kernel_traced_equals_numpy(case):
     assert len(checked) >= (12 if case == "cnn" else 25)
 
 
+#: (op, attrs, inputs(rng)) of kernels a fresh export needs that the two graphs above lack:
+#: GELU's erf (scipy.special's ufunc, traced through jax.scipy.special) and GatherND (Gemma's
+#: dynamo export) with its gradient, whole and as a tile of a split data
+_GATHER_IDX = np.array([[[0, 3], [2, 1]], [[1, 0], [2, 2]]], np.int64)  # (M=2, 2, 2): 4 slices of data[:4, :3]
+EXTRA_OPS = [
+    ("erf", {}, lambda rng: [rng.standard_normal((4, 5)).astype(np.float32)]),
+    ("gelu", {}, lambda rng: [rng.standard_normal((4, 5)).astype(np.float32)]),
+    ("gather_nd", {}, lambda rng: [rng.standard_normal((4, 3, 5)).astype(np.float32), _GATHER_IDX]),
+    ("gather_nd", {"tile_begin": (2, 0), "full_shape": (4, 3)},
+     lambda rng: [rng.standard_normal((2, 3, 5)).astype(np.float32), _GATHER_IDX]),
+    ("_backward_gather_nd", {"shape": (4, 3, 5)},
+     lambda rng: [rng.standard_normal((2, 2, 5)).astype(np.float32), _GATHER_IDX]),
+    ("_backward_gather_nd", {"shape": (2, 3, 5), "tile_begin": (2, 0), "full_shape": (4, 3)},
+     lambda rng: [rng.standard_normal((2, 2, 5)).astype(np.float32), _GATHER_IDX]),
+]
+
+
+@pytest.mark.parametrize("op,attrs,make", EXTRA_OPS, ids=[f"{o}{'_tile' if 'tile_begin' in a else ''}"
+                                                           for o, a, _ in EXTRA_OPS])
+def test_fresh_export_kernels_traced_equal_numpy(op, attrs, make):
+    import jax.numpy as jnp
+
+    from autotile.jax.step import _kernel
+    from autotile.ops import registry
+    from autotile.ops.registry import KernelContext
+
+    opdef = registry.get(op)
+    parsed = registry.parse_attrs(opdef, {k: str(v) for k, v in attrs.items()})
+    inputs = make(np.random.default_rng(0))
+    want = opdef.forward(parsed, inputs, KernelContext(is_train=True, xp=np, key=None, out=None))
+    kernel = _kernel(op, opdef)
+    got = jax.jit(lambda *a: kernel(parsed, list(a), KernelContext(is_train=True, xp=jnp, key=None, out=None)))(
+        *inputs)
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6, err_msg=op)
+
+
 def _mlp_step():
     from autotile.bench.engines import readme_mlp
 

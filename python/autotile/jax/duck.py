@@ -51,6 +51,14 @@ def _store(out, result):
     return out if isinstance(out, tuple) and len(out) > 1 else outs[0]
 
 
+def _special(ufunc):
+    """jax.scipy.special's function of a ufunc jax.numpy lacks (scipy.special's erf, which the
+    GELU kernels call), else None."""
+    import jax.scipy.special as jss
+
+    return getattr(jss, ufunc.__name__, None)
+
+
 _REDUCE = {"add": "sum", "multiply": "prod", "maximum": "max", "minimum": "min", "logical_and": "all",
            "logical_or": "any"}
 
@@ -70,7 +78,7 @@ class Duck:
         out = kwargs.pop("out", None)
         args, kwargs = unwrap(inputs), unwrap(kwargs)
         if method == "__call__":
-            fn = getattr(jnp, ufunc.__name__, None)
+            fn = getattr(jnp, ufunc.__name__, None) or _special(ufunc)
         elif method == "reduce" and ufunc.__name__ in _REDUCE:
             fn = getattr(jnp, _REDUCE[ufunc.__name__])
         elif method == "at" and ufunc.__name__ in ("add", "subtract", "multiply", "maximum", "minimum"):

@@ -246,10 +246,52 @@ def take_backward(attrs, inputs, ctx):
     return [target.reshape(lead + (rows,) + rest)]
 
 
+def _nd_local(xp, indices, full, begin, sizes):
+    """gather_nd's positions relative to a tile (begin, sizes): (M, n) local positions, 0 where
+    the tile does not hold the slice, and the (n,) mask of those it holds."""
+    idx = indices.reshape(indices.shape[0], -1)
+    pos = xp.stack([_positions(xp, idx[d], full[d], "raise") for d in range(idx.shape[0])])
+    local = pos - xp.asarray(begin, dtype=xp.int32).reshape(-1, 1)
+    keep = ((local >= 0) & (local < xp.asarray(sizes, dtype=xp.int32).reshape(-1, 1))).all(axis=0)
+    return xp.where(keep, local, 0), keep
+
+
+def gather_nd(attrs, inputs, ctx):
+    """gather_nd (ONNX GatherND): data's slices at the coordinates in indices' first dim; a
+    tile's slices it does not hold read as 0 (ops/gather.py's kernel without its Python-side
+    branch on the mask, which a traced array cannot take)."""
+    xp = ctx.xp
+    data, indices = inputs
+    m = indices.shape[0]
+    full = attrs["full_shape"] or data.shape[:m]
+    local, keep = _nd_local(xp, indices, full, attrs["tile_begin"] or (0,) * m, data.shape[:m])
+    out = data[tuple(local)] * keep.reshape((-1,) + (1,) * (data.ndim - m)).astype(data.dtype)
+    return [out.reshape(indices.shape[1:] + data.shape[m:])]
+
+
+def gather_nd_backward(attrs, inputs, ctx):
+    """_backward_gather_nd: dy's slices scatter-added into the tile of data's gradient (slices
+    outside the tile dropped)."""
+    xp = ctx.xp
+    dy, indices = inputs
+    shape = tuple(attrs["shape"])
+    m = indices.shape[0]
+    full = attrs["full_shape"] or shape[:m]
+    local, keep = _nd_local(xp, indices, full, attrs["tile_begin"] or (0,) * m, shape[:m])
+    rows = int(np.prod(shape[:m]))
+    flat = xp.ravel_multi_index(tuple(local), shape[:m], mode="clip")
+    flat = xp.where(keep, flat, rows)  # index rows: out of bounds, dropped
+    s = int(np.prod(shape[m:]))
+    target = xp.zeros((rows, s), dtype=dy.dtype)
+    return [target.at[flat].add(dy.reshape(-1, s), mode="drop").reshape(shape)]
+
+
 #: op name -> kernel for the JAX step (ahead of backend/gpu_kernels.KERNELS)
 KERNELS = {
     "take": take,
     "_backward_take": take_backward,
+    "gather_nd": gather_nd,
+    "_backward_gather_nd": gather_nd_backward,
     "Embedding": embedding,
     "_backward_Embedding": embedding_backward,
     "Convolution": convolution,
