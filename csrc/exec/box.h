@@ -11,12 +11,12 @@
 
 namespace autotile {
 
-/// \brief A box's intervals, one per dimension, stored inline up to kInline (3) dimensions (on the
+/// \brief A box's intervals, one per dimension, stored inline up to kInline (4) dimensions (on the
 /// heap beyond): a large execution graph holds millions of boxes (one per MultiFetch piece),
 /// and one allocation each was a quarter of its construction time.
 class Dims {
  public:
-  static constexpr uint32_t kInline = 3;
+  static constexpr uint32_t kInline = 4;
   Dims() noexcept {}  // NOLINT: user-provided (the union has a non-trivial member)
   explicit Dims(size_t n) { resize(n); }
   Dims(std::initializer_list<Interval> ivs);

@@ -265,6 +265,11 @@ int Builder::new_op(ExecOp op) {
     if (b >= 0) eg_.buffers[b].readers.push_back(id);
   for (const Piece& p : op.pieces) eg_.buffers[p.src].readers.push_back(id);
   for (int b : op.outputs) eg_.buffers[b].producer = id;
+  if (opts_.arena_only) {  // no dependencies: the memory plan needs the readers and the clock only
+    eg_.ops.push_back(std::move(op));
+    eg_.schedule[eg_.ops.back().device].push_back(id);
+    return id;
+  }
   // data deps: producers of everything read, each once (dep_mark_[d] == id: already a dep)
   if (dep_mark_.size() < eg_.ops.size()) dep_mark_.resize(std::max(eg_.ops.size(), 2 * dep_mark_.size()), -1);
   for (int d : op.deps) dep_mark_[d] = id;
@@ -324,7 +329,7 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
   pieces.clear();
   const int dsize = dtype_size(g_.tensor(t).dtype);
   int64_t moved = 0;
-  std::function<void(size_t, int)> visit = [&](size_t i, int dev) {
+  auto visit = [&](auto&& self, size_t i, int dev) -> void {  // recursive, without std::function's calls
     if (i == f.size()) {
       int src = holder_buffer(dev);
       Box region = want.intersect(eg_.buffers[src].box);
@@ -336,10 +341,10 @@ int Builder::assemble(int device, TensorId t, const Box& want, const std::vector
     for (int d : choices[i]) {
       const int child = dev * f[i] + d;
       if (!held[i + 1][child].overlaps(want)) continue;  // nothing of want down there
-      visit(i + 1, child);
+      self(self, i + 1, child);
     }
   };
-  visit(0, 0);
+  visit(visit, 0, 0);
   bool partial_dest = false;
   for (size_t i = 0; i < f.size(); ++i) partial_dest = partial_dest || (keep[i] && levels[i].kind == LevelKind::kPartial);
   if (!reduce && pieces.size() == 1 && eg_.buffers[pieces[0].src].device == device &&
@@ -561,18 +566,18 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
     };
     // Depth-first from the root, the device's own digit first at every cut: devices come in
     // order of decreasing common prefix with d.
-    std::function<void(size_t, int)> visit = [&](size_t c, int prefix) {
+    auto visit = [&](auto&& self, size_t c, int prefix) -> void {
       if (c == f.size()) return take(prefix);
       const int mine = digits_[d][c];
       for (int j = 0; j < f[c]; ++j) {
         const int digit = j == 0 ? mine : (j <= mine ? j - 1 : j);
         const int child = prefix * f[c] + digit;
         if (!slab_hulls[c + 1][child].overlaps(w)) continue;
-        visit(c + 1, child);
+        self(self, c + 1, child);
       }
     };
     take(d);
-    visit(0, 0);
+    visit(visit, 0, 0);
     if (covered != w.volume())
       fail("internal: reduced slabs of tensor '", g_.tensor(t).name, "' cover ", covered, " of ", w.volume(),
            " elements of region ", w.str(), " on device ", d);
@@ -855,7 +860,7 @@ ExecGraph Builder::build() {
     swap_to_fit(eg_, g_, opts_.swap_budget, opts_.swap_hold);
     return std::move(eg_);
   }
-  plan_memory(eg_, g_, !opts_.control_deps);
+  plan_memory(eg_, g_, !opts_.control_deps, !opts_.arena_only, opts_.arena_only ? opts_.arena_limit : 0);
   return std::move(eg_);
 }
 
@@ -871,6 +876,8 @@ std::vector<int> device_digits(int device, const std::vector<int>& factors) {
 }
 
 ExecGraph build_exec_graph(const Graph& graph, const PlanSpec& plan, const ExecOptions& options) {
+  if (options.arena_only && (!options.control_deps || options.swap_budget > 0))
+    fail("an arena-only execution graph needs control dependencies and no swap budget");
   return Builder(graph, plan, options).build();
 }
 

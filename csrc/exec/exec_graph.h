@@ -46,6 +46,17 @@ struct ExecOptions {
   /// before the gap, so that what takes the memory next need not wait for the copy
   /// (exec/swap_plan.h). 0: freed at once.
   int64_t swap_hold = 0;
+  /// Only what the arena sizes need (the memory-aware search measures each candidate plan
+  /// by its largest arena, planner/memory_fit.py): no dependencies (data, control or memory
+  /// reuse) are recorded, so the graph cannot be run; buffers, their lifetimes, offsets,
+  /// arena_bytes and live_peak_bytes are those of the full build. Needs control_deps (the
+  /// clock of a dataflow plan comes from the dependencies) and no swap_budget.
+  bool arena_only = false;
+  /// With arena_only: when some device holds more than this many bytes at once (its live
+  /// peak), no offsets are placed and each device's arena_bytes is its live peak, a lower
+  /// bound of the arena already over the limit (the budgeted search needs no more to reject
+  /// the plan). 0: always placed.
+  int64_t arena_limit = 0;
 };
 
 enum class BufferRole : uint8_t {

@@ -67,7 +67,8 @@ std::vector<std::vector<uint64_t>> node_ancestors(const Graph& g) {
 }
 }  // namespace
 
-void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) {
+void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only, bool reuse_deps,
+                 int64_t place_above) {
   // Liveness on the schedule clock: from the producer's time (inputs: before everything) to
   // the last reader's; the planned tiles of graph outputs (and of tensors nobody consumes)
   // live to the end, where the step's results are read from them. Other buffers of those
@@ -164,6 +165,34 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
       }
     }
   }
+  // Bytes live at once on each device, in schedule order (in place, the input dies as the
+  // output is written): a lower bound of the arena.
+  auto live_peak = [&](int dev) {
+    using End = std::pair<int64_t, int>;
+    std::priority_queue<End, std::vector<End>, std::greater<End>> ending;
+    int64_t live_bytes = 0, peak = 0;
+    for (int id : per_device[dev]) {
+      const Buffer& b = eg.buffers[id];
+      while (!ending.empty() && ending.top().first < b.live_begin) {
+        int o = ending.top().second;
+        ending.pop();
+        if (!taken[o]) live_bytes -= eg.buffers[o].bytes;
+      }
+      if (source_of[id] >= 0) live_bytes -= eg.buffers[source_of[id]].bytes;
+      live_bytes += b.bytes;
+      peak = std::max(peak, live_bytes);
+      ending.push({b.live_end, id});
+    }
+    return peak;
+  };
+  if (place_above > 0) {
+    // Some device holds more than place_above at once: no placement can fit it (arena-only builds)
+    for (int dev = 0; dev < eg.devices; ++dev) eg.live_peak_bytes[dev] = live_peak(dev);
+    if (*std::max_element(eg.live_peak_bytes.begin(), eg.live_peak_bytes.end()) > place_above) {
+      eg.arena_bytes = eg.live_peak_bytes;
+      return;
+    }
+  }
   // Offsets (exec/arena_fit.h: best fit, largest first). The placement depends only on the
   // groups' sizes and lifetimes in order, so devices whose groups agree (all of them, in a
   // plan whose devices run the same schedule on their own tiles) share one placement. With
@@ -220,23 +249,14 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
       arena = std::max(arena, offset + groups[gi].block.size);
       for (int m : groups[gi].members) eg.buffers[m].offset = offset;
     }
-    // In schedule order: live bytes, and whoever writes a buffer waits for the readers (and
-    // the writer) of what used its memory before.
+    eg.arena_bytes[dev] = arena;
+    if (place_above <= 0) eg.live_peak_bytes[dev] = live_peak(dev);  // else computed above
+    if (!reuse_deps) continue;
+    // In schedule order, whoever writes a buffer waits for the readers (and the writer) of
+    // what used its memory before.
     Occupancy occupancy;
-    using End = std::pair<int64_t, int>;
-    std::priority_queue<End, std::vector<End>, std::greater<End>> ending;
-    int64_t live_bytes = 0, peak = 0;
     for (int id : ids) {
       Buffer& b = eg.buffers[id];
-      while (!ending.empty() && ending.top().first < b.live_begin) {
-        int o = ending.top().second;
-        ending.pop();
-        if (!taken[o]) live_bytes -= eg.buffers[o].bytes;
-      }
-      if (source_of[id] >= 0) live_bytes -= eg.buffers[source_of[id]].bytes;  // in place: the input dies
-      live_bytes += b.bytes;
-      peak = std::max(peak, live_bytes);
-      ending.push({b.live_end, id});
       const int64_t offset = b.offset, size = groups[group_of[id]].block.size;
       std::vector<int> previous = occupancy.claim(offset, offset + size, id);
       if (b.producer < 0 || previous.empty()) continue;  // graph inputs are written before the step starts
@@ -255,8 +275,6 @@ void plan_memory(ExecGraph& eg, const Graph& graph, bool dependency_reuse_only) 
         if (p.producer >= 0 && p.producer != b.producer) add_dep(p.producer);
       }
     }
-    eg.arena_bytes[dev] = arena;
-    eg.live_peak_bytes[dev] = peak;
   }
 }
 

@@ -1,6 +1,6 @@
-// Boxes (csrc/exec/box.h): Dims, the inline-up-to-3 interval list, against std::vector as the
-// oracle over random edits (crossing the inline/heap boundary both ways, copies, moves, self
-// assignment), and Box::overlaps against building the intersection.
+// Boxes (csrc/exec/box.h): Dims, the inline-up-to-4 (Dims::kInline) interval list, against
+// std::vector as the oracle over random edits (crossing the inline/heap boundary both ways,
+// copies, moves, self assignment), and Box::overlaps against building the intersection.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -32,7 +32,7 @@ TEST(Dims, RandomEditsMatchVector) {
     const int a = static_cast<int>(rng() % 4), b = static_cast<int>(rng() % 4);
     switch (rng() % 7) {
       case 0:
-      case 1: {  // push_back, up to rank 9 (heap beyond 3)
+      case 1: {  // push_back, up to rank 9 (heap beyond kInline)
         if (ref[a].size() >= 9) break;
         const Interval iv{static_cast<int64_t>(rng() % 100), static_cast<int64_t>(rng() % 100)};
         dims[a].push_back(iv);

@@ -77,3 +77,41 @@ def test_the_scan_ends_early_when_the_plan_stops_changing():
 ])
 def test_the_scan_chooses_what_the_full_scan_chooses_on_the_bench_models(model, devices, batch, seq, budget):
     assert_same_choice(*both_scans(lowered(model, batch, seq), devices, int(budget)))
+
+
+def exact_fit(low, devices, budget):
+    """The budgeted search as it was before issue #24's bounds: every plan's full memory plan
+    (its exact arena) measured, the smallest-peak plan swapped when none fits; returns
+    (plan key, weight, whether it swaps)."""
+    tried = []
+
+    def search(w):
+        return _core.plan_graph(low.core, devices, "tofu", None, False, memory_weight=w)
+
+    def exact(raw):
+        return int(max(_core.build_exec_graph(low.core, raw["factors"], raw["tensor_tilings"],
+                                              raw["node_strategies"], True).arena_bytes))
+
+    got = memory_fit.search_weights(search, exact, budget, tried)
+    if got is not None:
+        return memory_fit.plan_key(got[0]), got[2], False
+    w = min(tried, key=lambda t: (t[2], t[0]))[0]
+    return memory_fit.plan_key(search(w)), w, True
+
+
+@pytest.mark.parametrize("model,devices,batch,budget", [
+    ("wresnet-50-1", 4, 128, 0.8e9),  # swaps: the smallest plan is chosen among bounds
+    ("rnn-2-2k", 4, 512, 0.8e9),  # misses rejected by their live peaks, then fits
+    ("vgg11", 4, 32, 0.5e9),
+])
+def test_live_peak_bounds_change_no_choice(model, devices, batch, budget):
+    # the search rejects a plan whose live bytes exceed the budget without placing its memory
+    # plan; the plan chosen (and swapped) is the one exact arenas choose
+    low = lowered(model, batch)
+
+    def search(w):
+        return _core.plan_graph(low.core, devices, "tofu", None, False, memory_weight=w)
+
+    raw, peak, w, tried = memory_fit.fit(search, low, devices, int(budget))
+    assert (memory_fit.plan_key(raw), w, raw.get("swap_budget") is not None) == exact_fit(low, devices, int(budget))
+    assert any(t[2] > budget for t in tried)

@@ -25,6 +25,8 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         int stage_above
         vector[int] order
         int64_t swap_hold
+        cbool arena_only
+        int64_t arena_limit
     cdef cppclass CBuffer "autotile::Buffer":
         int device
         TensorId tensor
@@ -218,14 +220,19 @@ cdef class ExecGraph:
 
 
 def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0,
-                     stage_above=8, order=None, swap_hold=0):
+                     stage_above=8, order=None, swap_hold=0, arena_only=False,
+                     arena_limit=0):
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
     swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
     every device's live bytes fit it (exec/swap_plan.h). stage_above: collectives over larger
     groups run cut by cut (recursive halving and doubling; exec/exec_graph.h). order: the
     serial schedule as node ids, a topological order of every node (None: schedule_order).
     swap_hold: memory-clock units (6 a node) a swapped-out buffer keeps its memory after its
-    last use, so its copy can finish before the memory is reused (exec/swap_plan.h)."""
+    last use, so its copy can finish before the memory is reused (exec/swap_plan.h).
+    arena_only: only the memory plan's sizes (arena_bytes, live_peak_bytes, offsets): no
+    dependencies, so the graph cannot be run (ExecOptions::arena_only; control_deps, no swap);
+    with arena_limit > 0, when some device holds more than that at once nothing is placed and
+    arena_bytes are the live peaks (a lower bound over the limit)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -238,6 +245,8 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     opts.swap_budget = int(swap_budget or 0)
     opts.stage_above = max(1, int(stage_above))
     opts.swap_hold = max(0, int(swap_hold))
+    opts.arena_only = bool(arena_only)
+    opts.arena_limit = max(0, int(arena_limit or 0))
     if order is not None:
         try:
             opts.order = [int(v) for v in order]

@@ -53,17 +53,18 @@ def parse_bytes(value, what: str = "device_memory") -> int:
     raise Error(f"{what} must be a number of bytes or a string such as '16GiB', got {type(value).__name__}")
 
 
-def _exec_graph(lowered, raw: dict, swap_budget: int = 0):
+def _exec_graph(lowered, raw: dict, swap_budget: int = 0, arena_only: bool = False, arena_limit: int = 0):
     from .. import _core
 
     return _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True,
-                                  swap_budget)
+                                  swap_budget, arena_only=arena_only, arena_limit=arena_limit)
 
 
 def peak_bytes(lowered, raw: dict, swap_budget: int = 0) -> int:
     """The largest per-device arena of the execution graph of a raw core plan (with swap
-    planning to `swap_budget` when given)."""
-    return int(max(_exec_graph(lowered, raw, swap_budget).arena_bytes))
+    planning to `swap_budget` when given). Without swapping only the memory plan's sizes are
+    built (``arena_only``: no dependencies; the same arenas, issue #24)."""
+    return int(max(_exec_graph(lowered, raw, swap_budget, arena_only=not swap_budget).arena_bytes))
 
 
 def largest_working_set(lowered, raw: dict) -> Tuple[int, str, int]:
@@ -127,22 +128,29 @@ def search_weights(search: Callable[[float], dict], measure: Callable[[dict], fl
     more bytes than the plain plan, and so does the largest weight: the search's cost is linear in the weight for
     each plan, so a plan cheapest at two weights is cheapest between them, and the weights
     left would return it again (the search is greedy across cuts, so this is not a proof:
-    `full_scan` tries every weight to :data:`MAX_WEIGHT`)."""
+    `full_scan` tries every weight to :data:`MAX_WEIGHT`). For the same reason the scan skips
+    the weights below 1 (or below 1/4) when that weight returns the plain plan."""
     tried = [] if tried is None else tried
     measured: dict = {}
-    searched: dict = {}
+    searched: dict = {}  # weight -> (raw plan, its key)
+    visited: dict = {}
+
+    def plan_at(w):
+        if w not in searched:
+            raw = search(w)
+            searched[w] = raw, plan_key(raw)
+        return searched[w]
 
     def attempt(w):
-        if w in searched:
-            return searched[w]
-        raw = search(w)
-        key = plan_key(raw)
+        if w in visited:
+            return visited[w]
+        raw, key = plan_at(w)
         if key not in measured:
             measured[key] = measure(raw)
         m = measured[key]
         tried.append((w, float(raw["total_bytes"]), m))
-        searched[w] = raw, m, key
-        return searched[w]
+        visited[w] = raw, m, key
+        return visited[w]
 
     raw, m, previous = attempt(0.0)
     if m <= bound:
@@ -151,6 +159,15 @@ def search_weights(search: Callable[[float], dict], measure: Callable[[dict], fl
     best: Optional[Tuple[dict, float, float]] = None
     low, high = 0.0, None
     w = 1.0 / 64
+    if not full_scan:
+        # The small weights often return the plain plan (LLaMA-7B x64: to w = 1/4): when a
+        # larger one does (by the argument above, so does every weight below it), the scan
+        # starts there; the probes are searched, not measured, and count as tried only when
+        # the scan reaches them.
+        for probe in (1.0, 0.25):
+            if plan_at(probe)[1] == previous:
+                low, w = probe / 4, probe
+                break
     while w <= MAX_WEIGHT:
         raw, m, key = attempt(w)
         if m <= bound:
@@ -179,7 +196,8 @@ def fit(search, lowered, devices: int, budget: int, swap: bool = True,
         full_scan: bool = False) -> Tuple[dict, int, float, list]:
     """(raw plan, its peak, the weight used, [(weight, comm, peak)] tried) for the cheapest
     plan found whose per-device peak fits `budget` (:func:`search_weights` on the execution
-    graph's arena); `search(weight)` returns a raw core plan. When no partition fits and `swap`
+    graph's arena); `search(weight)` returns a raw core plan. A tried plan that holds more
+    than the budget at once is not placed: its peak in `tried` is that live peak, a lower bound. When no partition fits and `swap`
     is set, the plan with the smallest peak is returned with ``raw["swap_budget"] = budget``:
     its execution graph swaps tensors to host memory. `full_scan`: see :func:`search_weights`."""
     check_tiles_can_fit(lowered, devices, budget)
@@ -190,12 +208,32 @@ def fit(search, lowered, devices: int, budget: int, swap: bool = True,
         raws[w] = search(w)
         return raws[w]
 
-    got = search_weights(kept, lambda raw: peak_bytes(lowered, raw), budget, tried, full_scan)
+    # A plan some device of which holds more than the budget at once cannot fit: its memory
+    # plan is not placed, and its measure is that live peak, a lower bound (issue #24).
+    bounded: set = set()  # keys of the plans measured so
+
+    def measure(raw):
+        eg = _exec_graph(lowered, raw, arena_only=True, arena_limit=budget)
+        if max(eg.live_peak_bytes) > budget:
+            bounded.add(plan_key(raw))
+        return int(max(eg.arena_bytes))
+
+    got = search_weights(kept, measure, budget, tried, full_scan)
     if got is not None:
         return got[0], got[1], got[2], tried
     # No partition fits: swap tensors to host memory (SwapAdvisor) on the smallest plan (of
-    # equal peaks, the one of the smallest weight).
-    smallest = min(tried, key=lambda t: (t[2], t[0]))
+    # equal peaks, the one of the smallest weight); a bound is made exact only where it could win.
+    smallest, exact = None, {}
+    for w, comm, peak in sorted(tried, key=lambda t: (t[2], t[0])):
+        if smallest is not None and peak > smallest[2]:
+            break
+        key = plan_key(raws[w])
+        if key in bounded:
+            if key not in exact:
+                exact[key] = peak_bytes(lowered, raws[w])
+            peak = exact[key]
+        if smallest is None or (peak, w) < (smallest[2], smallest[0]):
+            smallest = (w, comm, peak)
     raw = raws[smallest[0]]
     swapped = peak_bytes(lowered, raw, budget) if swap else None
     if swapped is not None and swapped <= budget:
