@@ -266,6 +266,9 @@ int Builder::new_op(ExecOp op) {
   for (const Piece& p : op.pieces) eg_.buffers[p.src].readers.push_back(id);
   for (int b : op.outputs) eg_.buffers[b].producer = id;
   if (opts_.arena_only) {  // no dependencies: the memory plan needs the readers and the clock only
+    // nor the regions: freed now, their memory serves the next op's (not millions freed at the end)
+    std::vector<Piece>().swap(op.pieces);
+    std::vector<Box>().swap(op.input_boxes);
     eg_.ops.push_back(std::move(op));
     eg_.schedule[eg_.ops.back().device].push_back(id);
     return id;
@@ -813,7 +816,7 @@ ExecGraph Builder::build() {
       op.node = n;
       op.time = t_compute;
       for (size_t j = 0; j < node.inputs.size(); ++j) {
-        op.input_boxes.push_back(subs[d].in[j]);
+        if (!opts_.arena_only) op.input_boxes.push_back(subs[d].in[j]);
         op.inputs.push_back(subs[d].read[j] ? in_buf[j][d] : -1);
       }
       for (size_t o = 0; o < node.outputs.size(); ++o) {

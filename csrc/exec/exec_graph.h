@@ -48,9 +48,10 @@ struct ExecOptions {
   int64_t swap_hold = 0;
   /// Only what the arena sizes need (the memory-aware search measures each candidate plan
   /// by its largest arena, planner/memory_fit.py): no dependencies (data, control or memory
-  /// reuse) are recorded, so the graph cannot be run; buffers, their lifetimes, offsets,
-  /// arena_bytes and live_peak_bytes are those of the full build. Needs control_deps (the
-  /// clock of a dataflow plan comes from the dependencies) and no swap_budget.
+  /// reuse), fetch pieces or compute input boxes are kept, so the graph cannot be run; the
+  /// buffers (with their readers), lifetimes, offsets, arena_bytes and live_peak_bytes are
+  /// those of the full build. Needs control_deps (the clock of a dataflow plan comes from the
+  /// dependencies) and no swap_budget.
   bool arena_only = false;
   /// With arena_only: when some device holds more than this many bytes at once (its live
   /// peak), no offsets are placed and each device's arena_bytes is its live peak, a lower
