@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
+#include <memory>
 #include <queue>
 #include <sstream>
 #include <tuple>
+#include <unordered_map>
 
 #include "util/error.h"
 
@@ -27,6 +30,8 @@ void FactorGraph::add_factor(std::vector<int> vars, std::vector<double> table) {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+/// Entries of consumed tables kept for reuse (8 bytes each: 128 MiB).
+constexpr int64_t kRetainEntries = int64_t{1} << 24;
 
 // Removes `x` from the sorted vector `v` (if present).
 void erase_sorted(std::vector<int>& v, int x) {
@@ -58,9 +63,58 @@ void merge_sorted(std::vector<int>& v, const std::vector<int>& add, int skip, st
 // One elimination, kept for reading the values back: `var` given the values of `scope`.
 struct Step {
   int var;
-  std::vector<int> scope;      // sorted
-  std::vector<uint16_t> arg;   // mixed radix over scope, last fastest
+  std::vector<int> scope;                                 // sorted
+  std::shared_ptr<const std::vector<uint16_t>> arg;       // mixed radix over scope, last fastest
 };
+
+// A factor during the elimination: its table shared with equal factors, and the id of its
+// content (equal ids: equal tables over variables of equal domains, position by position).
+struct LiveFactor {
+  std::vector<int> vars;
+  std::shared_ptr<const std::vector<double>> table;
+  int content = -1;
+};
+
+template <typename T>
+void put(std::string& key, T v) {
+  key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// What one elimination computes: the new table and, per entry, the value of the variable.
+struct StepResult {
+  std::weak_ptr<const std::vector<double>> out;  // alive while a factor or `retained` holds it
+  std::shared_ptr<const std::vector<uint16_t>> arg;
+  int content = -1;
+};
+
+// min over v of the sum of the incident factors, at every value of the scope (the first value
+// of v on ties). fstride[i * (s + 1) + j]: factor i's stride for scope var j (j = s: v).
+void min_sum(const std::vector<const double*>& tables, const std::vector<int64_t>& fstride, const std::vector<int>& dom,
+             int Dv, int64_t out_size, std::vector<double>* out, std::vector<uint16_t>* arg) {
+  const int m = static_cast<int>(tables.size()), s = static_cast<int>(dom.size());
+  std::vector<int64_t> off(m, 0), vstride(m);
+  std::vector<int> digit(s, 0);
+  for (int i = 0; i < m; ++i) vstride[i] = fstride[static_cast<size_t>(i) * (s + 1) + s];
+  out->resize(out_size);
+  arg->resize(out_size);
+  for (int64_t idx = 0; idx < out_size; ++idx) {
+    double best = kInf;
+    int a = 0;
+    for (int x = 0; x < Dv; ++x) {
+      double c = 0;
+      for (int i = 0; i < m; ++i) c += tables[i][off[i] + x * vstride[i]];
+      if (c < best) best = c, a = x;
+    }
+    (*out)[idx] = best;
+    (*arg)[idx] = static_cast<uint16_t>(a);
+    for (int j = s - 1; j >= 0; --j) {
+      for (int i = 0; i < m; ++i) off[i] += fstride[static_cast<size_t>(i) * (s + 1) + j];
+      if (++digit[j] < dom[j]) break;
+      for (int i = 0; i < m; ++i) off[i] -= fstride[static_cast<size_t>(i) * (s + 1) + j] * digit[j];
+      digit[j] = 0;
+    }
+  }
+}
 }  // namespace
 
 EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& priority, int64_t max_states,
@@ -71,7 +125,27 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
   std::vector<double> logd(V);
   for (int v = 0; v < V; ++v) logd[v] = std::log2(static_cast<double>(fg.domain[v]));
 
-  std::vector<FactorGraph::Factor> factors = fg.factors;
+  // Equal tables share one content id (and one copy): a model that repeats a layer has the
+  // same terms in every copy, and an elimination whose incident factors have the same contents
+  // in the same places as an earlier one's gives the same table, which is then reused.
+  std::unordered_map<std::string, int> content_of;  // key -> content id
+  std::string key;
+  int next_content = 0;
+  std::vector<LiveFactor> factors;
+  factors.reserve(fg.factors.size() * 2);
+  std::unordered_map<std::string, std::shared_ptr<const std::vector<double>>> table_of;
+  for (const FactorGraph::Factor& f : fg.factors) {
+    key.clear();
+    put(key, static_cast<int>(f.vars.size()));
+    for (int v : f.vars) put(key, fg.domain[v]);
+    key.append(reinterpret_cast<const char*>(f.table.data()), f.table.size() * sizeof(double));
+    auto [it, fresh] = content_of.emplace(key, next_content);
+    if (fresh) ++next_content;
+    auto& shared = table_of[key];
+    if (!shared) shared = std::make_shared<const std::vector<double>>(f.table);
+    factors.push_back(LiveFactor{f.vars, shared, it->second});
+  }
+  table_of.clear();
   std::vector<char> alive(factors.size(), 1);
   std::vector<std::vector<int>> var_factors(V), adj(V);
   for (size_t f = 0; f < factors.size(); ++f) {
@@ -135,10 +209,19 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
     }
   }
 
-  // Then the tables, in that order.
-  std::vector<int> incident;
-  std::vector<int64_t> fstride, off;
-  std::vector<int> digit;
+  // Then the tables, in that order; an elimination seen before (same contents in the same
+  // places) takes the earlier one's table and values. AUTOTILE_SEARCH_REUSE=off computes every
+  // table (for tests: the same values either way).
+  const char* reuse_env = std::getenv("AUTOTILE_SEARCH_REUSE");
+  const bool reuse = !(reuse_env && std::string(reuse_env) == "off");
+  std::unordered_map<std::string, StepResult> done_steps;
+  // Tables kept for reuse after their factor is consumed, up to kRetainEntries entries in all
+  // (beyond that a table lives as long as its factor, as without reuse).
+  std::vector<std::shared_ptr<const std::vector<double>>> retained;
+  int64_t retained_entries = 0;
+  std::vector<int> incident, dom;
+  std::vector<int64_t> fstride;
+  std::vector<const double*> tables;
   for (Step& step : steps) {
     const int v = step.var;
     const std::vector<int>& scope = step.scope;
@@ -148,52 +231,55 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
     for (int f : var_factors[v])
       if (alive[f]) incident.push_back(f), alive[f] = 0;
 
-    // New table over `scope`: min over v of the sum of the incident factors.
     const int m = static_cast<int>(incident.size()), s = static_cast<int>(scope.size());
     const int Dv = fg.domain[v];
+    dom.resize(s);
+    for (int j = 0; j < s; ++j) dom[j] = fg.domain[scope[j]];
     fstride.assign(static_cast<size_t>(m) * (s + 1), 0);  // [factor][scope var..., v]
+    key.clear();
+    put(key, Dv);
+    put(key, s);
+    for (int d : dom) put(key, d);
     for (int i = 0; i < m; ++i) {
       const auto& f = factors[incident[i]];
+      put(key, f.content);
+      put(key, static_cast<int>(f.vars.size()));
       int64_t stride = 1;
       for (int j = static_cast<int>(f.vars.size()) - 1; j >= 0; --j) {
         int u = f.vars[j];
         int pos = u == v ? s : static_cast<int>(std::lower_bound(scope.begin(), scope.end(), u) - scope.begin());
+        put(key, pos);
         fstride[static_cast<size_t>(i) * (s + 1) + pos] = stride;
         stride *= fg.domain[u];
       }
     }
     const int64_t out_size = static_cast<int64_t>(size);
     res.work += static_cast<double>(out_size) * Dv * std::max(1, m);
-    step.arg.assign(out_size, 0);
-    std::vector<double> out(out_size);
-    off.assign(m, 0);
-    digit.assign(s, 0);
-    for (int64_t idx = 0; idx < out_size; ++idx) {
-      double best = kInf;
-      int arg = 0;
-      for (int x = 0; x < Dv; ++x) {
-        double c = 0;
-        for (int i = 0; i < m; ++i) c += factors[incident[i]].table[off[i] + x * fstride[static_cast<size_t>(i) * (s + 1) + s]];
-        if (c < best) best = c, arg = x;
-      }
-      out[idx] = best;
-      step.arg[idx] = static_cast<uint16_t>(arg);
-      for (int j = s - 1; j >= 0; --j) {
-        for (int i = 0; i < m; ++i) off[i] += fstride[static_cast<size_t>(i) * (s + 1) + j];
-        if (++digit[j] < fg.domain[scope[j]]) break;
-        for (int i = 0; i < m; ++i) off[i] -= fstride[static_cast<size_t>(i) * (s + 1) + j] * digit[j];
-        digit[j] = 0;
-      }
+    if (!reuse) key.clear(), put(key, static_cast<int64_t>(&step - steps.data()));  // one entry per step
+    auto [it, fresh] = done_steps.try_emplace(key);
+    StepResult& r = it->second;
+    std::shared_ptr<const std::vector<double>> out = r.out.lock();
+    if (!out) {  // new, or its table was freed: (re)compute it
+      auto table = std::make_shared<std::vector<double>>();
+      auto arg = std::make_shared<std::vector<uint16_t>>();
+      tables.clear();
+      for (int f : incident) tables.push_back(factors[f].table->data());
+      min_sum(tables, fstride, dom, Dv, out_size, table.get(), arg.get());
+      res.computed += static_cast<double>(out_size) * Dv * std::max(1, m);
+      out = std::move(table);
+      if (retained_entries + out_size <= kRetainEntries) retained.push_back(out), retained_entries += out_size;
+      r.out = out;
+      r.arg = std::move(arg);
+      if (fresh) r.content = next_content++;
     }
-    for (int f : incident) {  // free the consumed tables
-      std::vector<double>().swap(factors[f].table);
-    }
+    step.arg = r.arg;
+    for (int f : incident) factors[f].table.reset();  // free the consumed tables (unless shared)
     if (scope.empty()) {
-      res.cost += out[0];
+      res.cost += (*out)[0];
       continue;
     }
     int id = static_cast<int>(factors.size());
-    factors.push_back(FactorGraph::Factor{scope, std::move(out)});
+    factors.push_back(LiveFactor{scope, std::move(out), r.content});
     alive.push_back(1);
     for (int u : scope) var_factors[u].push_back(id);
   }
@@ -203,7 +289,7 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     int64_t idx = 0;
     for (int u : it->scope) idx = idx * fg.domain[u] + res.value[u];
-    res.value[it->var] = it->arg[idx];
+    res.value[it->var] = (*it->arg)[idx];
   }
   return res;
 }

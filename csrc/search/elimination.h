@@ -47,6 +47,7 @@ struct EliminationResult {
   double cost = 0;
   double log2_width = 0;   ///< log2 of the largest table built (the induced width in entries)
   double work = 0;         ///< table entries visited in all (sum of table size x factors)
+  double computed = 0;     ///< the part of `work` computed (the rest repeated an earlier elimination)
 };
 
 /// \brief Exact minimum by greedy min-weight elimination. `priority[v]` (optional, may be

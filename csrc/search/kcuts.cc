@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 
 #include "search/bfs_levels.h"
 #include "search/bruteforce.h"
@@ -44,6 +45,13 @@ void check_bandwidths(const std::vector<double>& bw, size_t cuts) {
 // Fills costs, totals and strings of a plan from the final state. Cuts are mapped to links
 // slowest first (Soybean Sec 5.1): the first cut, the cheapest, crosses the slowest link.
 
+// CPU time of the calling thread (the search is single-threaded).
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -63,12 +71,16 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   std::vector<double> cut_work;  // DP entries of each cut: the refinement's budget
   // AUTOTILE_SEARCH_PROFILE=1 prints where each cut's time goes (stderr), for bench/ work.
   const bool profile = std::getenv("AUTOTILE_SEARCH_PROFILE") != nullptr;
+  // Wall and CPU time of each phase (the CPU column is what the phase costs on a shared machine).
   auto lap = std::chrono::steady_clock::now();
+  double cpu_lap = thread_cpu_seconds();
   auto tick = [&](const char* what) {
     if (!profile) return;
     auto now = std::chrono::steady_clock::now();
-    std::fprintf(stderr, "  %-10s %8.4f s\n", what, std::chrono::duration<double>(now - lap).count());
-    lap = now;
+    const double cpu = thread_cpu_seconds();
+    std::fprintf(stderr, "  %-10s %8.4f s  cpu %8.4f s\n", what, std::chrono::duration<double>(now - lap).count(),
+                 cpu - cpu_lap);
+    lap = now, cpu_lap = cpu;
   };
   tick("validate");
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
@@ -120,9 +132,9 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     }
     if (profile)
       std::fprintf(stderr,
-                   "  (%d variables, %d groups, %d levels, widest table 2^%.1f, %.3g entries visited, %d layouts, "
-                   "%d priced)\n",
-                   p.num_vars(), c.num_groups, L.num_levels, sol.log2_width, sol.work, s.pool->size(),
+                   "  (%d variables, %d groups, %d levels, widest table 2^%.1f, %.3g entries visited (%.3g computed), "
+                   "%d layouts, %d priced)\n",
+                   p.num_vars(), c.num_groups, L.num_levels, sol.log2_width, sol.work, sol.computed, s.pool->size(),
                    s.pool->priced());
     tick("solve");
     if (!(sol.cost < kInfCost)) fail("cut ", cut + 1, " (", k, "-way) has no feasible plan");

@@ -105,6 +105,7 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const std::vect
   sol.cost = r.cost;
   sol.log2_width = r.log2_width;
   sol.work = r.work;
+  sol.computed = r.computed;
   return sol;
 }
 
@@ -128,13 +129,13 @@ CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduc
   const auto each = fix_each_combination(p, r, shared_input_vars(g, p, r, kMinReaders), kMaxCombinations);
   if (each.size() < 2) return solve_restricted(g, p, r, priority, max_states);
   CutSolution best;
-  double work = 0, log2_width = 0;
+  double work = 0, computed = 0, log2_width = 0;
   for (const DomainReduction& f : each) {
     CutSolution sol = solve_restricted(g, p, f, priority, max_states);
-    work += sol.work, log2_width = std::max(log2_width, sol.log2_width);
+    work += sol.work, computed += sol.computed, log2_width = std::max(log2_width, sol.log2_width);
     if (best.value.empty() || sol.cost < best.cost - 1e-12 * std::abs(best.cost)) best = std::move(sol);
   }
-  best.work = work, best.log2_width = log2_width;  // the profile's figures: all the DPs'
+  best.work = work, best.computed = computed, best.log2_width = log2_width;  // the profile's figures: all the DPs'
   return best;
 }
 }  // namespace

@@ -22,6 +22,7 @@ struct CutSolution {
   double cost = 0;
   double log2_width = 0;  ///< log2 of the largest DP table (0 for bruteforce)
   double work = 0;        ///< DP table entries visited (0 for bruteforce)
+  double computed = 0;    ///< the part of `work` computed, not reused from an equal elimination
 };
 
 /// \brief Exact minimum of the cut problem. `priority[v]` (may be empty) orders ties between
