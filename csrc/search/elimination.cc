@@ -88,36 +88,73 @@ struct StepResult {
 };
 
 // min over v of the sum of the incident factors, at every value of the scope (the first value
-// of v on ties). fstride[i * (s + 1) + j]: factor i's stride for scope var j (j = s: v).
+// of v on ties). fstride[i * (s + 1) + j]: factor i's stride for scope var j (j = s: v). For
+// each value of v the sum is built factor by factor over the whole table (simple loops over a
+// block of the trailing scope variables), each entry adding the factors in their order, as one
+// loop per entry would: the same bits.
 void min_sum(const std::vector<const double*>& tables, const std::vector<int64_t>& fstride, const std::vector<int>& dom,
              int Dv, int64_t out_size, std::vector<double>* out, std::vector<uint16_t>* arg) {
   const int m = static_cast<int>(tables.size()), s = static_cast<int>(dom.size());
-  std::vector<int64_t> off(m, 0), vstride(m);
+  out->assign(out_size, kInf);
+  arg->assign(out_size, 0);
+  if (m == 0) {  // nothing depends on v: every sum is 0, reached first at v = 0
+    out->assign(out_size, 0.0);
+    return;
+  }
+  auto stride = [&](int i, int j) { return fstride[static_cast<size_t>(i) * (s + 1) + j]; };
+  // Scope variables [split, s) form the inner block (up to kBlock entries, at least the last).
+  constexpr int64_t kBlock = 256;
+  int split = s;
+  int64_t block = 1;
+  while (split > 0 && (block * dom[split - 1] <= kBlock || split == s)) block *= dom[--split];
+  const int64_t outer_size = out_size / block;
+  std::vector<int64_t> in_block(static_cast<size_t>(m) * block);  // [factor][block entry] offset
   std::vector<int> digit(s, 0);
-  for (int i = 0; i < m; ++i) vstride[i] = fstride[static_cast<size_t>(i) * (s + 1) + s];
-  out->resize(out_size);
-  arg->resize(out_size);
-  for (int64_t idx = 0; idx < out_size; ++idx) {
-    double best = kInf;
-    int a = 0;
-    for (int x = 0; x < Dv; ++x) {
-      double c = 0;
-      for (int i = 0; i < m; ++i) c += tables[i][off[i] + x * vstride[i]];
-      if (c < best) best = c, a = x;
+  for (int i = 0; i < m; ++i) {
+    std::fill(digit.begin(), digit.end(), 0);
+    int64_t off = 0;
+    for (int64_t d = 0; d < block; ++d) {
+      in_block[static_cast<size_t>(i) * block + d] = off;
+      for (int j = s - 1; j >= split; --j) {
+        off += stride(i, j);
+        if (++digit[j] < dom[j]) break;
+        off -= stride(i, j) * digit[j];
+        digit[j] = 0;
+      }
     }
-    (*out)[idx] = best;
-    (*arg)[idx] = static_cast<uint16_t>(a);
-    for (int j = s - 1; j >= 0; --j) {
-      for (int i = 0; i < m; ++i) off[i] += fstride[static_cast<size_t>(i) * (s + 1) + j];
-      if (++digit[j] < dom[j]) break;
-      for (int i = 0; i < m; ++i) off[i] -= fstride[static_cast<size_t>(i) * (s + 1) + j] * digit[j];
-      digit[j] = 0;
+  }
+  std::vector<double> acc(out_size);
+  double* o = out->data();
+  uint16_t* a = arg->data();
+  for (int x = 0; x < Dv; ++x) {
+    for (int i = 0; i < m; ++i) {
+      const double* t = tables[i] + x * stride(i, s);
+      const int64_t* bo = in_block.data() + static_cast<size_t>(i) * block;
+      std::fill(digit.begin(), digit.begin() + split, 0);
+      int64_t off = 0;
+      double* c = acc.data();
+      for (int64_t outer = 0; outer < outer_size; ++outer, c += block) {
+        const double* b = t + off;
+        if (i == 0) {
+          for (int64_t d = 0; d < block; ++d) c[d] = 0.0 + b[bo[d]];
+        } else {
+          for (int64_t d = 0; d < block; ++d) c[d] += b[bo[d]];
+        }
+        for (int j = split - 1; j >= 0; --j) {
+          off += stride(i, j);
+          if (++digit[j] < dom[j]) break;
+          off -= stride(i, j) * digit[j];
+          digit[j] = 0;
+        }
+      }
     }
+    for (int64_t idx = 0; idx < out_size; ++idx)
+      if (acc[idx] < o[idx]) o[idx] = acc[idx], a[idx] = static_cast<uint16_t>(x);
   }
 }
 }  // namespace
 
-EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& priority, int64_t max_states,
+EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority, int64_t max_states,
                             const std::function<std::string(int)>& describe) {
   const int V = static_cast<int>(fg.domain.size());
   for (int d : fg.domain)
@@ -134,7 +171,7 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
   std::vector<LiveFactor> factors;
   factors.reserve(fg.factors.size() * 2);
   std::unordered_map<std::string, std::shared_ptr<const std::vector<double>>> table_of;
-  for (const FactorGraph::Factor& f : fg.factors) {
+  for (FactorGraph::Factor& f : fg.factors) {
     key.clear();
     put(key, static_cast<int>(f.vars.size()));
     for (int v : f.vars) put(key, fg.domain[v]);
@@ -142,8 +179,8 @@ EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& p
     auto [it, fresh] = content_of.emplace(key, next_content);
     if (fresh) ++next_content;
     auto& shared = table_of[key];
-    if (!shared) shared = std::make_shared<const std::vector<double>>(f.table);
-    factors.push_back(LiveFactor{f.vars, shared, it->second});
+    if (!shared) shared = std::make_shared<const std::vector<double>>(std::move(f.table));
+    factors.push_back(LiveFactor{std::move(f.vars), shared, it->second});
   }
   table_of.clear();
   std::vector<char> alive(factors.size(), 1);

@@ -50,10 +50,10 @@ struct EliminationResult {
   double computed = 0;     ///< the part of `work` computed (the rest repeated an earlier elimination)
 };
 
-/// \brief Exact minimum by greedy min-weight elimination. `priority[v]` (optional, may be
+/// \brief Exact minimum by greedy min-weight elimination (takes the tables over: pass an rvalue). `priority[v]` (optional, may be
 /// empty) breaks ties: lower first. Throws WidthError (message from `describe(v)`) when a table
 /// would exceed `max_states` entries.
-EliminationResult eliminate(const FactorGraph& fg, const std::vector<int64_t>& priority, int64_t max_states,
+EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority, int64_t max_states,
                             const std::function<std::string(int)>& describe);
 
 }  // namespace autotile

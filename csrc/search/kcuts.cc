@@ -68,7 +68,9 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
   const bool refine = refine_applies(options, plan.factors.size());
-  std::vector<double> cut_work;  // DP entries of each cut: the refinement's budget
+  // DP entries each cut computed (those an equal elimination gave are not work): the
+  // refinement's budget is a share of what the recursion spent.
+  std::vector<double> cut_work;
   // AUTOTILE_SEARCH_PROFILE=1 prints where each cut's time goes (stderr), for bench/ work.
   const bool profile = std::getenv("AUTOTILE_SEARCH_PROFILE") != nullptr;
   // Wall and CPU time of each phase (the CPU column is what the phase costs on a shared machine).

@@ -26,26 +26,37 @@ std::vector<int64_t> level_priority(const CutProblem& p, const std::vector<int>&
 }
 
 namespace {
-// The exact minimum of `p` by variable elimination. Variables marked in `folded` (may be
-// empty) have one value and join no factor: their terms only depend on the node's strategy,
-// so a fixed shared input couples no nodes.
-CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const std::vector<int64_t>& priority,
-                            int64_t max_states, const std::vector<char>& folded = {}) {
+// The exact minimum of `p` restricted to `r` (the kept values and options; empty: all of them)
+// by variable elimination, in the restricted problem's values (restrict_domains(p, r)'s, read
+// from `p` in place). Variables marked in `folded` (may be empty) have one value and join no
+// factor: their terms only depend on the node's strategy, so a fixed shared input couples no
+// nodes.
+CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainReduction& r,
+                            const std::vector<int64_t>& priority, int64_t max_states,
+                            const std::vector<char>& folded = {}) {
   const int V = p.num_vars();
   const int N = static_cast<int>(p.edges.size());
+  const bool all = r.empty();
   FactorGraph fg;
-  for (int v = 0; v < V; ++v) fg.add_var(p.domain[v]);
+  for (int v = 0; v < V; ++v) fg.add_var(all ? p.domain[v] : static_cast<int>(r.kept[v].size()));
   std::vector<int64_t> prio(priority.begin(), priority.end());
   if (prio.empty())
     for (int v = 0; v < V; ++v) prio.push_back(v);
   std::vector<NodeId> strategy_of(V, kNone);  // extra variable -> its node (for messages)
 
-  std::map<int, std::vector<double>> per_var;  // one node's terms, summed per tensor variable
+  // One node's terms, summed per tensor variable (-1: the strategy's own), added in that order.
+  std::vector<std::pair<int, std::vector<double>>> per_var;
+  auto table_of = [&](int key) -> std::vector<double>& {
+    for (auto& [k, t] : per_var)
+      if (k == key) return t;
+    per_var.emplace_back(key, std::vector<double>());
+    return per_var.back().second;
+  };
+  std::vector<int> opt;  // the option (in p) each value of the node's strategy variable means, -1: none
   for (NodeId n = 0; n < N; ++n) {
-    const int O = static_cast<int>(p.options[n].size());
-    // Which option each value of the node's strategy variable means (-1: not available).
+    const int O = all ? static_cast<int>(p.options[n].size()) : static_cast<int>(r.kept_options[n].size());
     int sv = -1;
-    std::vector<int> opt;
+    opt.clear();
     if (p.node_var[n] >= 0) {
       sv = p.node_var[n];
       opt = p.node_var_option[n];
@@ -61,25 +72,29 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const std::vect
       int64_t best = -1;
       for (const auto& e : p.edges[n]) best = best < 0 ? prio[e.var] : std::min(best, prio[e.var]);
       prio.push_back(best < 0 ? 0 : best);
-      for (int o = 0; o < O; ++o) opt.push_back(o);
+      for (int o = 0; o < O; ++o) opt.push_back(all ? o : r.kept_options[n][o]);
     }
+    const int only = all ? 0 : (r.kept_options[n].empty() ? 0 : r.kept_options[n][0]);  // sv < 0: the option
     per_var.clear();
     for (const auto& e : p.edges[n]) {
       const int D = p.domain[e.var];
-      const int key = !folded.empty() && folded[e.var] ? -1 : e.var;  // -1: the strategy's own terms
+      const int Dq = fg.domain[e.var];
+      const int* kept = all ? nullptr : r.kept[e.var].data();
+      const int key = !folded.empty() && folded[e.var] ? -1 : e.var;
+      auto& t = table_of(key);
       if (sv < 0) {  // a single option: unary terms
-        auto& t = per_var[key];
-        t.resize(D, 0);
-        for (int x = 0; x < D; ++x) t[x] += e.cost[x];
+        t.resize(Dq, 0);
+        for (int x = 0; x < Dq; ++x) t[x] += e.cost[only * D + (kept ? kept[x] : x)];
         continue;
       }
       const int S = static_cast<int>(opt.size());
-      auto& t = per_var[key];
-      t.resize(static_cast<size_t>(S) * D, 0);
+      t.resize(static_cast<size_t>(S) * Dq, 0);
       for (int a = 0; a < S; ++a)
         if (opt[a] >= 0)
-          for (int x = 0; x < D; ++x) t[a * D + x] += e.cost[opt[a] * D + x];
+          for (int x = 0; x < Dq; ++x) t[a * Dq + x] += e.cost[opt[a] * D + (kept ? kept[x] : x)];
     }
+    std::sort(per_var.begin(), per_var.end(),
+              [](const auto& a, const auto& b) { return a.first < b.first; });
     for (auto& [var, table] : per_var) {
       if (var < 0)
         fg.add_factor(sv < 0 ? std::vector<int>{} : std::vector<int>{sv}, std::move(table));
@@ -99,23 +114,23 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const std::vect
     if (home >= 0) return "the tiling of tensor '" + g.tensor(home).name + "'";
     return "the shared strategy of node '" + g.node(~home).name + "'";
   };
-  EliminationResult r = eliminate(fg, prio, max_states, describe);
+  EliminationResult res = eliminate(std::move(fg), prio, max_states, describe);
   CutSolution sol;
-  sol.value.assign(r.value.begin(), r.value.begin() + V);
-  sol.cost = r.cost;
-  sol.log2_width = r.log2_width;
-  sol.work = r.work;
-  sol.computed = r.computed;
+  sol.value.assign(res.value.begin(), res.value.begin() + V);
+  sol.cost = res.cost;
+  sol.log2_width = res.log2_width;
+  sol.work = res.work;
+  sol.computed = res.computed;
   return sol;
 }
 
 // Solves `p` restricted to `r`, in `p`'s values and costs.
 CutSolution solve_restricted(const Graph& g, const CutProblem& p, const DomainReduction& r,
                              const std::vector<int64_t>& priority, int64_t max_states) {
-  if (r.empty()) return solve_factor_dp(g, p, priority, max_states);
+  if (r.empty()) return solve_factor_dp(g, p, r, priority, max_states);
   std::vector<char> folded(p.num_vars(), 0);
   for (int v = 0; v < p.num_vars(); ++v) folded[v] = p.domain[v] > 1 && r.kept[v].size() == 1;
-  CutSolution sol = solve_factor_dp(g, restrict_domains(p, r), priority, max_states, folded);
+  CutSolution sol = solve_factor_dp(g, p, r, priority, max_states, folded);
   sol.cost += expand_and_polish(p, r, &sol.value);
   return sol;
 }
@@ -150,7 +165,7 @@ CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vec
   // on the shared inputs without reducing anything first.
   const char* env = std::getenv("AUTOTILE_SEARCH_DOMINANCE");
   const std::string mode = env ? env : "";
-  if (mode == "off") return solve_factor_dp(g, p, priority, max_states);
+  if (mode == "off") return solve_factor_dp(g, p, DomainReduction{}, priority, max_states);
   if (mode == "all") return solve_reduced(g, p, reduce_domains(p, Reduce::kEvery), priority, max_states);
   if (mode == "condition") return solve_reduced(g, p, reduce_domains(p, Reduce::kNothing), priority, max_states);
   const DomainReduction fixed = reduce_domains(p, Reduce::kDominant);
