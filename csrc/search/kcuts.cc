@@ -68,8 +68,8 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
   const bool refine = refine_applies(options, plan.factors.size());
-  // DP entries each cut computed (those an equal elimination gave are not work): the
-  // refinement's budget is a share of what the recursion spent.
+  // DP entries of each cut (as if every table were computed, reused ones too): the
+  // refinement's budget, which stays what it was before tables were reused (the same plans).
   std::vector<double> cut_work;
   // AUTOTILE_SEARCH_PROFILE=1 prints where each cut's time goes (stderr), for bench/ work.
   const bool profile = std::getenv("AUTOTILE_SEARCH_PROFILE") != nullptr;
