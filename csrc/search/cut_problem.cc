@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <unordered_map>
 
 #include "search/cost_model.h"
 #include "util/error.h"
@@ -36,6 +37,15 @@ double CutProblem::node_cost(NodeId n, const std::vector<int>& value, int* best)
 }
 
 namespace {
+
+// Hash of a list of ids (the key of a node's tables).
+struct IdsHash {
+  size_t operator()(const std::vector<int64_t>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int64_t x : v) h = (h ^ static_cast<uint64_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
 
 std::string shapes_str(const std::vector<Shape>& shapes) {
   std::string s;
@@ -257,12 +267,62 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
   factors.push_back(k);
   const InputNeed whole_need;
   const OutputMake no_make;
+  // A node's tables depend only on what its options need and make, the layouts its edges
+  // start from and its tensors' candidate layouts and dtypes: nodes that agree on all of it
+  // (the same op in every layer of a deep model) share tables, priced once. The key lists
+  // exactly what LayoutPool::need/make and the pricing read.
+  std::unordered_map<std::vector<int64_t>, std::vector<std::vector<double>>, IdsHash> priced;
+  std::vector<int64_t> key;
   p.edges.resize(N);
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     const auto& opts = p.options[n];
     const int O = static_cast<int>(opts.size());
-    p.edges[n].reserve(node.inputs.size() + node.outputs.size());
+    key.clear();
+    key.push_back(O);
+    key.push_back(static_cast<int64_t>(node.inputs.size()));
+    key.push_back(static_cast<int64_t>(node.outputs.size()));
+    for (size_t i = 0; i < node.inputs.size(); ++i) {
+      const TensorId t = node.inputs[i];
+      const auto& held = held_of(t);
+      key.push_back(s.need[n][i]);
+      key.push_back(static_cast<int64_t>(g.tensor(t).dtype));
+      key.push_back(static_cast<int64_t>(held.size()));
+      key.insert(key.end(), held.begin(), held.end());
+      for (int o = 0; o < O; ++o) {
+        const InputNeed& need = opts[o].whole ? whole_need : opts[o].strategy.inputs[i];
+        key.push_back(need.replicate);
+        key.push_back(need.read);
+        if (need.replicate) continue;
+        key.push_back(need.dim);
+        key.push_back(static_cast<int64_t>(need.per_worker.size()));
+        for (const Interval& iv : need.per_worker) key.push_back(iv.lo), key.push_back(iv.hi);
+      }
+    }
+    for (size_t i = 0; i < node.outputs.size(); ++i) {
+      const TensorId t = node.outputs[i];
+      const auto& held = held_of(t);
+      key.push_back(s.make[n][i]);
+      key.push_back(static_cast<int64_t>(g.tensor(t).dtype));
+      key.push_back(static_cast<int64_t>(held.size()));
+      key.insert(key.end(), held.begin(), held.end());
+      for (int o = 0; o < O; ++o) {
+        key.push_back(opts[o].whole);
+        if (opts[o].whole) continue;
+        key.push_back(opts[o].strategy.outputs[i].partial);
+        key.push_back(opts[o].strategy.outputs[i].dim);
+      }
+    }
+    auto [it, fresh] = priced.try_emplace(key);
+    std::vector<std::vector<double>>& costs = it->second;
+    auto& edges = p.edges[n];
+    edges.reserve(node.inputs.size() + node.outputs.size());
+    if (!fresh) {
+      size_t e = 0;
+      for (const auto* ts : {&node.inputs, &node.outputs})
+        for (TensorId t : *ts) edges.push_back(CutProblem::Edge{p.tensor_var[t], costs[e++]});
+      continue;
+    }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       TensorId t = node.inputs[i];
       const auto& held = held_of(t);
@@ -274,7 +334,8 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
         int nl = pool.need(s.need[n][i], need, k);
         for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, pool, held[v], nl, factors);
       }
-      p.edges[n].push_back(std::move(e));
+      costs.push_back(e.cost);
+      edges.push_back(std::move(e));
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       TensorId t = node.outputs[i];
@@ -287,7 +348,8 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
         int ml = pool.make(s.make[n][i], mk, opts[o].whole, k);
         for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, pool, ml, held[v], factors);
       }
-      p.edges[n].push_back(std::move(e));
+      costs.push_back(e.cost);
+      edges.push_back(std::move(e));
     }
   }
   return p;

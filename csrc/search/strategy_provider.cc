@@ -13,14 +13,20 @@ bool tdl_analysis_available() { return true; }
 
 namespace {
 std::string cache_key(const std::string& tdl, const std::vector<Shape>& in, const std::vector<Shape>& out, int k) {
-  std::string key = tdl;
-  key += '|';
-  key += std::to_string(k);
+  // The TDL text, then k and every shape as raw integers, each list led by its length.
+  std::string key;
+  size_t dims = 0;
+  for (const auto* shapes : {&in, &out})
+    for (const Shape& s : *shapes) dims += s.size() + 1;
+  key.reserve(tdl.size() + 8 * (dims + 3));
+  key = tdl;
+  auto put = [&key](int64_t v) { key.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(k);
   for (const auto* shapes : {&in, &out}) {
-    key += '|';
+    put(static_cast<int64_t>(shapes->size()));
     for (const Shape& s : *shapes) {
-      for (int64_t d : s) key += std::to_string(d) + ",";
-      key += ';';
+      put(static_cast<int64_t>(s.size()));
+      for (int64_t d : s) put(d);
     }
   }
   return key;
