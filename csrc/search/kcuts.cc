@@ -146,7 +146,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
       int best = -1;
       p.node_cost(n, sol.value, &best);
-      chosen[n] = p.options[n][best];
+      chosen[n] = std::move(p.options[n][best]);  // p's options are not read after this
     }
     cut_work.push_back(sol.work);
     s.apply(g, k, tilings, chosen);

@@ -46,7 +46,7 @@ void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tiling
   }
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const NodeOption& o = options[n];
-    option[n].push_back(o);
+    option[n].push_back(NodeOption{o.name, o.whole, {}});  // needs and makes live on in need/make
     const Node& node = g.node(n);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (o.whole) {

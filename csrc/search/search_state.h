@@ -16,7 +16,10 @@ namespace autotile {
 struct SearchState {
   std::vector<int> factors;                          ///< k of each applied cut
   std::vector<std::vector<Tiling>> tiling;           ///< [tensor][cut]
-  std::vector<std::vector<NodeOption>> option;       ///< [node][cut]
+  /// [node][cut] the option each cut ran the node as: its name and whether whole (the
+  /// strategy itself is not kept: what it needs and makes is in `need` and `make`, and a
+  /// state is copied whole by the refinement across cuts)
+  std::vector<std::vector<NodeOption>> option;
   std::vector<Shape> tensor_shape;                   ///< per tensor, after the cuts
   std::vector<std::vector<Shape>> node_in, node_out; ///< per node edge, after the cuts
   std::shared_ptr<LayoutPool> pool;                  ///< the layouts below are ids into it
