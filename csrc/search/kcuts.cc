@@ -85,6 +85,8 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     lap = now, cpu_lap = cpu;
   };
   tick("validate");
+  Levels L;
+  Coarsening L_groups;  // the groups L was computed for
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
     const int k = plan.factors[cut];
     if (profile) std::fprintf(stderr, "cut %zu (%d-way)\n", cut + 1, k);
@@ -93,10 +95,14 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
                              &elementwise);
     tick("options");
     Coarsening c = coarsen(g, elementwise, &opts);
+    // The levels depend only on the groups, which most cuts keep.
     tick("coarsen");
     CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint);
     tick("tables");
-    Levels L = bfs_levels(g, c);
+    if (cut == 0 || c.node_group != L_groups.node_group || c.tensor_group != L_groups.tensor_group) {
+      L = bfs_levels(g, c);
+      L_groups.node_group = c.node_group, L_groups.tensor_group = c.tensor_group;
+    }
     tick("levels");
     if (cut == 0) {
       plan.num_groups = c.num_groups;
