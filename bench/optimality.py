@@ -30,7 +30,14 @@ devices and tiny GPT-2, BERT and LLaMA configurations (1 layer, d_model 64, 4 he
 batch 8, vocab 256) at 4 and 8 devices, with both search times (median of 3) and the joint
 program's solve time; "no solution" when HiGHS found none within --joint-seconds.
 
-Writes bench/out/optimality.json (bench/out/optimality_refine.json with --refine)."""
+    python3 bench/optimality.py --refine-time  # what the refinement costs in search time
+
+The --refine-time table plans larger zoo models and the tiny Transformers at 8 devices with
+``refine=False`` and ``True`` alternating in one process (median of --repeat runs each): the
+search time of both and the refined plan's bytes over the recursion's.
+
+Writes bench/out/optimality.json (bench/out/optimality_refine.json with --refine,
+bench/out/optimality_refine_time.json with --refine-time)."""
 from __future__ import annotations
 
 import argparse
@@ -52,6 +59,35 @@ TINY = {"layers": 1, "d_model": 64, "heads": 4, "seq": 16, "vocab": 256}
 REFINE = ([(m, {}, b, 4) for m, b in (("mlp", 256), ("alexnet", 128), ("vgg16", 64))]
           + [(m, kw, 8, d) for m, kw in (("gpt2", {**TINY, "positions": 16}), ("bert", {**TINY, "positions": 16}),
                                          ("llama", {**TINY, "d_ff": 128})) for d in (4, 8)])
+
+
+#: (label, model, sizes, batch, devices) of the --refine-time table
+REFINE_TIME = ([("llama-7b (8, seq 2048)", "llama-7b", {"seq": 2048}, 8, 64),
+                ("wresnet-152-10 (8)", "wresnet-152-10", {}, 8, 8), ("wresnet-152-10 (8)", "wresnet-152-10", {}, 8, 64),
+                ("gpt2-small (8, seq 1024)", "gpt2-small", {"seq": 1024}, 8, 64),
+                ("rnn-10-8k (512)", "rnn-10-8k", {}, 512, 8), ("vgg16 (64)", "vgg16", {}, 64, 64),
+                ("alexnet (128)", "alexnet", {}, 128, 8), ("mlp (256)", "mlp", {}, 256, 64)]
+               + [(f"{m}-tiny (8)", m, {**TINY, **kw}, 8, 8) for m, kw in (("gpt2", {"positions": 16}),
+                                                                            ("bert", {"positions": 16}),
+                                                                            ("llama", {"d_ff": 128}))])
+
+
+def refine_time_row(label, model, sizes, batch, devices, repeat):
+    """Search time with and without the refinement (alternating, median of `repeat`) and bytes."""
+    import statistics
+
+    from autotile import _core, models
+    from autotile.planner import lowered_training_graph
+
+    graph = models.get(model, batch=batch, **sizes) if sizes else model
+    core = lowered_training_graph(graph, batch=None if sizes else batch, replicate_fallback=True)[3].core
+    runs = {False: [], True: []}
+    for _ in range(repeat):
+        for refine in (False, True):
+            runs[refine].append(_core.plan_graph(core, devices, "tofu", None, True, refine=refine))
+    plain, refined = (statistics.median(p["search_seconds"] for p in runs[r]) for r in (False, True))
+    return {"model": label, "devices": devices, "recursion_seconds": plain, "refined_seconds": refined,
+            "recursion_bytes": runs[False][0]["total_bytes"], "refined_bytes": runs[True][0]["total_bytes"]}
 
 
 def joint_column(core, devices, tofu_bytes, seconds):
@@ -160,7 +196,21 @@ def main(argv=None):
     ap.add_argument("--quick", action="store_true", help="two models at 8 devices")
     ap.add_argument("--joint-seconds", type=float, default=120.0, help="time limit of the joint program")
     ap.add_argument("--refine", action="store_true", help="only the table of tofu's refinement vs the joint optimum")
+    ap.add_argument("--refine-time", action="store_true", help="only the refinement's search-time table")
+    ap.add_argument("--repeat", type=int, default=5, help="runs of each search in --refine-time")
     args = ap.parse_args(argv)
+    if args.refine_time:
+        rows = []
+        for label, model, sizes, batch, devices in REFINE_TIME:
+            rows.append(refine_time_row(label, model, sizes, batch, devices, args.repeat))
+            print(f"  {label} x{devices} done", file=sys.stderr)
+        print(table(["model (batch)", "devices", "recursion", "refined", "ratio", "bytes refined / recursion"],
+                    [[r["model"], r["devices"], f"{r['recursion_seconds'] * 1000:.0f} ms",
+                      f"{r['refined_seconds'] * 1000:.0f} ms",
+                      f"{r['refined_seconds'] / max(r['recursion_seconds'], 1e-9):.2f}x",
+                      f"{r['refined_bytes'] / r['recursion_bytes']:.4f}"] for r in rows]))
+        write_json("optimality_refine_time.json", {"rows": rows, "repeat": args.repeat})
+        return 0
     if args.refine:
         rows = []
         for model, sizes, batch, devices in REFINE:

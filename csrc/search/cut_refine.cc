@@ -18,21 +18,48 @@ namespace autotile {
 
 namespace {
 
-/// The refinement's budget in work units: DP table entries visited, and kNodeUnits per node
-/// whose options are derived (node_options) or applied once more. It may always spend kFloor
-/// (about 0.3-1 s here: tiny GPT-2/BERT/LLaMA on 4 devices reach their joint optimum within
-/// it); beyond it, half of what the recursion spent. One node's options cost about as much as
-/// 1000 DP entries (LLaMA-7B on 64 devices: 20-40 us a node, 30 ns an entry).
+/// The refinement's budget in work units: DP table entries visited, kNodeUnits per node whose
+/// options are derived (node_options) or applied once more, kCellUnits per edge-cost entry of
+/// a neighbourhood move. It may always spend a floor: kFloor, or kOrdersFloor for graphs of at
+/// most kSmallGraph nodes planned in at most kMaxOrderCuts cuts, where the cut-orders move
+/// applies (tiny BERT on 8 devices reaches its joint optimum after about 0.9e8 units; 2^25
+/// stopped it 3.7% above); beyond it, half of what the recursion spent. One node's options
+/// cost about as much as 1000 DP entries (LLaMA-7B on 64 devices: 20-40 us a node, 30 ns an
+/// entry).
 constexpr double kFloor = 1 << 25;
+constexpr double kOrdersFloor = 1 << 27;
 constexpr double kShareOfRecursion = 0.5;
 constexpr double kNodeUnits = 1000;
-/// Graphs of more nodes get a floor shrunk in proportion (their node options cost more).
+/// Graphs of more nodes get kFloor shrunk in proportion (their node options cost more).
 constexpr double kSmallGraph = 256;
 /// A move is kept when it lowers the total by more than this fraction (rounding aside).
 constexpr double kGain = 1e-9;
 /// Largest DP table of a neighbourhood move (entries); wider neighbourhoods fall back to the
 /// cut-by-cut moves.
 constexpr int64_t kMaxTable = 1 << 22;
+/// Work units of one edge-cost entry of a neighbourhood move (a conversion priced).
+constexpr double kCellUnits = 50;
+/// The cut-orders move lets a tensor take any sequence of tilings where it has at most this
+/// many (rank 4 over three cuts: 6^3), a node any sequence of strategies where it has at most
+/// kAllSequences; the others take their own sequence in each order of the cuts.
+constexpr double kAllTensorSequences = 216;
+constexpr size_t kAllSequences = 32;
+/// The cut-orders move is made for at most this many cuts (4! orders of a sequence).
+constexpr int kMaxOrderCuts = 4;
+
+// Calls f(digit) for every digit vector with 0 <= digit[j] < size[j] (none when a size is 0).
+template <class F>
+void for_each_product(const std::vector<size_t>& size, F f) {
+  for (size_t n : size)
+    if (n == 0) return;
+  std::vector<size_t> digit(size.size(), 0);
+  for (;;) {
+    f(digit);
+    int j = static_cast<int>(size.size()) - 1;
+    while (j >= 0 && ++digit[j] == size[j]) digit[j--] = 0;
+    if (j < 0) return;
+  }
+}
 
 // A whole plan by name: tilings [tensor][cut], strategy names [node][cut].
 struct NamedPlan {
@@ -81,12 +108,28 @@ struct Refiner {
   std::vector<SearchState> prefix;  // prefix[i]: the state after cuts [0, i) of `plan`
   std::vector<double> flat;         // cumulative cost after each cut of `plan`
   std::vector<double> cut_work;     // DP entries of each cut of the recursion
+  int version = 0;                  // bumped whenever `plan` changes
 
   double total() const { return flat.back(); }
 
   std::vector<std::vector<NodeOption>> options_at(const SearchState& s, int cut, std::vector<char>* elementwise) const {
     return node_options(g, s, factors[cut], cut, provider, options.constraint, options.replicate_fallback,
                         elementwise);
+  }
+
+  // The problem of cut `cut` from state `s` (as the recursion builds it), its coarsening and
+  // levels; false when some node has no strategy there.
+  bool cut_problem_at(const SearchState& s, int cut, CutProblem* p, Coarsening* c, Levels* levels) const {
+    std::vector<char> elementwise;
+    try {
+      auto opts = options_at(s, cut, &elementwise);
+      *c = coarsen(g, elementwise);
+      *p = build_cut_problem(g, s, factors[cut], cut, std::move(opts), *c, options.constraint);
+      *levels = bfs_levels(g, *c);
+    } catch (const Error&) {
+      return false;
+    }
+    return true;
   }
 
   bool fits(TensorId t, const Shape& shape, const Tiling& ti, int k) const {
@@ -141,6 +184,7 @@ struct Refiner {
     if (!replay(p, prefix[from], &states, &costs)) return false;
     if (only_better && !(costs.back() < total() * (1 - kGain))) return false;
     plan = std::move(p);
+    ++version;
     flat = std::move(costs);
     prefix.resize(from + 1);
     for (SearchState& st : states) prefix.push_back(std::move(st));
@@ -148,9 +192,61 @@ struct Refiner {
   }
   bool keep_if_better(NamedPlan p, int from) { return adopt(std::move(p), from, true); }
 
-  // The plan with cuts i and i+1 exchanged, whatever it costs (a second starting point).
-  // The plan with its cuts in the order `perm` (cut j takes what cut perm[j] had), whatever it
-  // costs (another starting point).
+  // Cuts [from, cuts) of `want` made valid one cut at a time: each cut is solved by the DP
+  // (costs of that cut alone, as the recursion prices it) with every tensor held to its tiling
+  // in `want` where that tiling is in its domain, every node free, so the result is `want`
+  // wherever `want` is a plan and a plan everywhere (a permuted plan may name strategies a
+  // node does not have at the shapes the new order leaves, or split a dimension too small).
+  bool project(NamedPlan want, int from) {
+    SearchState s = prefix[from];
+    const int T = g.num_tensors(), N = g.num_nodes();
+    for (int j = from; j < cuts; ++j) {
+      const int k = factors[j];
+      CutProblem p;
+      Levels levels;
+      Coarsening c;
+      if (!cut_problem_at(s, j, &p, &c, &levels)) return false;
+      if (!budget->take((j < static_cast<int>(cut_work.size()) ? cut_work[j] : 0) + kNodeUnits * N)) return false;
+      // held[v]: the value variable v is held to (-1: free)
+      std::vector<int> held(p.num_vars(), -1);
+      for (int v = 0; v < p.num_vars(); ++v) {
+        if (p.var_home[v] < 0) continue;
+        const std::vector<Tiling>& dom = p.var_tilings[v];
+        auto it = std::find(dom.begin(), dom.end(), want.tiling[p.var_home[v]][j]);
+        if (it != dom.end()) held[v] = static_cast<int>(it - dom.begin());
+      }
+      for (auto& edges : p.edges)
+        for (CutProblem::Edge& e : edges) {
+          if (held[e.var] < 0) continue;
+          const int D = p.domain[e.var];
+          for (size_t x = 0; x < e.cost.size(); ++x)
+            if (static_cast<int>(x % D) != held[e.var]) e.cost[x] = kInfCost;
+        }
+      CutSolution sol;
+      try {
+        sol = solve_one_cut_dp(g, p, level_priority(p, levels.level_of_group, c));
+      } catch (const Error&) {
+        return false;
+      }
+      if (!(sol.cost < kInfCost)) return false;
+      std::vector<Tiling> tilings(T);
+      for (TensorId t = 0; t < T; ++t) want.tiling[t][j] = tilings[t] = p.var_tilings[p.tensor_var[t]][sol.value[p.tensor_var[t]]];
+      std::vector<NodeOption> chosen(N);
+      for (NodeId n = 0; n < N; ++n) {
+        int best = -1;
+        p.node_cost(n, sol.value, &best);
+        if (best < 0) return false;
+        chosen[n] = p.options[n][best];
+        want.option[n][j] = chosen[n].name;
+      }
+      s.apply(g, k, tilings, chosen);
+      if (!(s.flat_bytes < kInfCost)) return false;
+    }
+    return adopt(std::move(want), from, false);
+  }
+
+  // The plan with its cuts in the order `perm` (cut j takes what cut perm[j] had), projected
+  // onto a valid plan (another starting point, whatever it costs).
   bool force_order(const std::vector<int>& perm) {
     NamedPlan p = plan;
     int from = cuts;
@@ -161,7 +257,7 @@ struct Refiner {
       for (int j = 0; j < cuts; ++j) p.tiling[t][j] = plan.tiling[t][perm[j]];
     for (size_t n = 0; n < p.option.size(); ++n)
       for (int j = 0; j < cuts; ++j) p.option[n][j] = plan.option[n][perm[j]];
-    return adopt(std::move(p), from, false);
+    return adopt(p, from, false) || project(std::move(p), from);
   }
 
   // Cuts i and i+1 exchanged in every tensor's and node's sequence.
@@ -183,18 +279,10 @@ struct Refiner {
     const int k = factors[i];
     const int T = g.num_tensors(), N = g.num_nodes();
     LayoutPool& pool = *pre.pool;
-    std::vector<char> elementwise;
     CutProblem p;
     Levels levels;
     Coarsening c;
-    try {
-      auto opts = options_at(pre, i, &elementwise);
-      c = coarsen(g, elementwise);
-      p = build_cut_problem(g, pre, k, i, std::move(opts), c, options.constraint);
-      levels = bfs_levels(g, c);
-    } catch (const Error&) {
-      return false;
-    }
+    if (!cut_problem_at(pre, i, &p, &c, &levels)) return false;
     size_t widest = 0;
     for (NodeId n = 0; n < N; ++n) widest = std::max(widest, p.options[n].size());
     // options at this cut, at each later cut once per option index, and the final replay
@@ -299,6 +387,30 @@ struct Refiner {
     return keep_if_better(std::move(q), i);
   }
 
+  // Calls f(other, first) for every distinct reordering `other` of `seq` by an order of the
+  // cuts that keeps each cut's factor (none for a named mesh, whose cuts are its axes);
+  // `first` is the first cut where `other` differs from `seq`.
+  template <class T, class F>
+  void for_each_order(const std::vector<T>& seq, F f) const {
+    if (!options.factors.empty()) return;
+    std::vector<int> perm(cuts);
+    for (int j = 0; j < cuts; ++j) perm[j] = j;
+    std::vector<std::vector<T>> seen{seq};
+    while (std::next_permutation(perm.begin(), perm.end())) {
+      std::vector<T> other(cuts);
+      bool equal = true;
+      for (int j = 0; j < cuts; ++j) {
+        equal = equal && factors[perm[j]] == factors[j];
+        other[j] = seq[perm[j]];
+      }
+      if (!equal || std::find(seen.begin(), seen.end(), other) != seen.end()) continue;
+      int first = 0;
+      while (other[first] == seq[first]) ++first;
+      f(other, first);
+      seen.push_back(std::move(other));
+    }
+  }
+
   // One node's candidate strategy sequence while its layouts are derived cut by cut.
   struct NodeCandidate {
     std::vector<std::string> names;
@@ -307,14 +419,23 @@ struct Refiner {
     bool alive = true;
   };
 
-  // Every tensor class and every node may, at once, change one of its cuts or exchange two
-  // adjacent cuts of equal factor (or keep its sequence): the joint program restricted to that
-  // neighbourhood of the plan, solved exactly by the DP. It contains every cut move and every
-  // swap, and plans where one layer swaps its cuts while another changes one. Ties are the
-  // first cut's coarsening's (as the joint program's) among tensors that share their sequence;
-  // nodes sharing a strategy (merged timesteps) keep theirs. kFailed: too wide or over budget.
-  enum Outcome { kKept, kNoGain, kFailed };
-  Outcome neighbourhood_move(const Coarsening& ties, const Levels& levels) {
+  // The joint program restricted to a neighbourhood of the plan, solved exactly by the DP:
+  //  - kOneChange: every tensor class and every node may, at once, change one of its cuts or
+  //    exchange two adjacent cuts of equal factor (or keep its sequence). It contains every cut
+  //    move and every swap, and plans where one layer swaps its cuts while another changes one.
+  //  - kOrders: every node may take its sequence in any order of the cuts (of equal factors),
+  //    or any sequence at all where it has at most kAllSequences (element-wise ops, weight
+  //    updates), and every tensor any sequence (at most kAllTensorSequences; else its own in
+  //    any order): each layer may make its cuts in its own order while the tensors between
+  //    layers and the weights' updates follow. Tiny BERT on 8 devices needs it: its attention
+  //    splits heads last and batch first in the joint optimum, the other way round in the
+  //    recursion, and the weights' gradients and updates change with them (one move).
+  // Ties are the first cut's coarsening's (as the joint program's) among tensors that share
+  // their sequence; nodes sharing a strategy (merged timesteps) keep theirs. kFailed: over
+  // budget or no option; kTooWide: the DP's table would pass kMaxTable.
+  enum Outcome { kKept, kNoGain, kFailed, kTooWide };
+  enum Neighbourhood { kOneChange, kOrders };
+  Outcome neighbourhood_move(const Coarsening& ties, const Levels& levels, Neighbourhood kind) {
     const int T = g.num_tensors(), N = g.num_nodes();
     LayoutPool& pool = *prefix[0].pool;
     if (!budget->take(kNodeUnits * N * cuts)) return kFailed;
@@ -365,7 +486,20 @@ struct Refiner {
       const TensorId rep = members[v][0];
       const std::vector<Tiling>& cur = plan.tiling[rep];
       add_tensor_candidate(v, cur, cuts - 1);
-      for (int i = 0; i < cuts; ++i) {
+      double all_seqs = std::pow(g.tensor(rep).shape.size() + 2.0, cuts);
+      if (kind == kOrders && all_seqs > kAllTensorSequences)
+        for_each_order(cur, [&](const std::vector<Tiling>& seq, int first) { add_tensor_candidate(v, seq, first); });
+      if (kind == kOrders && all_seqs <= kAllTensorSequences) {
+        std::vector<Tiling> each{Tiling::replicate()};
+        for (size_t d = 0; d < g.tensor(rep).shape.size(); ++d) each.push_back(Tiling::split(static_cast<int>(d)));
+        each.push_back(Tiling::partial());
+        for_each_product(std::vector<size_t>(cuts, each.size()), [&](const std::vector<size_t>& digit) {
+          std::vector<Tiling> seq(cuts);
+          for (int j = 0; j < cuts; ++j) seq[j] = each[digit[j]];
+          if (seq != cur) add_tensor_candidate(v, seq, 0);
+        });
+      }
+      for (int i = 0; i < cuts && kind == kOneChange; ++i) {
         std::vector<Tiling> options_i{Tiling::replicate()};
         for (size_t d = 0; d < prefix[i].tensor_shape[rep].size(); ++d) options_i.push_back(Tiling::split(d));
         options_i.push_back(Tiling::partial());
@@ -376,7 +510,7 @@ struct Refiner {
           add_tensor_candidate(v, seq, i);
         }
       }
-      for (int i = 0; i + 1 < cuts; ++i)
+      for (int i = 0; i + 1 < cuts && kind == kOneChange; ++i)
         if (swappable(i) && !(cur[i] == cur[i + 1])) {
           std::vector<Tiling> seq = cur;
           std::swap(seq[i], seq[i + 1]);
@@ -400,14 +534,29 @@ struct Refiner {
         auto base = [&](int i) {
           return NodePrefix{prefix[i].node_in[n], prefix[i].node_out[n], prefix[i].need[n], prefix[i].make[n], {}};
         };
-        for (int i = 0; i < cuts; ++i)
+        // (any sequence: of the names the node has at the plan's cuts; re-derived below)
+        std::vector<size_t> names(cuts);
+        size_t all = 1;
+        for (int i = 0; i < cuts; ++i) all *= names[i] = at_cut[i][n].size();
+        if (kind == kOrders && all <= kAllSequences) {
+          for_each_product(names, [&](const std::vector<size_t>& digit) {
+            std::vector<std::string> seq(cuts);
+            for (int j = 0; j < cuts; ++j) seq[j] = at_cut[j][n][digit[j]].name;
+            if (seq != plan.option[n]) ncand[n].push_back({seq, 0, base(0)});
+          });
+        } else if (kind == kOrders) {
+          for_each_order(plan.option[n], [&](const std::vector<std::string>& seq, int first) {
+            ncand[n].push_back({seq, first, base(first)});
+          });
+        }
+        for (int i = 0; i < cuts && kind == kOneChange; ++i)
           for (const NodeOption& o : at_cut[i][n]) {
             if (o.name == plan.option[n][i]) continue;
             std::vector<std::string> seq = plan.option[n];
             seq[i] = o.name;
             ncand[n].push_back({seq, i + 1, extend_prefix(g.node(n), base(i), o, factors[i], pool)});
           }
-        for (int i = 0; i + 1 < cuts; ++i)
+        for (int i = 0; i + 1 < cuts && kind == kOneChange; ++i)
           if (swappable(i) && plan.option[n][i] != plan.option[n][i + 1]) {
             std::vector<std::string> seq = plan.option[n];
             std::swap(seq[i], seq[i + 1]);
@@ -416,21 +565,35 @@ struct Refiner {
       }
       widest = std::max(widest, ncand[n].size());
     }
-    // Budget: the options derived below (at most one call per cut and candidate index), the
-    // replay, and the DP's tables (bounded by max_states).
-    if (!budget->take(kNodeUnits * N * (static_cast<double>(cuts) * widest + cuts))) return kFailed;
-    // Later cuts' strategies re-derived by name for each candidate's shapes.
+    // Budget: the replay (the options derived below are charged per call, the DP's tables after).
+    if (!budget->take(kNodeUnits * N * cuts)) return kFailed;
+    // Later cuts' strategies re-derived by name for each candidate's shapes. Candidates of a
+    // node that agree on their first j strategies share their shapes before cut j: one
+    // node_options call per such group (the calls serve every node at once).
     for (int j = 0; j < cuts; ++j) {
-      for (size_t a = 0; a < widest; ++a) {
+      std::vector<std::vector<std::vector<int>>> groups(N);  // [node][group] -> candidates
+      size_t calls = 0;
+      for (NodeId n = 0; n < N; ++n) {
+        std::map<std::vector<std::string>, int> group_of;
+        for (size_t a = 0; a < ncand[n].size(); ++a) {
+          const NodeCandidate& c = ncand[n][a];
+          if (!c.alive || c.pos != j) continue;
+          std::vector<std::string> key(c.names.begin(), c.names.begin() + j);
+          auto it = group_of.emplace(std::move(key), static_cast<int>(groups[n].size())).first;
+          if (it->second == static_cast<int>(groups[n].size())) groups[n].emplace_back();
+          groups[n][it->second].push_back(static_cast<int>(a));
+        }
+        calls = std::max(calls, groups[n].size());
+      }
+      for (size_t b = 0; b < calls; ++b) {
+        if (!budget->take(kNodeUnits * N)) return kFailed;
         SearchState shapes = prefix[j];
-        bool any = false;
         for (NodeId n = 0; n < N; ++n)
-          if (a < ncand[n].size() && ncand[n][a].alive && ncand[n][a].pos == j) {
-            shapes.node_in[n] = ncand[n][a].at.in;
-            shapes.node_out[n] = ncand[n][a].at.out;
-            any = true;
+          if (b < groups[n].size()) {
+            const NodeCandidate& c = ncand[n][groups[n][b][0]];
+            shapes.node_in[n] = c.at.in;
+            shapes.node_out[n] = c.at.out;
           }
-        if (!any) continue;
         std::vector<char> ew;
         std::vector<std::vector<NodeOption>> opts;
         bool ok = true;
@@ -440,23 +603,32 @@ struct Refiner {
           ok = false;
         }
         for (NodeId n = 0; n < N; ++n) {
-          if (a >= ncand[n].size() || !ncand[n][a].alive || ncand[n][a].pos != j) continue;
-          NodeCandidate& c = ncand[n][a];
-          if (!ok) {
-            c.alive = false;
-            continue;
+          if (b >= groups[n].size()) continue;
+          for (int a : groups[n][b]) {
+            NodeCandidate& c = ncand[n][a];
+            auto it = !ok ? opts[n].end() : std::find_if(opts[n].begin(), opts[n].end(), [&](const NodeOption& o) {
+              return o.name == c.names[j];
+            });
+            if (!ok || it == opts[n].end()) {
+              c.alive = false;
+              continue;
+            }
+            c.at = extend_prefix(g.node(n), c.at, *it, factors[j], pool);
+            c.pos = j + 1;
           }
-          auto it = std::find_if(opts[n].begin(), opts[n].end(), [&](const NodeOption& o) { return o.name == c.names[j]; });
-          if (it == opts[n].end()) {
-            c.alive = false;
-            continue;
-          }
-          c.at = extend_prefix(g.node(n), c.at, *it, factors[j], pool);
-          c.pos = j + 1;
         }
       }
     }
-    // The program: edges at their final bytes.
+    // The program: edges at their final bytes (each entry priced: charged as kCellUnits).
+    double cells = 0;
+    for (NodeId n = 0; n < N; ++n) {
+      const Node& node = g.node(n);
+      for (size_t e = 0; e < node.inputs.size() + node.outputs.size(); ++e) {
+        const TensorId t = e < node.inputs.size() ? node.inputs[e] : node.outputs[e - node.inputs.size()];
+        cells += static_cast<double>(ncand[n].size()) * q.domain[q.tensor_var[t]];
+      }
+    }
+    if (!budget->take(kCellUnits * cells)) return kFailed;
     q.options.resize(N);
     q.node_var.assign(N, -1);
     q.node_var_option.assign(N, {});
@@ -484,7 +656,7 @@ struct Refiner {
     try {
       sol = solve_one_cut_dp(g, q, level_priority(q, levels.level_of_group, ties), kMaxTable);
     } catch (const Error&) {
-      return kFailed;
+      return kTooWide;
     }
     budget->spent += sol.work;
     if (!(sol.cost < total() * (1 - kGain))) return kNoGain;
@@ -512,6 +684,7 @@ struct Refiner {
 // order), derived when a neighbourhood move is first made.
 struct FirstCutTies {
   bool tried = false, ok = false;
+  bool too_wide[2] = {false, false};  // a neighbourhood's DP too wide once: not tried again
   Coarsening c;
   Levels levels;
   bool get(const Refiner& r) {
@@ -529,27 +702,45 @@ struct FirstCutTies {
   }
 };
 
-// Cheap moves (one cut re-solved, two cuts swapped) until none helps; then one step in the
-// whole neighbourhood, which contains them all, to leave that local optimum; and again.
-void descend(Refiner& r, FirstCutTies& ties, RefineStats* stats) {
+// Cheap moves (one cut re-solved, two cuts swapped) until none helps; then, when `wide`, one
+// step in a wide neighbourhood (the layers' cut orders, else one change anywhere) to leave
+// that local optimum; and again.
+void descend(Refiner& r, FirstCutTies& ties, RefineStats* stats, bool wide) {
   constexpr int kMaxRounds = 32;
   const int cuts = r.cuts;
+  // The plan version each cut move / swap last ended on: none is made twice on the same plan
+  // (each is exact, so once made it cannot help again until another move changes the plan).
+  std::vector<int> cut_seen(cuts, -1), swap_seen(cuts, -1);
+  int wide_seen[2] = {-1, -1};
   for (int round = 0; round < kMaxRounds && !r.budget->capped; ++round) {
     bool improved = false;
     for (int i = 0; i < cuts && !r.budget->capped; ++i) {
+      if (cut_seen[i] == r.version) continue;
       ++stats->tried;
       if (r.cut_move(i, r.cut_work[i])) ++stats->kept, improved = true;
+      cut_seen[i] = r.version;
     }
     // Swapping cuts of a named mesh would move tilings between its axes.
     for (int i = 0; i + 1 < cuts && r.options.factors.empty() && !r.budget->capped; ++i) {
-      if (r.factors[i] != r.factors[i + 1]) continue;
+      if (r.factors[i] != r.factors[i + 1] || swap_seen[i] == r.version) continue;
       ++stats->tried;
       if (r.swap_move(i)) ++stats->kept, improved = true;
+      swap_seen[i] = r.version;
     }
-    if (improved || r.budget->capped) continue;
-    ++stats->tried;
-    if (!ties.get(r) || r.neighbourhood_move(ties.c, ties.levels) != Refiner::kKept) break;
-    ++stats->kept;
+    if (improved) continue;
+    if (r.budget->capped || !wide || !ties.get(r)) break;
+    // The wide moves, each exact over its neighbourhood: the layers' cut orders first (cheaper).
+    bool moved = false;
+    for (Refiner::Neighbourhood kind : {Refiner::kOrders, Refiner::kOneChange}) {
+      if (moved || ties.too_wide[kind] || wide_seen[kind] == r.version) continue;
+      if (kind == Refiner::kOrders && cuts > kMaxOrderCuts) continue;
+      ++stats->tried;
+      const Refiner::Outcome out = r.neighbourhood_move(ties.c, ties.levels, kind);
+      wide_seen[kind] = r.version;
+      if (out == Refiner::kTooWide) ties.too_wide[kind] = true;
+      if (out == Refiner::kKept) ++stats->kept, moved = true;
+    }
+    if (!moved) break;
   }
 }
 
@@ -568,7 +759,8 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   if (cuts < 2 || cut_work.size() != factors.size()) return stats;
   double recursion = 0;
   for (double w : cut_work) recursion += w + kNodeUnits * g.num_nodes();
-  const double floor = kFloor * std::min(1.0, kSmallGraph / std::max(1, g.num_nodes()));
+  const bool small = g.num_nodes() <= kSmallGraph;
+  const double floor = small && cuts <= kMaxOrderCuts ? kOrdersFloor : kFloor * std::min(1.0, kSmallGraph / g.num_nodes());
   Budget budget{0, std::max(floor, kShareOfRecursion * recursion)};
   // Nothing when the first move, the first cut's, does not fit the budget (copying the states
   // alone would cost a large graph a good part of its search).
@@ -590,9 +782,13 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   FirstCutTies ties;
   // From the recursion's plan, then from the best plan so far with its cuts in each other order
   // (where cuts do not commute, another order can lead to a better optimum the moves cannot
-  // reach one step at a time): the cheapest end wins.
+  // reach one step at a time): the cheapest end wins. Up to kMaxOrderCuts cuts the starts make
+  // the cheap moves only and the wide ones polish the best end (the cut-orders move is the
+  // dearest; tiny BERT on 8 devices needs it after the fourth start); with more cuts (many
+  // more starts) every start makes the wide moves too.
+  const bool polish_last = cuts <= kMaxOrderCuts;
   auto best = std::make_unique<Refiner>(r);
-  descend(r, ties, &stats);
+  descend(r, ties, &stats, !polish_last);
   if (r.total() < best->total()) best = std::make_unique<Refiner>(r);
   // Other orders of the cuts (of equal factor; not a named mesh's axes) as further starts.
   std::vector<int> perm(cuts);
@@ -603,9 +799,10 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
     if (!equal || !budget.take(kNodeUnits * g.num_nodes() * cuts)) continue;
     Refiner start = *best;
     if (!start.force_order(perm)) continue;
-    descend(start, ties, &stats);
+    descend(start, ties, &stats, !polish_last);
     if (start.total() < best->total() * (1 - kGain)) best = std::make_unique<Refiner>(std::move(start)), ++stats.kept;
   }
+  if (polish_last && !budget.capped) descend(*best, ties, &stats, true);
   stats.work = budget.spent;
   stats.capped = budget.capped;
   if (best->total() < flat->back()) {
@@ -613,6 +810,30 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
     *flat = std::move(best->flat);
   }
   return stats;
+}
+
+Plan refine_given_plan(const Graph& g, int devices, const std::vector<std::vector<std::string>>& tensor_tilings,
+                       const std::vector<std::vector<std::string>>& node_strategies, const SearchOptions& options) {
+  Plan given = price_plan(g, devices, tensor_tilings, node_strategies, options);  // checks every entry
+  const int cuts = static_cast<int>(given.factors.size());
+  const StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
+  NamedPlan named{std::vector<std::vector<Tiling>>(g.num_tensors()), node_strategies};
+  for (TensorId t = 0; t < g.num_tensors(); ++t)
+    for (const std::string& ti : tensor_tilings[t]) named.tiling[t].push_back(Tiling::parse(ti));
+  Budget unused;
+  Refiner r{g, given.factors, options, provider, cuts, &unused, {}, {}, {}, {}};
+  std::vector<SearchState> states;
+  std::vector<double> flat;
+  if (!r.replay(named, SearchState::initial(g), &states, &flat) || states.empty())
+    return given;
+  SearchState s = std::move(states.back());
+  refine_cuts(g, given.factors, options, provider, std::vector<double>(cuts, 0.0), &s, &flat);
+  Plan plan;
+  plan.algorithm = "refined";
+  plan.devices = devices;
+  plan.factors = given.factors;
+  finish_plan(g, s, flat, options.bandwidths, &plan, options.bandwidths_in_cut_order);
+  return plan;
 }
 
 }  // namespace autotile

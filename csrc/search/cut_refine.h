@@ -15,23 +15,24 @@
 //    i's tied optima, the one best for the cuts after it;
 //  - swap cuts i and i+1 of equal factor (the same tiles in the other order; with different
 //    costs where the cuts do not commute);
-//  - when neither helps, the neighbourhood move: every tensor class and every node may at once
-//    keep its sequence, change one cut, or exchange two adjacent cuts (the joint program
-//    restricted to that neighbourhood, again solved by the DP), e.g. one layer swapping its
-//    cuts while another changes one.
+//  - when neither helps, the wide moves, each the joint program restricted to a neighbourhood
+//    of the plan and solved by the DP: the cut-orders move (every layer may make its cuts in
+//    its own order, small nodes such as weight updates and the tensors take any sequence),
+//    then the one-change move (every tensor class and every node may at once keep its
+//    sequence, change one cut, or exchange two adjacent cuts).
 //
-// It starts from the recursion's plan and again from it with two equal adjacent cuts
-// exchanged (cuts that do not commute lead elsewhere in the other order), keeping the cheaper
-// end. It spends at most max(a floor, half of what the recursion spent) in work units (DP
-// entries, node options derived), so a small graph is refined until no move helps and a large
-// one gets at most about half the recursion's time more (none when the first move alone would
-// cost more than that).
+// It starts from the recursion's plan and again from the best plan with its cuts in every
+// other order of equal factors (projected onto a valid plan one cut at a time where a
+// strategy name does not exist at the shapes the new order leaves), with the cheap moves;
+// the wide moves then polish the best end. It spends at most max(a floor, half of what the
+// recursion spent) in work units (DP entries, node options derived, edge costs priced), so a
+// small graph is refined until no move helps and a large one gets at most about half the
+// recursion's time more (none when the first move alone would cost more than that).
 #pragma once
 #include <vector>
 
 #include "graph/graph.h"
-#include "search/kcuts.h"
-#include "search/search_state.h"
+#include "search/kcuts.h"  // (no search_state.h: the Python binding includes this header)
 
 namespace autotile {
 
@@ -56,5 +57,11 @@ bool refine_applies(const SearchOptions& options, size_t cuts);
 RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const SearchOptions& options,
                         const StrategyProvider& provider, const std::vector<double>& cut_work, SearchState* s,
                         std::vector<double>* flat);
+
+/// \brief Testing aid: the given plan ([tensor][cut] tilings, [node][cut] strategy names,
+/// checked as price_plan checks them) refined by refine_cuts with the floor of its budget
+/// (as for a recursion that spent nothing), returned as a plan.
+Plan refine_given_plan(const Graph& g, int devices, const std::vector<std::vector<std::string>>& tensor_tilings,
+                       const std::vector<std::vector<std::string>>& node_strategies, const SearchOptions& options);
 
 }  // namespace autotile

@@ -33,9 +33,9 @@ def _plans(core, devices, **kw):
             _core.plan_graph(core, devices, "tofu", **kw))
 
 
-def _check_against_joint(core, devices, recursion_above, **kw):
+def _check_against_joint(core, devices, recursion_above, time_limit=300, **kw):
     recursion, refined = _plans(core, devices, **kw)
-    joint = joint_optimum(core, devices, time_limit=300, **kw)
+    joint = joint_optimum(core, devices, time_limit=time_limit, **kw)
     assert joint["optimal"], joint
     best = joint["total_bytes"]
     assert recursion["total_bytes"] > best * (1 + recursion_above)  # the case is still a case
@@ -70,6 +70,54 @@ def test_one_layer_bert_and_llama_reach_the_joint_optimum(model, recursion_above
     # LLaMA's optimum has its backward pass in the other cut order and 119 tensors laid out
     # otherwise: reached from the second start (the recursion's plan with its cuts exchanged)
     _check_against_joint(_tiny(model), 4, recursion_above, replicate_fallback=True)
+
+
+@pytest.mark.slow
+def test_one_layer_bert_on_8_devices_reaches_the_joint_optimum():
+    # three cuts; the recursion is 15% above the optimum (HiGHS proves it in 0.5-3 minutes). The
+    # optimum splits the attention's batch at the first two cuts and its heads at the last, the
+    # recursion heads first: the cut-by-cut moves and whole-plan reorders stopped 8.4% above
+    # (1,470,992 against 1,357,584 B). Reaching it takes the cut-orders move (each layer its own
+    # order of the cuts, the weights' gradients and updates re-laid out with it) after starts
+    # in other cut orders that the old restarts dropped (a permuted plan names strategies a
+    # node lacks at the new shapes: now projected onto a valid plan).
+    _check_against_joint(_tiny("bert"), 8, 0.15, time_limit=900, replicate_fallback=True)
+
+
+def test_refinement_keeps_the_joint_optimum():
+    # the joint optimum is a fixed point of every move (each is exact over its neighbourhood and
+    # kept only when it lowers the total): refining it from there gives it back
+    b = mlp(3, batch=16, units=32, relu=True)
+    joint = joint_optimum(b.g, 8, strategy_provider=b.mock, time_limit=120)
+    assert joint["optimal"]
+    again = _core.price_plan(b.g, 8, joint["tensor_tilings"], joint["node_strategies"], strategy_provider=b.mock,
+                             refine=True)
+    assert again["algorithm"] == "refined"
+    assert again["total_bytes"] == pytest.approx(joint["total_bytes"], rel=1e-12)
+
+
+def test_refinement_from_a_given_plan_never_raises_its_cost():
+    # the recursion's plan of tiny GPT-2 on 8 devices with its cuts in every other order that
+    # prices (starts the refinement may take): refined from each, the end is never dearer,
+    # prices to its own cut costs, and is within 1% of tofu's own refined plan
+    core = _tiny("gpt2")
+    recursion, refined = _plans(core, 8, replicate_fallback=True)
+    tried = 0
+    for perm in ((0, 2, 1), (1, 0, 2), (1, 2, 0), (2, 0, 1), (2, 1, 0)):
+        tilings = [[seq[j] for j in perm] for seq in recursion["tensor_tilings"]]
+        strategies = [[seq[j] for j in perm] for seq in recursion["node_strategies"]]
+        try:
+            start = _core.price_plan(core, 8, tilings, strategies, replicate_fallback=True)
+        except Exception as e:  # a strategy the node lacks at the shapes this order leaves
+            assert "has no strategy" in str(e) or "cannot be" in str(e), e
+            continue
+        tried += 1
+        end = _core.price_plan(core, 8, tilings, strategies, replicate_fallback=True, refine=True)
+        assert end["total_bytes"] <= start["total_bytes"] * (1 + 1e-12)
+        priced = _core.price_plan(core, 8, end["tensor_tilings"], end["node_strategies"], replicate_fallback=True)
+        assert priced["cut_costs"] == pytest.approx(end["cut_costs"], rel=1e-12)
+        assert end["total_bytes"] <= refined["total_bytes"] * 1.01
+    assert tried >= 1
 
 
 def test_two_layer_gpt2_on_8_devices_is_not_above_the_per_cut_ilp():

@@ -54,7 +54,12 @@ def test_non_power_of_two_devices(devices):
     b = mlp(3, 48, 24, relu=True)
     plan = _core.plan_graph(b.g, devices, "tofu", strategy_provider=b.mock)
     assert plan["factors"] == _core.factorize(devices)
-    check_plan(plan, b.g)
+    # Theorem 2 holds for the recursion; the refinement across cuts may end non-monotone
+    # (12 devices: 3-2-2 cuts of 24,576 + 21,760 + 20,736 B against the recursion's 70,400 B)
+    recursion = _core.plan_graph(b.g, devices, "tofu", strategy_provider=b.mock, refine=False)
+    check_plan(recursion, b.g)
+    check_plan(plan, b.g, monotone=False)
+    assert plan["total_bytes"] <= recursion["total_bytes"] + 1e-6
     # every split is even: the dim left after dividing by the k of each split cut is whole
     for t, tilings in enumerate(plan["tensor_tilings"]):
         shape = list(b.g.tensor(t)["shape"])

@@ -64,6 +64,10 @@ cdef extern from "search/kcuts.h" namespace "autotile":
                                              const vector[vector[string]]&, const CSearchOptions&) except +
     vector[int] c_factorize "autotile::factorize"(int) except +
 
+cdef extern from "search/cut_refine.h" namespace "autotile":
+    CPlan c_refine_given_plan "autotile::refine_given_plan"(const CGraph&, int, const vector[vector[string]]&,
+                                                           const vector[vector[string]]&, const CSearchOptions&) except +
+
 cdef extern from "search/planner.h" namespace "autotile":
     CPlan c_plan_graph "autotile::plan_graph"(const CGraph&, int, const string&, CSearchOptions) except +
 
@@ -264,10 +268,12 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
 
 
 def price_plan(Graph graph, devices, tensor_tilings, node_strategies, replicate_fallback=False,
-               strategy_provider=None, bandwidths=None, factors=None):
+               strategy_provider=None, bandwidths=None, factors=None, refine=False):
     """Price a given plan with the search's cost model. tensor_tilings: per tensor id, a list
     over cuts of "split(d)" | "replicate" | "partial"; node_strategies: per node id, a list
-    over cuts of strategy names. Returns the same dict as plan_graph (algorithm "priced")."""
+    over cuts of strategy names. Returns the same dict as plan_graph (algorithm "priced").
+    refine (testing aid): the plan improved first by tofu's refinement across cuts
+    (csrc/search/cut_refine.h, with its budget's floor; algorithm "refined")."""
     _check_devices(devices)
     box = _ProviderBox(strategy_provider)
     cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, None)
@@ -286,7 +292,7 @@ def price_plan(Graph graph, devices, tensor_tilings, node_strategies, replicate_
         ns.push_back(row)
     cdef CPlan p
     try:
-        p = c_price_plan(graph.g[0], devices, tt, ns, opts)
+        p = c_refine_given_plan(graph.g[0], devices, tt, ns, opts) if refine else c_price_plan(graph.g[0], devices, tt, ns, opts)
     except RuntimeError as e:
         if box.error is not None:
             raise box.error
