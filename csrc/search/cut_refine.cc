@@ -123,7 +123,7 @@ struct Refiner {
     std::vector<char> elementwise;
     try {
       auto opts = options_at(s, cut, &elementwise);
-      *c = coarsen(g, elementwise);
+      *c = coarsen(g, elementwise, &opts);  // as the recursion: joint strategies shared
       *p = build_cut_problem(g, s, factors[cut], cut, std::move(opts), *c, options.constraint);
       *levels = bfs_levels(g, *c);
     } catch (const Error&) {
@@ -692,8 +692,8 @@ struct FirstCutTies {
     tried = true;
     std::vector<char> elementwise;
     try {
-      r.options_at(r.prefix[0], 0, &elementwise);
-      c = coarsen(r.g, elementwise);
+      const auto opts = r.options_at(r.prefix[0], 0, &elementwise);
+      c = coarsen(r.g, elementwise, &opts);
       levels = bfs_levels(r.g, c);
       ok = true;
     } catch (const Error&) {
