@@ -85,7 +85,33 @@ def known_programs():
     return out
 
 
+def onnx_fixture_steps(fixtures: str, tags):
+    """The JAX step of ONNX fixtures under tofu's 8-device plan against autotile's 1-device
+    step: {tag: {param_err, scale, global}} (global: the nodes the step leaves to XLA's view)."""
+    import os
+
+    out = {}
+    for tag in tags:
+        path = os.path.join(fixtures, tag + ".onnx")
+        npz = np.load(path[:-5] + ".npz")
+        sym = at.onnx.load(path)
+        feeds = {sym.onnx_names[k[3:]]: npz[k] for k in npz.files if k.startswith("in.")}
+        shapes = {k: v.shape for k, v in feeds.items()}
+        ref = at.backend.run(sym, devices=1, inputs=feeds, train=True)
+        step = atj.training_step(sym, at.plan(sym, devices=8, shapes=shapes))
+        params = {n: sym.params[n] for n in step.param_names + step.aux_names}
+        _, new_params = step(params, feeds)
+        out[tag] = {"param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
+                                     for k in step.param_names),
+                    "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
+                    "global": len(step.global_nodes)}
+    return out
+
+
 def main():
+    if len(sys.argv) > 2 and sys.argv[1] == "--onnx":  # --onnx <fixtures dir> <tag>...
+        json.dump(onnx_fixture_steps(sys.argv[2], sys.argv[3:]), sys.stdout)
+        return
     net, inputs, params = readme_mlp()
     ref = at.backend.run(net, devices=1, inputs=inputs, params=params, train=True)
     report = {"plans": {}, "known": known_programs()}

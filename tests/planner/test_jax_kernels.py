@@ -100,6 +100,70 @@ def test_fresh_export_kernels_traced_equal_numpy(op, attrs, make):
         np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6, err_msg=op)
 
 
+#: convolution-family tiles of a spatial split (rows [4, 8) of an 8-row output and the data
+#: rows they read) and whole tensors: (op, node attrs, input shapes and boxes, output shape and box)
+_CONV = {"kernel": (3, 3), "stride": (1, 1), "pad": (1, 1), "num_filter": 3, "num_group": 1, "no_bias": True}
+_DECONV = {"kernel": (4, 4), "stride": (2, 2), "pad": (1, 1), "adj": (0, 0), "num_filter": 3, "num_group": 1,
+           "no_bias": False}
+_MAXPOOL = {"kernel": (3, 3), "stride": (2, 2), "pad": (1, 1), "pool_type": "max"}
+_AVGPOOL = dict(_MAXPOOL, pool_type="avg", count_include_pad=False)
+_GAP = {"kernel": (1, 1), "global_pool": True, "pool_type": "avg"}
+CONV_TILES = [
+    ("Convolution", _CONV, [((1, 2, 8, 8), (0, 0, 3, 0), (1, 2, 8, 8)), ((3, 2, 3, 3), (0,) * 4, (3, 2, 3, 3))],
+     ((1, 3, 8, 8), (0, 0, 4, 0), (1, 3, 8, 8))),
+    ("Convolution", _CONV, [((1, 2, 8, 8), (0, 0, 0, 0), (1, 2, 5, 8)), ((3, 2, 3, 3), (0,) * 4, (3, 2, 3, 3))],
+     ((1, 3, 8, 8), (0, 0, 0, 0), (1, 3, 4, 8))),
+    ("_backward_Convolution_data", _CONV,
+     [((1, 3, 8, 8), (0, 0, 3, 0), (1, 3, 8, 8)), ((3, 2, 3, 3), (0,) * 4, (3, 2, 3, 3)),
+      ((1, 2, 8, 8), (0, 0, 4, 0), (1, 2, 8, 8))], ((1, 2, 8, 8), (0, 0, 4, 0), (1, 2, 8, 8))),
+    ("_backward_Convolution_weight", _CONV,
+     [((1, 3, 8, 8), (0, 0, 4, 0), (1, 3, 8, 8)), ((1, 2, 8, 8), (0, 0, 3, 0), (1, 2, 8, 8))],
+     ((3, 2, 3, 3), (0,) * 4, (3, 2, 3, 3))),
+    ("Deconvolution", _DECONV, [((1, 2, 4, 4), (0,) * 4, (1, 2, 4, 4)), ((2, 3, 4, 4), (0,) * 4, (2, 3, 4, 4)),
+                                ((3,), (0,), (3,))], ((1, 3, 8, 8), (0,) * 4, (1, 3, 8, 8))),
+    ("Deconvolution", _DECONV, [((1, 2, 4, 4), (0, 0, 1, 0), (1, 2, 4, 4)), ((2, 3, 4, 4), (0,) * 4, (2, 3, 4, 4)),
+                                ((3,), (0,), (3,))], ((1, 3, 8, 8), (0, 0, 4, 0), (1, 3, 8, 8))),
+    ("Pooling", _MAXPOOL, [((1, 2, 8, 8), (0, 0, 3, 0), (1, 2, 8, 8))], ((1, 2, 4, 4), (0, 0, 2, 0), (1, 2, 4, 4))),
+    ("Pooling", _AVGPOOL, [((1, 2, 8, 8), (0, 0, 0, 0), (1, 2, 5, 8))], ((1, 2, 4, 4), (0, 0, 0, 0), (1, 2, 2, 4))),
+    ("_backward_Pooling", _AVGPOOL, [((1, 2, 4, 4), (0, 0, 2, 0), (1, 2, 4, 4)), ((1, 2, 8, 8), (0,) * 4, (1, 2, 8, 8))],
+     ((1, 2, 8, 8), (0, 0, 4, 0), (1, 2, 8, 8))),
+    ("_backward_Pooling", _MAXPOOL, [((1, 2, 4, 4), (0,) * 4, (1, 2, 4, 4)), ((1, 2, 8, 8), (0,) * 4, (1, 2, 8, 8))],
+     ((1, 2, 8, 8), (0, 0, 4, 0), (1, 2, 8, 8))),
+    # RegNetY's squeeze-excitation: a global average pool's gradient split along the rows of dx
+    ("_backward_Pooling", _GAP, [((2, 4, 1, 1), (0,) * 4, (2, 4, 1, 1)), ((2, 4, 6, 6), (0,) * 4, (2, 4, 6, 6))],
+     ((2, 4, 6, 6), (0, 0, 3, 0), (2, 4, 6, 6))),
+]
+
+
+@pytest.mark.parametrize("case", range(len(CONV_TILES)))
+def test_convolution_family_tiles_traced_equal_numpy(case):
+    """A spatial tile of a convolution, its gradients, a deconvolution and a pooling runs with
+    the attributes its halo gives (the ops' tile hooks: tile_pad; pooling's frame): the JAX
+    kernels honour them as the NumPy kernels do (they padded convolutions symmetrically by
+    `pad` and pooled a tile as a whole tensor, wrong on any split row range; the
+    deconvolution traced through jax/duck.py was wrong on whole tensors too)."""
+    import jax.numpy as jnp
+
+    from autotile.execgraph.tile_attrs import tile_attrs
+    from autotile.jax.step import _kernel
+    from autotile.ops import registry
+    from autotile.ops.registry import KernelContext
+
+    op, raw, ins, (out_shape, olo, ohi) = CONV_TILES[case]
+    opdef = registry.get(op)
+    attrs = registry.parse_attrs(opdef, {k: str(v) for k, v in raw.items() if k in opdef.params})
+    rng = np.random.default_rng(case)
+    whole = [rng.standard_normal(shape) for shape, _, _ in ins]
+    in_boxes = [(lo, hi) for _, lo, hi in ins]
+    attrs = tile_attrs(op, attrs, in_boxes, [(olo, ohi)], [shape for shape, _, _ in ins], [out_shape])
+    tiles = [w[tuple(slice(a, b) for a, b in zip(lo, hi))] for w, (lo, hi) in zip(whole, in_boxes)]
+    want = opdef.forward(attrs, tiles, KernelContext(is_train=True, xp=np, key=None, out=None))[0]
+    kernel = _kernel(op, opdef)
+    got = jax.jit(lambda *a: kernel(attrs, list(a), KernelContext(is_train=True, xp=jnp, key=None, out=None)))(*tiles)[0]
+    assert np.shape(got) == want.shape == tuple(h - l for l, h in zip(olo, ohi))
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5, err_msg=f"{op} {attrs.get('tile_pad')}")
+
+
 def _mlp_step():
     from autotile.bench.engines import readme_mlp
 

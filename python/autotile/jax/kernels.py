@@ -99,11 +99,14 @@ def _conv_fn(attrs, rank):
         raise Error(f"Convolution: the JAX step runs NCW/NCHW/NCDHW convolutions, got rank {rank} layout "
                     f"{attrs.get('layout')}")
     vec = lambda name, d: tuple(attrs.get(name) or ()) or (d,) * nd  # noqa: E731
-    pad = vec("pad", 0)
+    # a spatial tile pads as its halo leaves (tile_pad: lo..., hi...; negative crops), as the
+    # registry's Geometry does; the whole tensor pads `pad` on both sides
+    tile_pad = tuple(attrs.get("tile_pad") or ())
+    pads = [(tile_pad[i], tile_pad[nd + i]) for i in range(nd)] if tile_pad else [(p, p) for p in vec("pad", 0)]
     dims = ("NC" + _SPATIAL[nd], "OI" + _SPATIAL[nd], "NC" + _SPATIAL[nd])
 
     def conv(x, w):
-        return jax.lax.conv_general_dilated(x, w, vec("stride", 1), [(p, p) for p in pad], rhs_dilation=vec("dilate", 1),
+        return jax.lax.conv_general_dilated(x, w, vec("stride", 1), pads, rhs_dilation=vec("dilate", 1),
                                             dimension_numbers=dims, feature_group_count=attrs["num_group"])
     return conv
 
@@ -138,42 +141,91 @@ def convolution_backward_weight(attrs, inputs, ctx):
     return [pull(dy)[0].astype(dy.dtype)]
 
 
-# ----------------------------------------------------------------------------- Pooling
-
-def _pool_fn(attrs, shape):
-    """x -> pooled x (the registry's Geometry: kernel, stride, pad, 'full' convention)."""
+def deconvolution(attrs, inputs, ctx):
+    """Deconvolution (ONNX ConvTranspose): the data gradient of the convolution whose output
+    this op's data is (ops/deconv.py's geometry, tile paddings included), through jax.vjp."""
     import jax
     import jax.numpy as jnp
 
-    from ..ops.pooling import Geometry
+    from ..ops.deconv import DeconvGeometry, _tile_groups
 
-    geo = Geometry(attrs, shape)
-    window, strides = (1, 1) + tuple(geo.kernel), (1, 1) + tuple(geo.stride)
-    hi = [(o - 1) * s + k - n - p for o, s, k, n, p in zip(geo.out, geo.stride, geo.kernel, geo.spatial, geo.pad)]
-    pads = [(0, 0), (0, 0)] + [(p, max(h, 0)) for p, h in zip(geo.pad, hi)]
+    x, w = inputs[0], inputs[1]
+    geo = DeconvGeometry(_tile_groups(attrs, x.shape, w.shape), x.shape)
+    if geo.conv is None:  # the tile's data lies in adj's zeros
+        y = jnp.zeros(geo.out_shape, x.dtype)
+    else:
+        conv = _conv_fn(geo.conv_attrs, x.ndim)
+        _, pull = jax.vjp(lambda v: conv(v, w), jnp.zeros(geo.out_shape, x.dtype))
+        y = pull(x)[0]
+    if not attrs["no_bias"]:
+        y = y + inputs[2].reshape((1, -1) + (1,) * geo.nd)
+    return [y.astype(x.dtype)]
+
+
+# ----------------------------------------------------------------------------- Pooling
+# A tile pools the windows of its Frame (ops/pooling.py: the tile hooks' tile_windows,
+# tile_data_lo, tile_dx, tile_spatial) over its data slab, padded or cropped to the rows those
+# windows span, with the whole op's avg divisors; the whole op is the frame of everything.
+
+def _pool_frame(attrs, batch_channels, spatial, n_windows=None):
+    from ..ops.pooling import Frame, Geometry, _whole_spatial
+
+    geo = Geometry(attrs, tuple(batch_channels) + _whole_spatial(attrs, spatial))
+    return geo, Frame(attrs, geo, n_windows)
+
+
+def _pool_windows(attrs, geo, frame, x, x_lo):
+    """The frame's pooled windows of a slab `x` of the input starting at rows `x_lo` (the
+    rows its windows span outside the slab: padding, or, for avg/sum, zeros)."""
+    import jax
+    import jax.numpy as jnp
+
+    from ..ops.pooling import _lowest
+
     kind = attrs["pool_type"]
-
-    def pool(x):
-        if kind == "max":
-            return jax.lax.reduce_window(x, -jnp.inf, jax.lax.max, window, strides, pads)
-        y = jax.lax.reduce_window(x, 0.0, jax.lax.add, window, strides, pads)
-        if kind == "avg":
-            y = y / geo.counts(attrs["count_include_pad"] is not False).astype(x.dtype)
-        return y
-    return pool
+    fill = _lowest(x.dtype) if kind == "max" else 0
+    lo = [d - o for d, o in zip(x_lo, frame.origin)]
+    hi = [o + sp - d - n for o, sp, d, n in zip(frame.origin, frame.span, x_lo, x.shape[2:])]
+    slab = jax.lax.pad(x, jnp.asarray(fill, x.dtype), [(0, 0, 0), (0, 0, 0)] + [(a, b, 0) for a, b in zip(lo, hi)])
+    window, strides = (1, 1) + tuple(geo.kernel), (1, 1) + tuple(geo.stride)
+    # the monoids' identities as Python scalars: what jax differentiates (reduce_window_max/sum)
+    if kind == "max":
+        return jax.lax.reduce_window(slab, -np.inf, jax.lax.max, window, strides, "VALID")
+    y = jax.lax.reduce_window(slab, 0.0, jax.lax.add, window, strides, "VALID")
+    if kind == "avg":
+        y = y / frame.counts(geo, attrs["count_include_pad"] is not False).astype(x.dtype)
+    return y
 
 
 def pooling(attrs, inputs, ctx):
     x = inputs[0]
-    return [_pool_fn(attrs, x.shape)(x).astype(x.dtype)]
+    geo, frame = _pool_frame(attrs, x.shape[:2], x.shape[2:])
+    return [_pool_windows(attrs, geo, frame, x, frame.dlo).astype(x.dtype)]
 
 
 def pooling_backward(attrs, inputs, ctx):
+    """dx over the frame's dx tile: the transpose of pooling the dx tile's rows alone (avg,
+    sum: linear), or of pooling the data slab, routed to each window's first maximum as
+    XLA's select-and-scatter does, then cut to the dx tile (max)."""
     import jax
+    import jax.numpy as jnp
 
-    dy, x = inputs[0], inputs[1]
-    _, pull = jax.vjp(_pool_fn(attrs, x.shape), x)
-    return [pull(dy)[0].astype(dy.dtype)]
+    from ..ops.pooling import _bwd_data_shape
+
+    dy = inputs[0]
+    x = inputs[1] if len(inputs) > 1 else None
+    data = x.shape if x is not None else _bwd_data_shape(attrs, dy.shape)
+    geo, frame = _pool_frame(attrs, dy.shape[:2], data[2:], dy.shape[2:])
+    if attrs["pool_type"] != "max":
+        v0 = jnp.zeros(tuple(dy.shape[:2]) + tuple(frame.xn), dy.dtype)
+        _, pull = jax.vjp(lambda v: _pool_windows(attrs, geo, frame, v, frame.xlo), v0)
+        return [pull(dy)[0].astype(dy.dtype)]
+    _, pull = jax.vjp(lambda v: _pool_windows(attrs, geo, frame, v, frame.dlo), x)
+    dslab = pull(dy)[0]  # over the data slab, which starts at dlo
+    lo = [d - x0 for d, x0 in zip(frame.dlo, frame.xlo)]
+    hi = [x0 + n - d - m for x0, n, d, m in zip(frame.xlo, frame.xn, frame.dlo, x.shape[2:])]
+    return [jax.lax.pad(dslab, jnp.asarray(0, dy.dtype),
+                        [(0, 0, 0), (0, 0, 0)] + [(a, b, 0) for a, b in zip(lo, hi)]).astype(dy.dtype)]
 
 
 # ----------------------------------------------------------------------------- Embedding
@@ -297,6 +349,7 @@ KERNELS = {
     "Convolution": convolution,
     "_backward_Convolution_data": convolution_backward_data,
     "_backward_Convolution_weight": convolution_backward_weight,
+    "Deconvolution": deconvolution,
     "Pooling": pooling,
     "_backward_Pooling": pooling_backward,
     "SoftmaxOutput": softmax_output,

@@ -11,6 +11,16 @@ import numpy as np
 from ..errors import Error
 
 
+#: ops whose XLA SPMD partitioning computes wrong values when their inputs are split along
+#: a spatial dim (jax 0.10 / XLA CPU): the convolution filter gradient on any spatial sharding
+#: (off by 1e1-1e2 in a 3x3 conv on 8x8 data), and convolutions in RegNetY's stem/grouped
+#: blocks (found on fresh ShuffleNetV2 and RegNetY exports). The mapped path computes their
+#: tiles explicitly and is right; in the global view (halo reads) they are computed whole on
+#: every device from gathered inputs, outside XLA's partitioning: more bytes, right values.
+WHOLE_IN_GLOBAL_VIEW = frozenset({"Convolution", "_backward_Convolution_data", "_backward_Convolution_weight",
+                                  "Deconvolution"})
+
+
 def _jax():
     try:
         import jax
@@ -176,6 +186,18 @@ class TrainingStep:
         elif sum(s[0] == "a2a" for s in steps) > 1:
             self.notes.setdefault(tensor, []).append(f"a2a: {sum(s[0] == 'a2a' for s in steps)}")
 
+    def _whole_on_every_device(self, node, kernel, attrs, args, ctx):
+        """Node outputs computed whole on every device from whole inputs, inside a shard_map
+        (XLA partitions nothing in it): see WHOLE_IN_GLOBAL_VIEW."""
+        import jax
+        from jax.sharding import PartitionSpec
+
+        n_out = len(node.output_names())
+        fn = jax.shard_map(lambda *a: tuple(kernel(attrs, list(a), ctx)), mesh=self.mesh,
+                           in_specs=tuple(PartitionSpec() for _ in args),
+                           out_specs=tuple(PartitionSpec() for _ in range(n_out)), check_vma=False)
+        return list(fn(*args))
+
     def _stored(self, name):
         """The stored layout of tensor `name` as a mesh spec (per dimension, a tuple of mesh
         axes), None if it has no constraint."""
@@ -325,7 +347,12 @@ class TrainingStep:
             try:
                 with jax.named_scope(self._scope[node.name]):
                     m = self.mapped.get(node.name)
-                    outs = self._mapped_node(node, m, args, kernel, n_args) if m else kernel(attrs, args, ctx)
+                    if m:
+                        outs = self._mapped_node(node, m, args, kernel, n_args)
+                    elif node.op in WHOLE_IN_GLOBAL_VIEW:
+                        outs = self._whole_on_every_device(node, kernel, attrs, args, ctx)
+                    else:
+                        outs = kernel(attrs, args, ctx)
             except Error:
                 raise
             except Exception as e:  # a NumPy-only kernel meets a traced array
