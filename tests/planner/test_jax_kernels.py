@@ -64,10 +64,19 @@ def test_every_op_kernel_traced_equals_numpy(case):
 
 
 #: (op, attrs, inputs(rng)) of kernels a fresh export needs that the two graphs above lack:
-#: GELU's erf (scipy.special's ufunc, traced through jax.scipy.special) and GatherND (Gemma's
-#: dynamo export) with its gradient, whole and as a tile of a split data
+#: GELU's erf (scipy.special's ufunc, traced through jax.scipy.special), GatherND (Gemma's
+#: dynamo export) and GatherElements (RoBERTa's position ids) with their gradients, whole and
+#: as a tile of a split data
 _GATHER_IDX = np.array([[[0, 3], [2, 1]], [[1, 0], [2, 2]]], np.int64)  # (M=2, 2, 2): 4 slices of data[:4, :3]
+_EL_IDX = np.array([[2, 0, 3], [1, 1, 0]], np.int64)  # (2, 3) rows of data (4, 3) along axis 0
 EXTRA_OPS = [
+    ("gather_elements", {"axis": 0}, lambda rng: [rng.standard_normal((4, 3)).astype(np.float32), _EL_IDX]),
+    ("gather_elements", {"axis": 0, "row_begin": 2, "axis_size": 4},
+     lambda rng: [rng.standard_normal((2, 3)).astype(np.float32), _EL_IDX]),
+    ("_backward_gather_elements", {"axis": 0, "shape": (4, 3)},
+     lambda rng: [rng.standard_normal((2, 3)).astype(np.float32), _EL_IDX]),
+    ("_backward_gather_elements", {"axis": 0, "shape": (2, 3), "row_begin": 2, "axis_size": 4},
+     lambda rng: [rng.standard_normal((2, 3)).astype(np.float32), _EL_IDX]),
     ("erf", {}, lambda rng: [rng.standard_normal((4, 5)).astype(np.float32)]),
     ("gelu", {}, lambda rng: [rng.standard_normal((4, 5)).astype(np.float32)]),
     ("gather_nd", {}, lambda rng: [rng.standard_normal((4, 3, 5)).astype(np.float32), _GATHER_IDX]),
@@ -80,8 +89,11 @@ EXTRA_OPS = [
 ]
 
 
-@pytest.mark.parametrize("op,attrs,make", EXTRA_OPS, ids=[f"{o}{'_tile' if 'tile_begin' in a else ''}"
-                                                           for o, a, _ in EXTRA_OPS])
+def _extra_id(op, attrs):
+    return op + ("_tile" if {"tile_begin", "row_begin"} & set(attrs) else "")
+
+
+@pytest.mark.parametrize("op,attrs,make", EXTRA_OPS, ids=[_extra_id(o, a) for o, a, _ in EXTRA_OPS])
 def test_fresh_export_kernels_traced_equal_numpy(op, attrs, make):
     import jax.numpy as jnp
 

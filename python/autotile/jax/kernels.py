@@ -338,11 +338,52 @@ def gather_nd_backward(attrs, inputs, ctx):
     return [target.at[flat].add(dy.reshape(-1, s), mode="drop").reshape(shape)]
 
 
+def _el_local(xp, attrs, indices, axis, n, rows):
+    """gather_elements' rows along `axis` relative to a tile of `rows` rows starting at
+    row_begin, 0 where the tile does not hold them, and the mask of those it holds."""
+    local = _positions(xp, indices, n, "raise") - attrs["row_begin"]
+    keep = (local >= 0) & (local < rows)
+    return xp.where(keep, local, 0), keep
+
+
+def gather_elements(attrs, inputs, ctx):
+    """gather_elements (ONNX GatherElements): ops/gather.py's kernel without its Python-side
+    branch on the mask (RoBERTa's position ids)."""
+    from ..ops.gather import _el_check
+
+    xp = ctx.xp
+    data, indices = inputs
+    axis = _el_check("gather_elements", attrs["axis"], data.shape, indices.shape)
+    n = attrs["axis_size"] if attrs["axis_size"] is not None else data.shape[axis]
+    local, keep = _el_local(xp, attrs, indices, axis, n, data.shape[axis])
+    view = data[tuple(slice(None) if d == axis else slice(0, indices.shape[d]) for d in range(data.ndim))]
+    return [xp.take_along_axis(view, local, axis=axis) * keep.astype(data.dtype)]
+
+
+def gather_elements_backward(attrs, inputs, ctx):
+    """_backward_gather_elements: dy scatter-added along `axis` into the tile of data's
+    gradient (rows outside the tile dropped)."""
+    from ..ops.gather import norm_axis
+
+    xp = ctx.xp
+    dy, indices = inputs
+    shape = tuple(attrs["shape"])
+    axis = norm_axis("_backward_gather_elements", attrs["axis"], len(shape), shape=shape)
+    n = attrs["axis_size"] if attrs["axis_size"] is not None else shape[axis]
+    local, keep = _el_local(xp, attrs, indices, axis, n, shape[axis])
+    grid = list(xp.indices(indices.shape, sparse=True))
+    grid[axis] = xp.where(keep, local, shape[axis])  # row shape[axis]: out of bounds, dropped
+    where = tuple(xp.broadcast_to(g, indices.shape) for g in grid)
+    return [xp.zeros(shape, dy.dtype).at[where].add(dy, mode="drop")]
+
+
 #: op name -> kernel for the JAX step (ahead of backend/gpu_kernels.KERNELS)
 KERNELS = {
     "take": take,
     "_backward_take": take_backward,
     "gather_nd": gather_nd,
+    "gather_elements": gather_elements,
+    "_backward_gather_elements": gather_elements_backward,
     "_backward_gather_nd": gather_nd_backward,
     "Embedding": embedding,
     "_backward_Embedding": embedding_backward,
