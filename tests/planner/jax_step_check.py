@@ -98,13 +98,15 @@ def onnx_fixture_steps(fixtures: str, tags):
         feeds = {sym.onnx_names[k[3:]]: npz[k] for k in npz.files if k.startswith("in.")}
         shapes = {k: v.shape for k, v in feeds.items()}
         ref = at.backend.run(sym, devices=1, inputs=feeds, train=True)
-        step = atj.training_step(sym, at.plan(sym, devices=8, shapes=shapes))
+        plan = at.plan(sym, devices=8, shapes=shapes)
+        step = atj.training_step(sym, plan)
         params = {n: sym.params[n] for n in step.param_names + step.aux_names}
         _, new_params = step(params, feeds)
         out[tag] = {"param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
                                      for k in step.param_names),
                     "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
-                    "global": len(step.global_nodes)}
+                    "global": len(step.global_nodes), "plan_bytes": plan.comm_bytes,
+                    "compiled_bytes": atj.collective_bytes(step.lower(params, feeds).compile().as_text(), 8)}
     return out
 
 

@@ -119,7 +119,7 @@ def test_onnx_gpt2_jax_step_equals_the_one_device_step(jax_report):
 
 #: fresh CNN exports whose JAX step was wrong before (XLA's partitioning of spatially split
 #: convolutions, pooling tiles without their frame, deconvolution through jax/duck.py)
-CNN_FIXTURES = ["shufflenet_ts17", "dcgan_ts17", "regnety_ts17", "unet_ts17"]
+CNN_FIXTURES = ["shufflenet_ts17", "dcgan_ts17", "regnety_ts17", "unet_ts17", "efficientnet_ts17"]
 
 
 @pytest.mark.parametrize("tag", CNN_FIXTURES)
@@ -137,6 +137,10 @@ def test_onnx_cnn_jax_step_equals_the_one_device_step(tag):
     assert proc.returncode == 0, proc.stderr[-3000:]
     r = json.loads(proc.stdout)[tag]
     assert r["param_err"] <= 1e-5 * max(1.0, r["scale"]), r
+    if tag == "efficientnet_ts17":
+        # its split convolutions' halos by ppermute (jax/halo.py), every node mapped: the plan's
+        # bytes (in the global view, gathered whole tensors: 5.8x)
+        assert r["global"] == 0 and r["compiled_bytes"] <= 1.05 * r["plan_bytes"], r
 
 
 def test_collective_bytes_of_known_programs(jax_report):

@@ -20,17 +20,20 @@ mesh axes in order), the node becomes ``shard_map(kernel, in_specs, out_specs)``
   contraction slab only, an Embedding tile's first row...) pick their kernel with
   ``lax.switch`` on their mesh coordinates.
 
-A node whose boxes are not mesh tiles (halos of a split convolution, uneven splits) or whose
-output is partial in a way the boxes do not explain runs in the global view instead (jnp on
+A convolution-family node that reads its tiles plus rows of the neighbouring tiles (a
+spatial split's halo) gets those rows by ``lax.ppermute`` (jax/halo.py). A node whose boxes
+are not mesh tiles otherwise (uneven splits, other halos) or whose output is partial in a
+way the boxes do not explain runs in the global view instead (jnp on
 whole arrays with sharding constraints); :func:`node_maps` says which and why."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from ..execgraph.tile_attrs import tile_attrs
+from .halo import HALO_OPS, halo_of, split_axes
 
 Spec = Tuple[Tuple[str, ...], ...]
 
@@ -50,6 +53,7 @@ class NodeMap:
     attrs: List[dict]
     groups: List[int]
     out_tiles: List[Tuple[int, ...]]
+    halos: Dict[int, list] = field(default_factory=dict)  # input -> [halo.Halo]: rows of neighbouring tiles
 
 
 def _coords(d: int, shape) -> Tuple[int, ...]:
@@ -60,19 +64,7 @@ def spec_of(boxes, full, shape, names) -> Optional[Spec]:
     """The mesh spec (per dimension, the mesh axes splitting it, major first) whose tiles are
     `boxes` (per device in mesh order: (lo, hi)) of a tensor of shape `full`, or None when
     the boxes are not such tiles (uneven, overlapping, or a sub-region on every device)."""
-    first = boxes[0]
-    spec = []
-    for j in range(len(full)):
-        shifts = []
-        for a, k in enumerate(shape):
-            if k == 1:
-                continue
-            c = [0] * len(shape)
-            c[a] = 1
-            s = boxes[int(np.ravel_multi_index(c, shape))][0][j] - first[0][j]
-            if s:
-                shifts.append((s, a))
-        spec.append(tuple(a for _, a in sorted(shifts, reverse=True)))
+    spec = [split_axes(boxes, j, shape) for j in range(len(full))]
     for d, (lo, hi) in enumerate(boxes):
         c = _coords(d, shape)
         for j, axes in enumerate(spec):
@@ -126,7 +118,7 @@ def _node_map(eg, node, name, nid, ops, ndev, mesh_shape, axis_names):
         return "the execution graph's inputs are not the node's"
     in_shapes = [tuple(low.tensor_shapes[t]) for t in in_t]
     out_shapes = [tuple(low.tensor_shapes[t]) for t in out_t]
-    in_specs, shape_only = [], {}
+    in_specs, shape_only, halos, wide = [], {}, {}, {}
     varying = set()  # mesh axes along which some input the node reads changes
     for j, full in enumerate(in_shapes):
         if any(op["inputs"][j] < 0 for op in ops):
@@ -140,6 +132,10 @@ def _node_map(eg, node, name, nid, ops, ndev, mesh_shape, axis_names):
             continue
         boxes = [op["input_boxes"][j] for op in ops]
         spec = spec_of(boxes, full, mesh_shape, axis_names)
+        found = halo_of(boxes, full, mesh_shape) if spec is None and node.op in HALO_OPS else None
+        if found is not None:  # the tile and its neighbours' rows (halo.py)
+            core, halos[j], wide[j] = found
+            spec = spec_of(core, full, mesh_shape, axis_names)
         if spec is None:
             return f"input '{low.tensor_names[in_t[j]]}' is read in boxes that are not mesh tiles (halo or uneven)"
         in_specs.append(spec)
@@ -159,15 +155,18 @@ def _node_map(eg, node, name, nid, ops, ndev, mesh_shape, axis_names):
         tiles.append(tuple(h - lo for lo, h in zip(bufs[0]["lo"], bufs[0]["hi"])))
     attrs, groups, seen = [], [], {}
     parsed = node.parsed_attrs()
-    for op in ops:
+    for d, op in enumerate(ops):
         out_boxes = [(eg.buffers[b]["lo"], eg.buffers[b]["hi"]) for b in op["outputs"]]
-        a = tile_attrs(node.op, parsed, op["input_boxes"], out_boxes, in_shapes, out_shapes)
+        # a widened input's tile attributes from its unclipped box: the zeros it receives
+        # past the tensor's ends are the padding
+        in_boxes = [wide[j][d] if j in wide else box for j, box in enumerate(op["input_boxes"])]
+        a = tile_attrs(node.op, parsed, in_boxes, out_boxes, in_shapes, out_shapes)
         k = _key(a)
         if k not in seen:
             seen[k] = len(attrs)
             attrs.append(a)
         groups.append(seen[k])
-    return NodeMap(name, in_specs, shape_only, out_specs, partial, attrs, groups, tiles)
+    return NodeMap(name, in_specs, shape_only, out_specs, partial, attrs, groups, tiles, halos)
 
 
 def _shape_only(eg, op, j, nid) -> Tuple[int, ...]:

@@ -213,6 +213,7 @@ class TrainingStep:
         from jax.sharding import NamedSharding
 
         from ..ops.registry import KernelContext, node_key
+        from .halo import apply_halo
         from .node_map import apply_relayout, device_index, reduce_partial, reduction, relayout, tile_offset
 
         sizes = dict(zip(self.mesh.axis_names, self.mesh.devices.shape))
@@ -265,7 +266,9 @@ class TrainingStep:
                     ins.append(jnp.zeros(m.shape_only[j], dtypes[j]))
                     continue
                 with jax.named_scope(self._scope.get(names[j], "at_t")):
-                    ins.append(apply_relayout(local[k], inside[j], sizes))
+                    x = apply_relayout(local[k], inside[j], sizes)
+                    ins.append(apply_halo(x, m.halos[j], self.mesh.axis_names, self.mesh.devices.shape)
+                               if j in m.halos else x)
                 k += 1
             if len(m.attrs) == 1:
                 outs = run(m.attrs[0], ins)
