@@ -3,6 +3,8 @@ each distinct plan once and ends when the plan stops changing; the plan it retur
 the tilings and strategies, the peak, whether it swaps) is the one the full scan over every
 weight returns, on the models of `autotile bench memory` (the slow cases are its full table's
 budgets) and on small graphs whose scans end early, plateau on the way or never fit."""
+import math
+
 import pytest
 
 import autotile as at
@@ -40,7 +42,10 @@ def assert_same_choice(full, early):
         return None
     (raw_f, peak_f, w_f, tried_f, n_f), (raw_e, peak_e, w_e, tried_e, n_e) = full, early
     assert memory_fit.plan_key(raw_e) == memory_fit.plan_key(raw_f)
-    assert (peak_e, w_e, raw_e.get("swap_budget")) == (peak_f, w_f, raw_f.get("swap_budget"))
+    # the weight too, except where the bisection skipped a plan that could not win: then it
+    # may meet the same plan at another weight
+    assert (peak_e, raw_e.get("swap_budget")) == (peak_f, raw_f.get("swap_budget"))
+    assert w_e == w_f or (raw_e.get("swap_budget") is None and w_e > 0)
     assert raw_e["total_bytes"] == raw_f["total_bytes"]
     assert n_e <= n_f and len(tried_e) <= len(tried_f)
     return n_e, n_f
@@ -66,6 +71,45 @@ def test_the_scan_ends_early_when_the_plan_stops_changing():
     n_early, n_full = assert_same_choice(full, early)
     assert early[2] == 4.0 and early[0]["swap_budget"] == budget
     assert n_early < n_full
+
+
+@pytest.mark.parametrize("frac", [0.9, 0.8])
+def test_the_bisection_skips_plans_that_cannot_win(frac):
+    # a 2-layer LLaMA x32 at 90% / 80% of its plain plan's peak fits at a weight; on the way
+    # down the bisection meets plans moving more bytes than one that already fits: the scan does
+    # not measure them (issue #24, LLaMA-7B x64's w = 2 and 2.38) and returns the full scan's plan
+    low = lowered("llama", 8, seq=256, layers=2)
+    budget = int(frac * memory_fit.peak_bytes(low, _core.plan_graph(low.core, 32, "tofu", None, False)))
+    full, early = both_scans(low, 32, budget)
+    assert_same_choice(full, early)
+    assert early[0].get("swap_budget") is None
+    assert len({t[0] for t in early[3]}) < early[4]  # some weight searched, its plan not measured
+
+
+def test_the_bisection_on_a_greedy_weight_curve():
+    # LLaMA-7B x64's plans by weight (comm, peak / 1e8; the greedy search is not monotone: w = 2
+    # moves more bytes than w = 4 and misses, w = 2.38 more than w = 2.83). The cheapest plan
+    # that fits (brute force over the plans) is E; the scan finds it measuring fewer plans.
+    curve = [(0.5, "A", 1001.70, 96.9), (1.9, "B", 1034.55, 108.4), (2.2, "C", 1199.11, 80.5),
+             (2.6, "D", 1169.99, 77.6), (3.5, "E", 1162.874, 75.23), (math.inf, "F", 1162.878, 75.23)]
+
+    def search(w):
+        name, comm = next((n, c) for top, n, c, _ in curve if w < top)
+        return {"factors": [2], "tensor_tilings": [[name]], "node_strategies": [[0]], "total_bytes": comm}
+
+    peak = {n: p for _, n, _, p in curve}
+    for full_scan in (True, False):
+        measured = []
+
+        def measure(raw):
+            measured.append(raw["tensor_tilings"][0][0])
+            return peak[measured[-1]]
+
+        raw, m, w = memory_fit.search_weights(search, measure, 80.0, full_scan=full_scan)
+        cheapest = min((c, n) for _, n, c, p in curve if p <= 80.0)[1]
+        assert raw["tensor_tilings"][0][0] == cheapest == "E" and m == 75.23
+        if not full_scan:
+            assert "C" not in measured and "D" not in measured and len(measured) == 4
 
 
 @pytest.mark.slow

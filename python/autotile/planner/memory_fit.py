@@ -10,7 +10,9 @@ the first fitting weight, then a bisection between the last weight that did not 
 first that did; the cost is a handful of searches and execution-graph builds. The scan ends
 early once the weight has taken effect and the peak stops falling (issue #24): the larger
 weights then return the same plan again (GPT-2 large x8 at 12 GB: the same plan from w = 16
-to 4096), so the scan would only repeat it.
+to 4096), so the scan would only repeat it. The bisection does not measure a plan that moves no
+fewer bytes than one already found to fit: it could not be returned (LLaMA-7B x64 at 8 GB: two
+of its six 64-device builds).
 """
 from __future__ import annotations
 
@@ -129,7 +131,14 @@ def search_weights(search: Callable[[float], dict], measure: Callable[[dict], fl
     each plan, so a plan cheapest at two weights is cheapest between them, and the weights
     left would return it again (the search is greedy across cuts, so this is not a proof:
     `full_scan` tries every weight to :data:`MAX_WEIGHT`). For the same reason the scan skips
-    the weights below 1 (or below 1/4) when that weight returns the plain plan."""
+    the weights below 1 (or below 1/4) when that weight returns the plain plan.
+
+    In the bisection a new plan that moves no fewer bytes than the best fitting one is not
+    measured (it cannot be returned): the bisection goes up from it, and the second such plan
+    ends it. With an exact search only a tie could appear below the best's weight (its cost
+    is linear in the weight); the greedy one returns them (LLaMA-7B x64: w = 2 and 2.38 move
+    more bytes than w = 4's plan), and measuring them is a 64-device build each. `full_scan`
+    measures every one and always takes 5 steps."""
     tried = [] if tried is None else tried
     measured: dict = {}
     searched: dict = {}  # weight -> (raw plan, its key)
@@ -179,8 +188,19 @@ def search_weights(search: Callable[[float], dict], measure: Callable[[dict], fl
         low, w, previous = w, w * 4, key
     if high is None:
         return None
-    for _ in range(5):  # bisection (geometric) between a weight that misses and one that fits
+    # bisection (geometric) between a weight that misses and one that fits
+    losers = 0  # plans met in it that move no fewer bytes than the best, not measured
+    for _ in range(5):
         mid = math.sqrt(low * high) if low > 0 else high / 4
+        raw, key = plan_at(mid)
+        if not full_scan and key not in measured and raw["total_bytes"] >= best[0]["total_bytes"]:
+            # it cannot be returned (a plan that fits moves no more bytes): not measured; the
+            # bisection goes up, towards the best, and gives up at the second such plan
+            losers += 1
+            if losers == 2:
+                break
+            low = mid
+            continue
         raw, m, _ = attempt(mid)
         if m <= bound:
             high = mid
