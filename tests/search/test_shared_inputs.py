@@ -197,13 +197,15 @@ def test_memory_weighted_llama_costs_as_the_plain_dp(dominance, devices, weight)
                                                    ("bert-base", 16, 4)])
 def test_plans_without_shared_inputs_are_unchanged(dominance, model, batch, devices):
     # Only read-only inputs get fixed, and their tilings are polished back to the DP's own
-    # tie-break: the same plan, tiling for tiling, as the plain DP.
+    # tie-break: the same plan, tiling for tiling, as the plain DP. The recursion's plan: the
+    # refinement across cuts that follows is a local search within a budget set by the DP's
+    # work, which dominance lowers, so the two refinements may stop at different plans.
     kw = {"layers": 2, "seq": 128} if model in ("gpt2-small", "bert-base") else {}
     sym = at.models.get(model, batch=batch, **kw)
     plans = {}
     for mode in ("off", "default"):
         dominance(mode)
-        plans[mode] = at.plan(sym, devices=devices)
+        plans[mode] = at.plan(sym, devices=devices, refine=False)
     assert plans["default"].tensor_tilings == plans["off"].tensor_tilings
     assert plans["default"].node_strategies == plans["off"].node_strategies
     assert plans["default"].cut_costs == plans["off"].cut_costs
