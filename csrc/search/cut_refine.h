@@ -56,7 +56,7 @@ bool refine_applies(const SearchOptions& options, size_t cuts);
 /// re-derived by name, as price_plan prices a plan.
 RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const SearchOptions& options,
                         const StrategyProvider& provider, const std::vector<double>& cut_work, SearchState* s,
-                        std::vector<double>* flat);
+                        std::vector<double>* flat, size_t first_cut_widest = 2);
 
 /// \brief Testing aid: the given plan ([tensor][cut] tilings, [node][cut] strategy names,
 /// checked as price_plan checks them) refined by refine_cuts with the floor of its budget

@@ -71,6 +71,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   // DP entries of each cut (as if every table were computed, reused ones too): the
   // refinement's budget, which stays what it was before tables were reused (the same plans).
   std::vector<double> cut_work;
+  size_t first_widest = 0;  // most options of a node at the first cut
   // AUTOTILE_SEARCH_PROFILE=1 prints where each cut's time goes (stderr), for bench/ work.
   const bool profile = std::getenv("AUTOTILE_SEARCH_PROFILE") != nullptr;
   // Wall and CPU time of each phase (the CPU column is what the phase costs on a shared machine).
@@ -148,6 +149,8 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     if (!(sol.cost < kInfCost)) fail("cut ", cut + 1, " (", k, "-way) has no feasible plan");
     std::vector<Tiling> tilings(g.num_tensors());
     for (TensorId t = 0; t < g.num_tensors(); ++t) tilings[t] = p.var_tilings[p.tensor_var[t]][sol.value[p.tensor_var[t]]];
+    if (cut == 0)  // the refinement's first move re-derives every node's options of this cut
+      for (NodeId n = 0; n < g.num_nodes(); ++n) first_widest = std::max(first_widest, p.options[n].size());
     std::vector<NodeOption> chosen(g.num_nodes());
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
       int best = -1;
@@ -164,7 +167,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   }
   if (refine) {
     const double recursion = flat.back();
-    RefineStats r = refine_cuts(g, plan.factors, options, provider, cut_work, &s, &flat);
+    RefineStats r = refine_cuts(g, plan.factors, options, provider, cut_work, &s, &flat, first_widest);
     if (profile)
       std::fprintf(stderr, "refine: %d of %d moves kept, %.3g work units%s, %.6g -> %.6g bytes\n", r.kept, r.tried,
                    r.work, r.capped ? " (budget spent)" : "", recursion, flat.back());
