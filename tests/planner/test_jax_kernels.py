@@ -95,6 +95,16 @@ def _extra_id(op, attrs):
 
 @pytest.mark.parametrize("op,attrs,make", EXTRA_OPS, ids=[_extra_id(o, a) for o, a, _ in EXTRA_OPS])
 def test_fresh_export_kernels_traced_equal_numpy(op, attrs, make):
+    from autotile.ops import registry
+
+    opdef = registry.get(op)
+    parsed = registry.parse_attrs(opdef, {k: str(v) for k, v in attrs.items()})
+    _traced_equals_numpy(op, parsed, make(np.random.default_rng(0)), tol=1e-6)
+
+
+def _traced_equals_numpy(op, attrs, inputs, tol):
+    """Op `op`'s JAX kernel, jitted, against the registry's NumPy kernel on the same inputs
+    and attributes; returns the outputs (checked already)."""
     import jax.numpy as jnp
 
     from autotile.jax.step import _kernel
@@ -102,14 +112,14 @@ def test_fresh_export_kernels_traced_equal_numpy(op, attrs, make):
     from autotile.ops.registry import KernelContext
 
     opdef = registry.get(op)
-    parsed = registry.parse_attrs(opdef, {k: str(v) for k, v in attrs.items()})
-    inputs = make(np.random.default_rng(0))
-    want = opdef.forward(parsed, inputs, KernelContext(is_train=True, xp=np, key=None, out=None))
+    want = opdef.forward(attrs, inputs, KernelContext(is_train=True, xp=np, key=None, out=None))
     kernel = _kernel(op, opdef)
-    got = jax.jit(lambda *a: kernel(parsed, list(a), KernelContext(is_train=True, xp=jnp, key=None, out=None)))(
+    got = jax.jit(lambda *a: kernel(attrs, list(a), KernelContext(is_train=True, xp=jnp, key=None, out=None)))(
         *inputs)
     for g, w in zip(got, want):
-        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6, err_msg=op)
+        assert np.shape(g) == np.shape(w), op
+        np.testing.assert_allclose(np.asarray(g), w, rtol=tol, atol=tol, err_msg=f"{op} {attrs.get('tile_pad', '')}")
+    return got
 
 
 #: convolution-family tiles of a spatial split (rows [4, 8) of an 8-row output and the data
@@ -154,12 +164,8 @@ def test_convolution_family_tiles_traced_equal_numpy(case):
     kernels honour them as the NumPy kernels do (they padded convolutions symmetrically by
     `pad` and pooled a tile as a whole tensor, wrong on any split row range; the
     deconvolution traced through jax/duck.py was wrong on whole tensors too)."""
-    import jax.numpy as jnp
-
     from autotile.execgraph.tile_attrs import tile_attrs
-    from autotile.jax.step import _kernel
     from autotile.ops import registry
-    from autotile.ops.registry import KernelContext
 
     op, raw, ins, (out_shape, olo, ohi) = CONV_TILES[case]
     opdef = registry.get(op)
@@ -169,11 +175,8 @@ def test_convolution_family_tiles_traced_equal_numpy(case):
     in_boxes = [(lo, hi) for _, lo, hi in ins]
     attrs = tile_attrs(op, attrs, in_boxes, [(olo, ohi)], [shape for shape, _, _ in ins], [out_shape])
     tiles = [w[tuple(slice(a, b) for a, b in zip(lo, hi))] for w, (lo, hi) in zip(whole, in_boxes)]
-    want = opdef.forward(attrs, tiles, KernelContext(is_train=True, xp=np, key=None, out=None))[0]
-    kernel = _kernel(op, opdef)
-    got = jax.jit(lambda *a: kernel(attrs, list(a), KernelContext(is_train=True, xp=jnp, key=None, out=None)))(*tiles)[0]
-    assert np.shape(got) == want.shape == tuple(h - l for l, h in zip(olo, ohi))
-    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5, err_msg=f"{op} {attrs.get('tile_pad')}")
+    got = _traced_equals_numpy(op, attrs, tiles, tol=1e-5)[0]
+    assert np.shape(got) == tuple(h - l for l, h in zip(olo, ohi))
 
 
 def _mlp_step():
