@@ -51,7 +51,8 @@ def split_axes(boxes, j, mesh_shape) -> Tuple[int, ...]:
     return tuple(a for _, a in sorted(shifts, reverse=True))
 
 
-def _tile_index(coords, axes, mesh_shape) -> int:
+def tile_index(coords, axes, mesh_shape) -> int:
+    """The index of a device (mesh coordinates) among the tiles of a dimension split by `axes`."""
     idx = 0
     for a in axes:
         idx = idx * mesh_shape[a] + coords[a]
@@ -73,7 +74,7 @@ def halo_of(boxes, full, mesh_shape) -> Optional[Tuple[list, List[Halo], list]]:
         if full[j] % n:
             return None
         tile = full[j] // n
-        idx = [_tile_index(c, axes, mesh_shape) for c in coords]
+        idx = [tile_index(c, axes, mesh_shape) for c in coords]
         los = {i * tile - b[0][j] for i, b in zip(idx, boxes) if i > 0}
         his = {b[1][j] - (i + 1) * tile for i, b in zip(idx, boxes) if i < n - 1}
         if len(los) > 1 or len(his) > 1:
@@ -99,7 +100,7 @@ def _neighbour_pairs(halo: Halo, mesh_shape) -> List[Tuple[int, int]]:
     pairs = []
     for d in range(int(np.prod(mesh_shape))):
         c = list(np.unravel_index(d, mesh_shape))
-        i = _tile_index(c, halo.axes, mesh_shape)
+        i = tile_index(c, halo.axes, mesh_shape)
         if i + 1 >= halo.n:
             continue
         rest = i + 1

@@ -33,7 +33,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..execgraph.tile_attrs import tile_attrs
-from .halo import HALO_OPS, halo_of, split_axes
+from .halo import HALO_OPS, halo_of, split_axes, tile_index
 
 Spec = Tuple[Tuple[str, ...], ...]
 
@@ -71,9 +71,7 @@ def spec_of(boxes, full, shape, names) -> Optional[Spec]:
             n = int(np.prod([shape[a] for a in axes])) if axes else 1
             if full[j] % n:
                 return None
-            tile, idx = full[j] // n, 0
-            for a in axes:
-                idx = idx * shape[a] + c[a]
+            tile, idx = full[j] // n, tile_index(c, axes, shape)
             if lo[j] != idx * tile or hi[j] != lo[j] + tile:
                 return None
     return tuple(tuple(names[a] for a in axes) for axes in spec)
