@@ -322,11 +322,7 @@ struct Refiner {
       std::vector<std::vector<NodePrefix>> next = fin;
       // Call j serves every node's j-th option (its last where it has fewer), as joint_problem does.
       for (size_t a = 0; a < widest; ++a) {
-        for (NodeId n = 0; n < N; ++n) {
-          const NodePrefix& q = fin[n][std::min(a, fin[n].size() - 1)];
-          shapes.node_in[n] = q.in;
-          shapes.node_out[n] = q.out;
-        }
+        use_prefix_shapes(fin, a, &shapes);
         std::vector<char> ew;
         std::vector<std::vector<NodeOption>> opts;
         try {

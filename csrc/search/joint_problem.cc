@@ -72,11 +72,7 @@ JointProblem joint_problem(const Graph& g, int devices, const SearchOptions& opt
     for (NodeId n = 0; n < N; ++n) widest = std::max(widest, np[n].size());
     std::vector<std::vector<NodePrefix>> next(N);
     for (size_t j = 0; j < widest; ++j) {
-      for (NodeId n = 0; n < N; ++n) {
-        const NodePrefix& p = np[n][std::min(j, np[n].size() - 1)];
-        s.node_in[n] = p.in;
-        s.node_out[n] = p.out;
-      }
+      use_prefix_shapes(np, j, &s);
       std::vector<char> elementwise;
       auto opts = node_options(g, s, k, static_cast<int>(cut), provider, PlanConstraint{}, options.replicate_fallback,
                                &elementwise);

@@ -28,4 +28,12 @@ NodePrefix extend_prefix(const Node& node, const NodePrefix& p, const NodeOption
   return q;
 }
 
+void use_prefix_shapes(const std::vector<std::vector<NodePrefix>>& prefixes, size_t a, SearchState* s) {
+  for (size_t n = 0; n < prefixes.size(); ++n) {
+    const NodePrefix& p = prefixes[n][std::min(a, prefixes[n].size() - 1)];
+    s->node_in[n] = p.in;
+    s->node_out[n] = p.out;
+  }
+}
+
 }  // namespace autotile

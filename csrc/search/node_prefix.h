@@ -7,6 +7,7 @@
 
 #include "graph/graph.h"
 #include "search/layout_pool.h"
+#include "search/search_state.h"
 #include "search/strategy_provider.h"
 
 namespace autotile {
@@ -20,5 +21,9 @@ struct NodePrefix {
 
 /// \brief `p` extended by a k-way cut running `node` as option `o` (layouts interned in `pool`).
 NodePrefix extend_prefix(const Node& node, const NodePrefix& p, const NodeOption& o, int k, LayoutPool& pool);
+
+/// \brief Gives every node of `s` the shapes of its `a`-th prefix (its last where it has fewer),
+/// so one node_options call serves the a-th prefix of every node at once.
+void use_prefix_shapes(const std::vector<std::vector<NodePrefix>>& prefixes, size_t a, SearchState* s);
 
 }  // namespace autotile
