@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <map>
-#include <set>
+#include <string_view>
+#include <unordered_map>
 #include <numeric>
 #include <sstream>
 #include <tuple>
@@ -28,19 +29,41 @@ struct UnionFind {
   }
 };
 
-// Nodes per value of attr `__joint_strategy__`, each with its backward nodes.
-std::map<std::string, std::vector<NodeId>> joint_strategies(const Graph& g) {
-  std::map<std::string, std::vector<NodeId>> joint;
-  auto key = [&](NodeId n) -> const std::string* {
-    auto it = g.node(n).attrs.find("__joint_strategy__");
-    return it == g.node(n).attrs.end() ? nullptr : &it->second;
+// Nodes per value of attr `__joint_strategy__`, each with its backward nodes, in the order of
+// their first node (a forward node precedes its backward nodes).
+std::vector<std::vector<NodeId>> joint_strategies(const Graph& g) {
+  std::vector<std::vector<NodeId>> joint;
+  std::unordered_map<std::string_view, int> index;
+  auto id = [&](const std::string& key) {
+    auto [pos, fresh] = index.emplace(key, static_cast<int>(joint.size()));
+    if (fresh) joint.emplace_back();
+    return pos->second;
   };
+  std::vector<int> own(g.num_nodes(), -1);  // node -> the joint strategy its own attr names
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    const std::string* k = key(n);
-    if (!k && g.node(n).forward_node != kNone) k = key(g.node(n).forward_node);
-    if (k) joint[*k].push_back(n);
+    const Node& node = g.node(n);
+    int j = -1;
+    auto it = node.attrs.find("__joint_strategy__");
+    if (it != node.attrs.end()) {
+      j = own[n] = id(it->second);
+    } else if (node.forward_node != kNone) {  // a backward node joins its forward node's
+      const auto& fa = g.node(node.forward_node).attrs;
+      if (node.forward_node < n)
+        j = own[node.forward_node];
+      else if ((it = fa.find("__joint_strategy__")) != fa.end())
+        j = id(it->second);
+    }
+    if (j >= 0) joint[j].push_back(n);
   }
   return joint;
+}
+
+// Whether nodes a and b offer the same split variables (option names; a list has no repeats).
+bool same_names(const std::vector<NodeOption>& a, const std::vector<NodeOption>& b) {
+  if (a.size() != b.size()) return false;
+  for (const NodeOption& o : a)
+    if (std::none_of(b.begin(), b.end(), [&](const NodeOption& x) { return x.name == o.name; })) return false;
+  return true;
 }
 
 bool joint_enabled() {
@@ -119,15 +142,11 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
   if (options && joint_enabled()) {
     // One strategy for the whole joint group, only where every member offers the same split
     // variables (a value some member lacks would be infeasible for the group).
-    auto names = [&](NodeId n) {
-      std::set<std::string> s;
-      for (const NodeOption& o : (*options)[n]) s.insert(o.name);
-      return s;
-    };
-    for (const auto& [key, members] : joint_strategies(g)) {
-      const std::set<std::string> first = names(members[0]);
+    for (const std::vector<NodeId>& members : joint_strategies(g)) {
+      const auto& first = (*options)[members[0]];
       if (members.size() < 2 || first.size() < 2) continue;
-      if (!std::all_of(members.begin(), members.end(), [&](NodeId n) { return names(n) == first; })) continue;
+      if (!std::all_of(members.begin(), members.end(), [&](NodeId n) { return same_names((*options)[n], first); }))
+        continue;
       for (NodeId n : members) {
         share.join(n, members[0]);
         groups.join(node_el(n), node_el(members[0]));

@@ -15,7 +15,8 @@
 //    (ops/sync_batchnorm.py): 4 strategy variables per BatchNorm become 1, which keeps the
 //    DP's tables as narrow as the fused BatchNorm's. This one is a constraint: the per-cut
 //    optimum is unchanged on the zoo (tests/search/test_coarsen_batchnorm.py checks it against
-//    the search without it, AUTOTILE_SEARCH_JOINT=off);
+//    the search without it, AUTOTILE_SEARCH_JOINT=off). The tensors only such a group and
+//    single-option nodes (`_bn_stats`) touch then leave the DP's problem (coarsen_fold.h);
 //  * an update node's output is the next value of a graph input (weight or optimizer state):
 //    it must be tiled like it (steady state). Attr `__inplace__` = comma-separated input index
 //    per output (-1: none); without it, outputs pair in order with the update node's

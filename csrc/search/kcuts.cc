@@ -10,6 +10,7 @@
 #include "search/bfs_levels.h"
 #include "search/bruteforce.h"
 #include "search/coarsen.h"
+#include "search/coarsen_fold.h"
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
 #include "search/cut_refine.h"
@@ -99,6 +100,9 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     // The levels depend only on the groups, which most cuts keep.
     tick("coarsen");
     CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint);
+    // A joint strategy's internal tensors leave the DP's problem (search/coarsen_fold.h).
+    const bool fold = options.solver == CutSolver::kDP && options.memory_weight <= 0 && !options.cut_check;
+    const JointFold folded = fold ? fold_joint_internals(&p) : JointFold{};
     tick("tables");
     if (cut == 0 || c.node_group != L_groups.node_group || c.tensor_group != L_groups.tensor_group) {
       L = bfs_levels(g, c);
@@ -134,6 +138,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
         for (NodeId n = 0; n < g.num_nodes(); ++n) sol.cost += p.node_cost(n, sol.value);
       }
     }
+    folded.restore(&sol.value);
     if (options.cut_check) {
       CutSolution other = options.external_solver ? solve_external(g, p, options.external_solver)
                                                   : solve_bruteforce(p, options.bruteforce_limit);

@@ -62,18 +62,22 @@ def test_a_batchnorm_searches_one_strategy(monkeypatch):
     assert plan["node_strategies"][members["bn0"][0]][0] == "n"
 
 
+def assert_each_cut_costs_what(oracle, plan):
+    """Every cut of `plan` costs what `oracle(pinned=...)` finds for that cut after the same
+    earlier cuts (pinned as `plan` made them; that cut and the later ones free)."""
+    cuts = len(plan["factors"])
+    for c in range(cuts):
+        pins = [[t[i] if i < c else None for i in range(cuts)] for t in plan["tensor_tilings"]]
+        assert oracle(pinned=pins)["cut_costs"][c] == plan["cut_costs"][c], f"cut {c + 1} of {cuts}"
+
+
 @pytest.mark.parametrize("model,batch,devices", [
     (bn_net(), 8, 4), (bn_net(), 8, 8), ("resnet-50", 8, 8), ("vgg16_bn", 8, 4),
 ])
 def test_each_cut_costs_what_the_uncoarsened_search_finds(model, batch, devices, monkeypatch):
     core = _core_graph(model, batch)
-    plan = _plan(core, devices, True, monkeypatch)
-    cuts = len(plan["factors"])
-    for c in range(cuts):
-        # the earlier cuts as the coarsened plan made them; cut c and later free
-        pins = [[t[i] if i < c else None for i in range(cuts)] for t in plan["tensor_tilings"]]
-        free = _plan(core, devices, False, monkeypatch, pinned=pins)
-        assert free["cut_costs"][c] == plan["cut_costs"][c], f"cut {c + 1} of {cuts}"
+    assert_each_cut_costs_what(lambda **kw: _plan(core, devices, False, monkeypatch, **kw),
+                               _plan(core, devices, True, monkeypatch))
 
 
 @pytest.mark.parametrize("model,batch,devices", [(bn_net(), 8, 4), (bn_net(), 8, 8), ("vgg16_bn", 8, 4)])
@@ -83,11 +87,11 @@ def test_plan_bytes_equal_the_uncoarsened_search(model, batch, devices, monkeypa
     assert joint["total_bytes"] == free["total_bytes"] and joint["cut_costs"] == free["cut_costs"]
 
 
-def _tables(core, devices, joint, monkeypatch, capfd):
-    """(widest table log2, DP entries visited) of each cut, from the search profile."""
+def profile_tables(search, monkeypatch, capfd):
+    """(widest table log2, DP entries visited) of each cut of `search()`, from the search profile."""
     monkeypatch.setenv("AUTOTILE_SEARCH_PROFILE", "1")
     capfd.readouterr()
-    _plan(core, devices, joint, monkeypatch)
+    search()
     err = capfd.readouterr().err
     found = re.findall(r"widest table 2\^([0-9.]+), ([0-9.e+]+) entries visited", err)
     assert found, err[-2000:]
@@ -96,8 +100,8 @@ def _tables(core, devices, joint, monkeypatch, capfd):
 
 def test_the_joint_strategy_narrows_the_dp_tables(monkeypatch, capfd):
     core = _core_graph("resnet-50", 8)
-    joint = _tables(core, 8, True, monkeypatch, capfd)
-    free = _tables(core, 8, False, monkeypatch, capfd)
+    joint = profile_tables(lambda: _plan(core, 8, True, monkeypatch), monkeypatch, capfd)
+    free = profile_tables(lambda: _plan(core, 8, False, monkeypatch), monkeypatch, capfd)
     assert len(joint) == len(free) == 3
     for (wj, ej), (wf, ef) in zip(joint, free):
         assert wj <= wf - 2, (joint, free)  # at least 4x fewer entries in the widest table
