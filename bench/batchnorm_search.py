@@ -1,7 +1,9 @@
 """Search cost of synchronous BatchNorm (issue 24): the zoo's BatchNorm models planned by tofu
 with the fused BatchNorm (the training graph without ops/sync_batchnorm.py's expansion: the
 channel split only), with synchronous BatchNorm searched node by node
-(AUTOTILE_SEARCH_JOINT=off) and with its joint strategy (csrc/search/coarsen.h, the default).
+(AUTOTILE_SEARCH_JOINT=off), with its joint strategy but its per-channel tensors left in the DP
+(AUTOTILE_SEARCH_FOLD=off) and with its joint strategy (csrc/search/coarsen.h, the default; the
+per-channel tensors folded out of the DP, csrc/search/coarsen_fold.h).
 
 Per variant: the widest DP table (log2 of its entries, largest over the cuts) and the DP table
 entries visited per cut (largest cut), both from AUTOTILE_SEARCH_PROFILE; the median of
@@ -25,7 +27,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402  (this checkout's python/ first when it has a development build)
 
 DEFAULT_MODELS = "wresnet-152-10:8:8,wresnet-152-10:8:64,wresnet-50-4:32:8,resnet-50:32:8,resnet-152:32:8,vgg16_bn:32:4"
-VARIANTS = ("fused BN", "sync, per node", "sync, joint")
+VARIANTS = ("fused BN", "sync, per node", "sync, unfolded", "sync, joint")
 
 
 @contextlib.contextmanager
@@ -43,7 +45,7 @@ def _env(**values):
 
 
 def _graphs(model, batch):
-    """variant -> (core graph, AUTOTILE_SEARCH_JOINT)."""
+    """variant -> (core graph, environment of its search)."""
     import autotile.ops.sync_batchnorm as sync_bn
     from autotile.planner import lowered_training_graph
 
@@ -54,14 +56,15 @@ def _graphs(model, batch):
         fused = lowered_training_graph(model, batch=batch)[3].core
     finally:
         sync_bn.expand_batchnorm = expand
-    return {"fused BN": (fused, "on"), "sync, per node": (sync, "off"), "sync, joint": (sync, "on")}
+    return {"fused BN": (fused, {}), "sync, per node": (sync, {"AUTOTILE_SEARCH_JOINT": "off"}),
+            "sync, unfolded": (sync, {"AUTOTILE_SEARCH_FOLD": "off"}), "sync, joint": (sync, {})}
 
 
-def _tables(core, devices, joint):
+def _tables(core, devices, env):
     """(widest table log2, entries visited in the largest cut) from the search profile (stderr)."""
     from autotile import _core
 
-    with tempfile.TemporaryFile() as f, _env(AUTOTILE_SEARCH_PROFILE="1", AUTOTILE_SEARCH_JOINT=joint):
+    with tempfile.TemporaryFile() as f, _env(AUTOTILE_SEARCH_PROFILE="1", **env):
         sys.stderr.flush()
         saved = os.dup(2)
         os.dup2(f.fileno(), 2)
@@ -85,8 +88,8 @@ def measure(model, batch, devices, repeat):
     total = {}
     for _ in range(repeat):
         for v in VARIANTS:
-            core, joint = graphs[v]
-            with _env(AUTOTILE_SEARCH_JOINT=joint):
+            core, env = graphs[v]
+            with _env(**env):
                 t0 = time.process_time()
                 plan = _core.plan_graph(core, devices, "tofu", None, True, refine=False)
                 cpu[v].append(time.process_time() - t0)
@@ -96,8 +99,8 @@ def measure(model, batch, devices, repeat):
             total[v] = (plan["total_bytes"], full["total_bytes"])
     rows = []
     for v in VARIANTS:
-        core, joint = graphs[v]
-        width, entries = _tables(core, devices, joint)
+        core, env = graphs[v]
+        width, entries = _tables(core, devices, env)
         rows.append([f"{model} b{batch}", devices, v, core.num_nodes, f"2^{width:.1f}", f"{entries:.3g}",
                      statistics.median(wall[v]), statistics.median(cpu[v]), statistics.median(refined[v]),
                      f"{total[v][0]:,.0f}", f"{total[v][1]:,.0f}"])
