@@ -3,11 +3,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
-#include <queue>
 #include <sstream>
-#include <tuple>
 #include <unordered_map>
 
 #include "util/error.h"
@@ -30,8 +29,10 @@ void FactorGraph::add_factor(std::vector<int> vars, std::vector<double> table) {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
-/// Entries of consumed tables kept for reuse (8 bytes each: 128 MiB).
+/// Entries of the tables kept for reuse after their factor is consumed (8 bytes each: 128 MiB).
 constexpr int64_t kRetainEntries = int64_t{1} << 24;
+/// Tables of whole numbers below this (bytes) are shifted to a minimum of 0, exactly.
+constexpr double kExactBelow = 1125899906842624.0;  // 2^50
 
 // Removes `x` from the sorted vector `v` (if present).
 void erase_sorted(std::vector<int>& v, int x) {
@@ -40,37 +41,99 @@ void erase_sorted(std::vector<int>& v, int x) {
 }
 
 // Merges the sorted `add` (minus `skip`) into the sorted `v`.
-void merge_sorted(std::vector<int>& v, const std::vector<int>& add, int skip, std::vector<int>& tmp) {
+void merge_sorted(std::vector<int>& v, const int* add, const int* add_end, int skip, std::vector<int>& tmp) {
   tmp.clear();
-  size_t i = 0, j = 0;
-  while (i < v.size() || j < add.size()) {
-    if (j < add.size() && add[j] == skip) {
-      ++j;
+  auto i = v.begin();
+  while (i != v.end() || add != add_end) {
+    if (add != add_end && *add == skip) {
+      ++add;
       continue;
     }
-    if (j == add.size() || (i < v.size() && v[i] < add[j])) {
-      tmp.push_back(v[i++]);
-    } else if (i == v.size() || add[j] < v[i]) {
-      tmp.push_back(add[j++]);
+    if (add == add_end || (i != v.end() && *i < *add)) {
+      tmp.push_back(*i++);
+    } else if (i == v.end() || *add < *i) {
+      tmp.push_back(*add++);
     } else {
-      tmp.push_back(v[i++]);
-      ++j;
+      tmp.push_back(*i++);
+      ++add;
     }
   }
   v.swap(tmp);
 }
 
-// One elimination, kept for reading the values back: `var` given the values of `scope`.
-struct Step {
-  int var;
-  std::vector<int> scope;                                 // sorted
-  std::shared_ptr<const std::vector<uint16_t>> arg;       // mixed radix over scope, last fastest
+// Variables by (weight, priority, id), smallest first, each once: the weights change as the
+// interaction graph does (a binary heap with each variable's place in it).
+class VarHeap {
+ public:
+  VarHeap(std::vector<double> weight, const std::vector<int64_t>& priority) : w_(std::move(weight)), p_(priority) {
+    const int V = static_cast<int>(w_.size());
+    heap_.resize(V);
+    at_.resize(V);
+    for (int v = 0; v < V; ++v) heap_[v] = v, at_[v] = v;
+    for (int i = V / 2 - 1; i >= 0; --i) down(i);
+  }
+  bool empty() const { return heap_.empty(); }
+  int top() const { return heap_[0]; }
+  double weight(int v) const { return w_[v]; }
+  // Removes and returns the smallest variable.
+  int pop() {
+    const int v = heap_[0];
+    heap_[0] = heap_.back();
+    at_[heap_[0]] = 0;
+    heap_.pop_back();
+    if (!heap_.empty()) down(0);
+    at_[v] = -1;
+    return v;
+  }
+  // Gives `v` (in the heap) the weight `w`.
+  void set(int v, double w) {
+    const double old = w_[v];
+    w_[v] = w;
+    if (w < old) up(at_[v]);
+    else if (old < w) down(at_[v]);
+  }
+
+ private:
+  bool less(int a, int b) const {
+    if (w_[a] != w_[b]) return w_[a] < w_[b];
+    const int64_t pa = p_.empty() ? a : p_[a], pb = p_.empty() ? b : p_[b];
+    return pa != pb ? pa < pb : a < b;
+  }
+  void place(int i, int v) { heap_[i] = v, at_[v] = i; }
+  void up(int i) {
+    const int v = heap_[i];
+    while (i > 0 && less(v, heap_[(i - 1) / 2])) place(i, heap_[(i - 1) / 2]), i = (i - 1) / 2;
+    place(i, v);
+  }
+  void down(int i) {
+    const int v = heap_[i], n = static_cast<int>(heap_.size());
+    for (;;) {
+      int c = 2 * i + 1;
+      if (c >= n) break;
+      if (c + 1 < n && less(heap_[c + 1], heap_[c])) ++c;
+      if (!less(heap_[c], v)) break;
+      place(i, heap_[c]), i = c;
+    }
+    place(i, v);
+  }
+  std::vector<double> w_;
+  const std::vector<int64_t>& p_;
+  std::vector<int> heap_, at_;
 };
 
-// A factor during the elimination: its table shared with equal factors, and the id of its
-// content (equal ids: equal tables over variables of equal domains, position by position).
+// One elimination, kept for reading the values back: `var` given the values of its scope
+// (scopes[scope_begin, scope_end), sorted).
+struct Step {
+  int var;
+  int scope_begin, scope_end;
+  std::shared_ptr<const std::vector<uint16_t>> arg;  // mixed radix over the scope, last fastest
+};
+
+// A factor during the elimination: its variables (vars[begin, end)), its table shared with
+// equal factors, and the id of its content (equal ids: equal tables over variables of equal
+// domains, position by position).
 struct LiveFactor {
-  std::vector<int> vars;
+  int begin, end;
   std::shared_ptr<const std::vector<double>> table;
   int content = -1;
 };
@@ -80,11 +143,85 @@ void put(std::string& key, T v) {
   key.append(reinterpret_cast<const char*>(&v), sizeof v);
 }
 
-// What one elimination computes: the new table and, per entry, the value of the variable.
+// True when every finite entry is a whole number below kExactBelow (bytes): such tables are
+// summed exactly, so shifting them by whole numbers changes no comparison.
+bool whole_numbers(const std::vector<double>& t) {
+  for (double x : t)
+    if (x != kInf && !(std::abs(x) < kExactBelow && x == std::trunc(x))) return false;
+  return true;
+}
+
+// Subtracts the smallest entry of a table of whole numbers (whole_numbers) from every entry
+// and returns it; 0 (and the table unchanged) when it is not such a table or all infinite.
+double shift_to_zero(std::vector<double>& t) {
+  if (!whole_numbers(t)) return 0;
+  double low = kInf;
+  for (double x : t) low = std::min(low, x);
+  if (low == kInf || low == 0) return 0;
+  for (double& x : t) x -= low;
+  return low;
+}
+
+// Content ids of tables: equal tables over equal domains (bit for bit) get one id and share one
+// copy, kept here while the budget of kRetainEntries entries lasts (a table not kept gets an id
+// of its own). A model that repeats a layer repeats its terms, and, once shifted to a minimum
+// of 0, the messages carried from one layer into the next repeat too.
+class Contents {
+ public:
+  // The id of `*t`, a table over variables of domains dom[0, s); *t becomes the kept copy when
+  // there is an equal one.
+  int intern(const int* dom, int s, std::shared_ptr<const std::vector<double>>* t) {
+    const std::vector<double>& x = **t;
+    uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(s);
+    auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
+    for (int j = 0; j < s; ++j) mix(static_cast<uint64_t>(dom[j]));
+    for (double d : x) {
+      uint64_t bits;
+      std::memcpy(&bits, &d, sizeof bits);
+      mix(bits ^ (bits >> 29));
+    }
+    auto& bucket = kept_[h];
+    for (const Kept& k : bucket)
+      if (k.dom.size() == static_cast<size_t>(s) && std::equal(dom, dom + s, k.dom.begin()) &&
+          k.table->size() == x.size() && std::memcmp(k.table->data(), x.data(), x.size() * sizeof(double)) == 0) {
+        *t = k.table;
+        return k.id;
+      }
+    const int id = next_++;
+    if (entries_ + static_cast<int64_t>(x.size()) <= kRetainEntries) {
+      entries_ += static_cast<int64_t>(x.size());
+      bucket.push_back(Kept{std::vector<int>(dom, dom + s), *t, id});
+    }
+    return id;
+  }
+  // A new id (a table not compared with others).
+  int fresh() { return next_++; }
+
+ private:
+  struct Kept {
+    std::vector<int> dom;
+    std::shared_ptr<const std::vector<double>> table;
+    int id;
+  };
+  std::unordered_map<uint64_t, std::vector<Kept>> kept_;
+  int next_ = 0;
+  int64_t entries_ = 0;
+};
+
+// What one elimination computes: the new table (shifted by `shift`) and, per entry, the value
+// of the variable.
 struct StepResult {
-  std::weak_ptr<const std::vector<double>> out;  // alive while a factor or `retained` holds it
+  std::weak_ptr<const std::vector<double>> out;  // alive while a factor or the contents hold it
   std::shared_ptr<const std::vector<uint16_t>> arg;
   int content = -1;
+  double shift = 0;
+};
+
+// Buffers of min_sum, kept across calls.
+struct MinSumScratch {
+  std::vector<int64_t> in_block;
+  std::vector<int> digit;
+  std::vector<double> acc;
 };
 
 // min over v of the sum of the incident factors, at every value of the scope (the first value
@@ -93,7 +230,7 @@ struct StepResult {
 // block of the trailing scope variables), each entry adding the factors in their order, as one
 // loop per entry would: the same bits.
 void min_sum(const std::vector<const double*>& tables, const std::vector<int64_t>& fstride, const std::vector<int>& dom,
-             int Dv, int64_t out_size, std::vector<double>* out, std::vector<uint16_t>* arg) {
+             int Dv, int64_t out_size, std::vector<double>* out, std::vector<uint16_t>* arg, MinSumScratch* scratch) {
   const int m = static_cast<int>(tables.size()), s = static_cast<int>(dom.size());
   out->assign(out_size, kInf);
   arg->assign(out_size, 0);
@@ -108,8 +245,10 @@ void min_sum(const std::vector<const double*>& tables, const std::vector<int64_t
   int64_t block = 1;
   while (split > 0 && (block * dom[split - 1] <= kBlock || split == s)) block *= dom[--split];
   const int64_t outer_size = out_size / block;
-  std::vector<int64_t> in_block(static_cast<size_t>(m) * block);  // [factor][block entry] offset
-  std::vector<int> digit(s, 0);
+  std::vector<int64_t>& in_block = scratch->in_block;  // [factor][block entry] offset
+  in_block.resize(static_cast<size_t>(m) * block);
+  std::vector<int>& digit = scratch->digit;
+  digit.assign(s, 0);
   for (int i = 0; i < m; ++i) {
     std::fill(digit.begin(), digit.end(), 0);
     int64_t off = 0;
@@ -123,7 +262,8 @@ void min_sum(const std::vector<const double*>& tables, const std::vector<int64_t
       }
     }
   }
-  std::vector<double> acc(out_size);
+  std::vector<double>& acc = scratch->acc;
+  if (static_cast<int64_t>(acc.size()) < out_size) acc.resize(out_size);
   double* o = out->data();
   uint16_t* a = arg->data();
   for (int x = 0; x < Dv; ++x) {
@@ -161,35 +301,45 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
     if (d > 65535) fail("internal: a search variable has ", d, " values");
   std::vector<double> logd(V);
   for (int v = 0; v < V; ++v) logd[v] = std::log2(static_cast<double>(fg.domain[v]));
+  // AUTOTILE_SEARCH_REUSE=off computes every table, unshifted (for tests: the same values).
+  const char* reuse_env = std::getenv("AUTOTILE_SEARCH_REUSE");
+  const bool reuse = !(reuse_env && std::string(reuse_env) == "off");
 
-  // Equal tables share one content id (and one copy): a model that repeats a layer has the
-  // same terms in every copy, and an elimination whose incident factors have the same contents
-  // in the same places as an earlier one's gives the same table, which is then reused.
-  std::unordered_map<std::string, int> content_of;  // key -> content id
-  std::string key;
-  int next_content = 0;
+  EliminationResult res;
+  res.cost = fg.constant;
+  // Tables of whole numbers (bytes; not with a memory term) are shifted to a minimum of 0, the
+  // shift added to the cost: the sums stay exact, so every comparison and the cost are the
+  // same, and terms that differ by a constant share a content id.
+  bool shift = reuse;
+  for (const FactorGraph::Factor& f : fg.factors) shift = shift && whole_numbers(f.table);
+
+  // Equal tables share one content id (and one copy): an elimination whose incident factors
+  // have the same contents in the same places as an earlier one's gives the same table, which
+  // is then reused.
+  Contents contents;
+  std::vector<int> vars;  // the factors' variables, factor after factor
   std::vector<LiveFactor> factors;
   factors.reserve(fg.factors.size() * 2);
-  std::unordered_map<std::string, std::shared_ptr<const std::vector<double>>> table_of;
+  std::vector<int> dom;
   for (FactorGraph::Factor& f : fg.factors) {
-    key.clear();
-    put(key, static_cast<int>(f.vars.size()));
-    for (int v : f.vars) put(key, fg.domain[v]);
-    key.append(reinterpret_cast<const char*>(f.table.data()), f.table.size() * sizeof(double));
-    auto [it, fresh] = content_of.emplace(key, next_content);
-    if (fresh) ++next_content;
-    auto& shared = table_of[key];
-    if (!shared) shared = std::make_shared<const std::vector<double>>(std::move(f.table));
-    factors.push_back(LiveFactor{std::move(f.vars), shared, it->second});
+    if (shift) res.cost += shift_to_zero(f.table);
+    dom.clear();
+    for (int v : f.vars) dom.push_back(fg.domain[v]);
+    auto table = std::make_shared<const std::vector<double>>(std::move(f.table));
+    const int content = contents.intern(dom.data(), static_cast<int>(dom.size()), &table);
+    const int begin = static_cast<int>(vars.size());
+    vars.insert(vars.end(), f.vars.begin(), f.vars.end());
+    factors.push_back(LiveFactor{begin, static_cast<int>(vars.size()), std::move(table), content});
   }
-  table_of.clear();
+  fg.factors.clear();
   std::vector<char> alive(factors.size(), 1);
   std::vector<std::vector<int>> var_factors(V), adj(V);
   for (size_t f = 0; f < factors.size(); ++f) {
-    for (int v : factors[f].vars) {
+    for (int i = factors[f].begin; i < factors[f].end; ++i) {
+      const int v = vars[i];
       var_factors[v].push_back(static_cast<int>(f));
-      for (int u : factors[f].vars)
-        if (u != v) adj[v].push_back(u);
+      for (int j = factors[f].begin; j < factors[f].end; ++j)
+        if (vars[j] != v) adj[v].push_back(vars[j]);
     }
   }
   for (auto& a : adj) {
@@ -197,32 +347,27 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
     a.erase(std::unique(a.begin(), a.end()), a.end());
   }
 
-  // Greedy min-weight order with lazy deletion: entries carry the stamp they were made at.
+  // Greedy min-weight order: the variable whose table is smallest (log2 entries), ties by
+  // priority, then id.
   auto weight = [&](int v) {
     double w = logd[v];
     for (int u : adj[v]) w += logd[u];
     return w;
   };
-  using Entry = std::tuple<double, int64_t, int, int>;  // weight, priority, var, stamp
-  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> queue;
-  std::vector<int> stamp(V, 0);
-  std::vector<char> done(V, 0);
-  auto prio = [&](int v) { return priority.empty() ? static_cast<int64_t>(v) : priority[v]; };
-  for (int v = 0; v < V; ++v) queue.emplace(weight(v), prio(v), v, 0);
+  std::vector<double> weights(V);
+  for (int v = 0; v < V; ++v) weights[v] = weight(v);
+  VarHeap heap(std::move(weights), priority);
 
-  EliminationResult res;
-  res.cost = fg.constant;
   // First the order alone: it depends on the interaction graph only, not on the tables, so a
   // graph too wide for the exact search is refused before any table is built (an unrolled
   // LSTM built tables of up to 2^26 entries for seconds before meeting the one over the limit).
   std::vector<Step> steps;
   steps.reserve(V);
+  std::vector<int> scopes;  // the steps' scopes, step after step
   std::vector<int> tmp;
-  while (!queue.empty()) {
-    auto [w, pr, v, st] = queue.top();
-    queue.pop();
-    if (done[v] || st != stamp[v]) continue;
-    done[v] = 1;
+  while (!heap.empty()) {
+    const double w = heap.weight(heap.top());
+    const int v = heap.pop();
     res.log2_width = std::max(res.log2_width, w);
     const std::vector<int>& scope = adj[v];  // sorted: the new factor's variables
     double size = 1;
@@ -237,38 +382,37 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
           << others << "); the graph is too wide for the exact search";
       throw WidthError(msg.str());
     }
-    steps.push_back(Step{v, scope, {}});
+    const int begin = static_cast<int>(scopes.size());
+    scopes.insert(scopes.end(), scope.begin(), scope.end());
+    steps.push_back(Step{v, begin, static_cast<int>(scopes.size()), {}});
     // The interaction graph loses v; its neighbours become one clique.
     for (int u : scope) {
       erase_sorted(adj[u], v);
-      merge_sorted(adj[u], scope, u, tmp);
-      queue.emplace(weight(u), prio(u), u, ++stamp[u]);
+      merge_sorted(adj[u], scopes.data() + begin, scopes.data() + scopes.size(), u, tmp);
+      heap.set(u, weight(u));
     }
+    std::vector<int>().swap(adj[v]);
   }
 
   // Then the tables, in that order; an elimination seen before (same contents in the same
-  // places) takes the earlier one's table and values. AUTOTILE_SEARCH_REUSE=off computes every
-  // table (for tests: the same values either way).
-  const char* reuse_env = std::getenv("AUTOTILE_SEARCH_REUSE");
-  const bool reuse = !(reuse_env && std::string(reuse_env) == "off");
+  // places) takes the earlier one's table and values.
   std::unordered_map<std::string, StepResult> done_steps;
-  // Tables kept for reuse after their factor is consumed, up to kRetainEntries entries in all
-  // (beyond that a table lives as long as its factor, as without reuse).
-  std::vector<std::shared_ptr<const std::vector<double>>> retained;
-  int64_t retained_entries = 0;
-  std::vector<int> incident, dom;
+  std::string key;
+  MinSumScratch scratch;
+  std::vector<int> incident;
   std::vector<int64_t> fstride;
   std::vector<const double*> tables;
   for (Step& step : steps) {
     const int v = step.var;
-    const std::vector<int>& scope = step.scope;
+    const int* scope = scopes.data() + step.scope_begin;
+    const int s = step.scope_end - step.scope_begin;
     double size = 1;
-    for (int u : scope) size *= fg.domain[u];
+    for (int j = 0; j < s; ++j) size *= fg.domain[scope[j]];
     incident.clear();
     for (int f : var_factors[v])
       if (alive[f]) incident.push_back(f), alive[f] = 0;
 
-    const int m = static_cast<int>(incident.size()), s = static_cast<int>(scope.size());
+    const int m = static_cast<int>(incident.size());
     const int Dv = fg.domain[v];
     dom.resize(s);
     for (int j = 0; j < s; ++j) dom[j] = fg.domain[scope[j]];
@@ -278,13 +422,13 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
     put(key, s);
     for (int d : dom) put(key, d);
     for (int i = 0; i < m; ++i) {
-      const auto& f = factors[incident[i]];
+      const LiveFactor& f = factors[incident[i]];
       put(key, f.content);
-      put(key, static_cast<int>(f.vars.size()));
+      put(key, f.end - f.begin);
       int64_t stride = 1;
-      for (int j = static_cast<int>(f.vars.size()) - 1; j >= 0; --j) {
-        int u = f.vars[j];
-        int pos = u == v ? s : static_cast<int>(std::lower_bound(scope.begin(), scope.end(), u) - scope.begin());
+      for (int j = f.end - 1; j >= f.begin; --j) {
+        const int u = vars[j];
+        const int pos = u == v ? s : static_cast<int>(std::lower_bound(scope, scope + s, u) - scope);
         put(key, pos);
         fstride[static_cast<size_t>(i) * (s + 1) + pos] = stride;
         stride *= fg.domain[u];
@@ -301,31 +445,34 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
       auto arg = std::make_shared<std::vector<uint16_t>>();
       tables.clear();
       for (int f : incident) tables.push_back(factors[f].table->data());
-      min_sum(tables, fstride, dom, Dv, out_size, table.get(), arg.get());
+      min_sum(tables, fstride, dom, Dv, out_size, table.get(), arg.get(), &scratch);
       res.computed += static_cast<double>(out_size) * Dv * std::max(1, m);
+      r.shift = shift ? shift_to_zero(*table) : 0;
       out = std::move(table);
-      if (retained_entries + out_size <= kRetainEntries) retained.push_back(out), retained_entries += out_size;
+      if (fresh) r.content = reuse ? contents.intern(dom.data(), s, &out) : contents.fresh();
       r.out = out;
       r.arg = std::move(arg);
-      if (fresh) r.content = next_content++;
     }
+    res.cost += r.shift;
     step.arg = r.arg;
     for (int f : incident) factors[f].table.reset();  // free the consumed tables (unless shared)
-    if (scope.empty()) {
+    if (s == 0) {
       res.cost += (*out)[0];
       continue;
     }
-    int id = static_cast<int>(factors.size());
-    factors.push_back(LiveFactor{scope, std::move(out), r.content});
+    const int id = static_cast<int>(factors.size());
+    const int begin = static_cast<int>(vars.size());
+    vars.insert(vars.end(), scope, scope + s);
+    factors.push_back(LiveFactor{begin, static_cast<int>(vars.size()), std::move(out), r.content});
     alive.push_back(1);
-    for (int u : scope) var_factors[u].push_back(id);
+    for (int j = 0; j < s; ++j) var_factors[scope[j]].push_back(id);
   }
 
   // Read the values back in reverse elimination order: every scope is decided by then.
   res.value.assign(V, 0);
   for (auto it = steps.rbegin(); it != steps.rend(); ++it) {
     int64_t idx = 0;
-    for (int u : it->scope) idx = idx * fg.domain[u] + res.value[u];
+    for (int j = it->scope_begin; j < it->scope_end; ++j) idx = idx * fg.domain[scopes[j]] + res.value[scopes[j]];
     res.value[it->var] = (*it->arg)[idx];
   }
   return res;
