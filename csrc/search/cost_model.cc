@@ -12,6 +12,17 @@ double missing(const DeviceLayout& held, const DeviceLayout& need) {
     total += box_volume(need.box[d]) - box_overlap(need.box[d], held.box[d]);
   return total;
 }
+// box_overlap(a, b with dim e replaced by `iv`), without building that box.
+double overlap_with(const Box& a, const Box& b, size_t e, const Interval& iv) {
+  double v = 1;
+  for (size_t i = 0; i < a.size(); ++i) {
+    const Interval& bi = i == e ? iv : b[i];
+    int64_t lo = std::max(a[i].lo, bi.lo), hi = std::min(a[i].hi, bi.hi);
+    if (hi <= lo) return 0;
+    v *= static_cast<double>(hi - lo);
+  }
+  return v;
+}
 }  // namespace
 
 double conversion_elements(const DeviceLayout& held, const DeviceLayout& need, const std::vector<int>& factors) {
@@ -56,10 +67,10 @@ double conversion_elements(const DeviceLayout& held, const DeviceLayout& need, c
   for (size_t e = 0; e < rank; ++e) {
     double fetch = 0;
     for (int d = 0; d < K; ++d) {
-      Box slab = held.box[leader[d]];
-      const int64_t lo = slab[e].lo, size = slab[e].size();
-      slab[e] = Interval{lo + size * member[d] / P, lo + size * (member[d] + 1) / P};
-      fetch += box_volume(need.box[d]) - box_overlap(need.box[d], slab);
+      const Box& box = held.box[leader[d]];
+      const int64_t lo = box[e].lo, size = box[e].size();
+      const Interval slab{lo + size * member[d] / P, lo + size * (member[d] + 1) / P};
+      fetch += box_volume(need.box[d]) - overlap_with(need.box[d], box, e, slab);
     }
     best = std::min(best, rs + fetch);
   }

@@ -38,6 +38,35 @@ double CutProblem::node_cost(NodeId n, const std::vector<int>& value, int* best)
 
 namespace {
 
+// Members of each class of a map from items to their classes' representatives (items
+// 0..n-1, representatives among them), ascending: members(rep) lists the items of rep's class.
+// A run of ids in a flat array.
+struct Span {
+  const int *b, *e;
+  const int* begin() const { return b; }
+  const int* end() const { return e; }
+  bool empty() const { return b == e; }
+  size_t size() const { return static_cast<size_t>(e - b); }
+  int operator[](size_t i) const { return b[i]; }
+};
+
+struct Classes {
+  std::vector<int> start, item;
+  Span members(int rep) const { return Span{item.data() + start[rep], item.data() + start[rep + 1]}; }
+};
+
+Classes classes_of(const std::vector<int>& rep_of) {
+  const int n = static_cast<int>(rep_of.size());
+  Classes c;
+  c.start.assign(n + 1, 0);
+  for (int x = 0; x < n; ++x) ++c.start[rep_of[x] + 1];
+  for (int r = 0; r < n; ++r) c.start[r + 1] += c.start[r];
+  c.item.resize(n);
+  std::vector<int> next(c.start.begin(), c.start.end() - 1);
+  for (int x = 0; x < n; ++x) c.item[next[rep_of[x]]++] = x;
+  return c;
+}
+
 // Hash of a list of ids (the key of a node's tables).
 struct IdsHash {
   size_t operator()(const std::vector<int64_t>& v) const {
@@ -184,11 +213,12 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
   p.options = std::move(options);
   const int T = g.num_tensors(), N = g.num_nodes();
 
-  // Tiling variables: one per class of tied tensors.
-  std::map<TensorId, std::vector<TensorId>> classes;
-  for (TensorId t = 0; t < T; ++t) classes[c.tensor_tie[t]].push_back(t);
+  // Tiling variables: one per class of tied tensors, by representative.
+  const Classes classes = classes_of(c.tensor_tie);
   p.tensor_var.assign(T, -1);
-  for (auto& [rep, members] : classes) {
+  for (int rep = 0; rep < T; ++rep) {
+    const auto members = classes.members(rep);
+    if (members.empty()) continue;
     // Among tilings of equal cost the search keeps the first. A data input (no producer, not a
     // parameter) costs nothing to lay out however it is tiled: list its splits first, which
     // hold 1/k of it where a replica holds all of it.
@@ -228,11 +258,11 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
   }
 
   // Shared strategy variables (merged timesteps).
-  std::map<NodeId, std::vector<NodeId>> shares;
-  for (NodeId n = 0; n < N; ++n) shares[c.node_share[n]].push_back(n);
+  const Classes shares = classes_of(c.node_share);
   p.node_var.assign(N, -1);
   p.node_var_option.resize(N);
-  for (auto& [rep, members] : shares) {
+  for (NodeId rep = 0; rep < N; ++rep) {
+    const auto members = shares.members(rep);
     if (members.size() < 2) continue;
     std::vector<std::string> names;
     for (NodeId n : members)
@@ -257,11 +287,16 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
   // Edge cost tables, from the prefix layouts extended by each candidate (interned, so a
   // layout or a (held, need) price repeated across blocks or timesteps is computed once).
   LayoutPool& pool = *s.pool;
-  std::vector<std::vector<int>> held_ext(T);
-  auto held_of = [&](TensorId t) -> const std::vector<int>& {
-    if (held_ext[t].empty())
-      for (const Tiling& ti : p.var_tilings[p.tensor_var[t]]) held_ext[t].push_back(pool.held(s.held[t], ti, k));
-    return held_ext[t];
+  // Each tensor's layout under each value of its variable (held_ids[held_at[t]...], -1: not yet).
+  std::vector<int> held_at(T, -1), held_ids;
+  auto held_of = [&](TensorId t) -> Span {
+    const auto& tilings = p.var_tilings[p.tensor_var[t]];
+    if (held_at[t] < 0) {
+      held_at[t] = static_cast<int>(held_ids.size());
+      for (const Tiling& ti : tilings) held_ids.push_back(pool.held(s.held[t], ti, k));
+    }
+    const int* b = held_ids.data() + held_at[t];
+    return Span{b, b + tilings.size()};
   };
   std::vector<int> factors = s.factors;
   factors.push_back(k);
@@ -284,7 +319,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     key.push_back(static_cast<int64_t>(node.outputs.size()));
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorId t = node.inputs[i];
-      const auto& held = held_of(t);
+      const Span held = held_of(t);
       key.push_back(s.need[n][i]);
       key.push_back(static_cast<int64_t>(g.tensor(t).dtype));
       key.push_back(static_cast<int64_t>(held.size()));
@@ -301,7 +336,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       const TensorId t = node.outputs[i];
-      const auto& held = held_of(t);
+      const Span held = held_of(t);
       key.push_back(s.make[n][i]);
       key.push_back(static_cast<int64_t>(g.tensor(t).dtype));
       key.push_back(static_cast<int64_t>(held.size()));
@@ -325,7 +360,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       TensorId t = node.inputs[i];
-      const auto& held = held_of(t);
+      const Span held = held_of(t);
       CutProblem::Edge e{p.tensor_var[t], {}};
       const int D = p.domain[e.var];
       e.cost.resize(static_cast<size_t>(O) * D);
@@ -339,7 +374,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       TensorId t = node.outputs[i];
-      const auto& held = held_of(t);
+      const Span held = held_of(t);
       CutProblem::Edge e{p.tensor_var[t], {}};
       const int D = p.domain[e.var];
       e.cost.resize(static_cast<size_t>(O) * D);

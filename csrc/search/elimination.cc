@@ -62,63 +62,65 @@ void merge_sorted(std::vector<int>& v, const int* add, const int* add_end, int s
 }
 
 // Variables by (weight, priority, id), smallest first, each once: the weights change as the
-// interaction graph does (a binary heap with each variable's place in it).
+// interaction graph does (a binary heap of keys, with each variable's place in it).
 class VarHeap {
  public:
-  VarHeap(std::vector<double> weight, const std::vector<int64_t>& priority) : w_(std::move(weight)), p_(priority) {
-    const int V = static_cast<int>(w_.size());
+  VarHeap(const std::vector<double>& weight, const std::vector<int64_t>& priority) {
+    const int V = static_cast<int>(weight.size());
     heap_.resize(V);
     at_.resize(V);
-    for (int v = 0; v < V; ++v) heap_[v] = v, at_[v] = v;
+    for (int v = 0; v < V; ++v) heap_[v] = Key{weight[v], priority.empty() ? v : priority[v], v}, at_[v] = v;
     for (int i = V / 2 - 1; i >= 0; --i) down(i);
   }
   bool empty() const { return heap_.empty(); }
-  int top() const { return heap_[0]; }
-  double weight(int v) const { return w_[v]; }
-  // Removes and returns the smallest variable.
-  int pop() {
-    const int v = heap_[0];
-    heap_[0] = heap_.back();
-    at_[heap_[0]] = 0;
+  // The smallest variable and its weight.
+  int top() const { return heap_[0].v; }
+  double top_weight() const { return heap_[0].w; }
+  void pop() {
+    at_[heap_[0].v] = -1;
+    const Key last = heap_.back();
     heap_.pop_back();
-    if (!heap_.empty()) down(0);
-    at_[v] = -1;
-    return v;
+    if (!heap_.empty()) heap_[0] = last, down(0);
   }
   // Gives `v` (in the heap) the weight `w`.
   void set(int v, double w) {
-    const double old = w_[v];
-    w_[v] = w;
-    if (w < old) up(at_[v]);
-    else if (old < w) down(at_[v]);
+    const int i = at_[v];
+    const double old = heap_[i].w;
+    heap_[i].w = w;
+    if (w < old) up(i);
+    else if (old < w) down(i);
   }
 
  private:
-  bool less(int a, int b) const {
-    if (w_[a] != w_[b]) return w_[a] < w_[b];
-    const int64_t pa = p_.empty() ? a : p_[a], pb = p_.empty() ? b : p_[b];
-    return pa != pb ? pa < pb : a < b;
-  }
-  void place(int i, int v) { heap_[i] = v, at_[v] = i; }
+  struct Key {
+    double w;
+    int64_t p;
+    int v;
+    bool operator<(const Key& o) const { return w != o.w ? w < o.w : p != o.p ? p < o.p : v < o.v; }
+  };
   void up(int i) {
-    const int v = heap_[i];
-    while (i > 0 && less(v, heap_[(i - 1) / 2])) place(i, heap_[(i - 1) / 2]), i = (i - 1) / 2;
-    place(i, v);
+    const Key k = heap_[i];
+    while (i > 0 && k < heap_[(i - 1) / 2]) {
+      heap_[i] = heap_[(i - 1) / 2], at_[heap_[i].v] = i;
+      i = (i - 1) / 2;
+    }
+    heap_[i] = k, at_[k.v] = i;
   }
   void down(int i) {
-    const int v = heap_[i], n = static_cast<int>(heap_.size());
+    const Key k = heap_[i];
+    const int n = static_cast<int>(heap_.size());
     for (;;) {
       int c = 2 * i + 1;
       if (c >= n) break;
-      if (c + 1 < n && less(heap_[c + 1], heap_[c])) ++c;
-      if (!less(heap_[c], v)) break;
-      place(i, heap_[c]), i = c;
+      if (c + 1 < n && heap_[c + 1] < heap_[c]) ++c;
+      if (!(heap_[c] < k)) break;
+      heap_[i] = heap_[c], at_[heap_[i].v] = i;
+      i = c;
     }
-    place(i, v);
+    heap_[i] = k, at_[k.v] = i;
   }
-  std::vector<double> w_;
-  const std::vector<int64_t>& p_;
-  std::vector<int> heap_, at_;
+  std::vector<Key> heap_;
+  std::vector<int> at_;
 };
 
 // One elimination, kept for reading the values back: `var` given the values of its scope
@@ -356,7 +358,7 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
   };
   std::vector<double> weights(V);
   for (int v = 0; v < V; ++v) weights[v] = weight(v);
-  VarHeap heap(std::move(weights), priority);
+  VarHeap heap(weights, priority);
 
   // First the order alone: it depends on the interaction graph only, not on the tables, so a
   // graph too wide for the exact search is refused before any table is built (an unrolled
@@ -366,8 +368,9 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
   std::vector<int> scopes;  // the steps' scopes, step after step
   std::vector<int> tmp;
   while (!heap.empty()) {
-    const double w = heap.weight(heap.top());
-    const int v = heap.pop();
+    const double w = heap.top_weight();
+    const int v = heap.top();
+    heap.pop();
     res.log2_width = std::max(res.log2_width, w);
     const std::vector<int>& scope = adj[v];  // sorted: the new factor's variables
     double size = 1;

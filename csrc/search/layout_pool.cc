@@ -17,10 +17,15 @@ int LayoutPool::find() const {
   return it == index_.end() ? -1 : it->second;
 }
 
-int LayoutPool::add(DeviceLayout layout, Shape shape) {
+int LayoutPool::push(DeviceLayout layout, Shape shape) {
   int id = static_cast<int>(layouts_.size());
   layouts_.push_back(std::move(layout));
   shape_.push_back(std::move(shape));
+  return id;
+}
+
+int LayoutPool::add(DeviceLayout layout, Shape shape) {
+  int id = push(std::move(layout), std::move(shape));
   index_.emplace(key_, id);
   return id;
 }
@@ -33,13 +38,9 @@ int LayoutPool::whole(const Shape& shape) {
 }
 
 int LayoutPool::held(int prefix, const Tiling& t, int k) {
-  key_.assign(1, 'h');
-  put(key_, prefix);
-  put(key_, k);
-  put(key_, static_cast<int>(t.kind));
-  put(key_, t.dim);
-  int id = find();
-  return id >= 0 ? id : add(extend_held(layouts_[prefix], t, k), shape_[prefix]);
+  auto [it, fresh] = held_index_.try_emplace(Step{prefix, k, static_cast<int>(t.kind), t.dim}, 0);
+  if (fresh) it->second = push(extend_held(layouts_[prefix], t, k), shape_[prefix]);
+  return it->second;
 }
 
 int LayoutPool::need(int prefix, const InputNeed& need, int k) {
@@ -57,16 +58,10 @@ int LayoutPool::need(int prefix, const InputNeed& need, int k) {
 }
 
 int LayoutPool::make(int prefix, const OutputMake& make, bool whole, int k) {
-  key_.assign(1, 'm');
-  put(key_, prefix);
-  put(key_, k);
-  put(key_, whole);
-  if (!whole) {
-    put(key_, make.partial);
-    put(key_, make.dim);
-  }
-  int id = find();
-  return id >= 0 ? id : add(extend_make(layouts_[prefix], make, whole, k), shape_[prefix]);
+  const Step step = whole ? Step{prefix, k, 2, 0} : Step{prefix, k, make.partial ? 1 : 0, make.dim};
+  auto [it, fresh] = make_index_.try_emplace(step, 0);
+  if (fresh) it->second = push(extend_make(layouts_[prefix], make, whole, k), shape_[prefix]);
+  return it->second;
 }
 
 double LayoutPool::elements(int held, int need, const std::vector<int>& factors) {

@@ -43,9 +43,24 @@ class LayoutPool {
   // Id of `key_` if interned, else -1.
   int find() const;
   int add(DeviceLayout layout, Shape shape);
+  int push(DeviceLayout layout, Shape shape);
   std::vector<DeviceLayout> layouts_;
   std::vector<Shape> shape_;  ///< full shape of the tensor each layout belongs to
-  std::unordered_map<std::string, int> index_;
+  std::unordered_map<std::string, int> index_;  ///< whole and need layouts by their key_
+  /// One step of a held or made layout: the prefix, k and what the step does.
+  struct Step {
+    int prefix, k, what, dim;
+    bool operator==(const Step& o) const { return prefix == o.prefix && k == o.k && what == o.what && dim == o.dim; }
+  };
+  struct StepHash {
+    size_t operator()(const Step& s) const {
+      uint64_t h = (static_cast<uint64_t>(static_cast<uint32_t>(s.prefix)) << 32) ^ static_cast<uint32_t>(s.k);
+      h = (h ^ (static_cast<uint64_t>(static_cast<uint32_t>(s.what)) << 40) ^ static_cast<uint32_t>(s.dim)) *
+          0x9E3779B97F4A7C15ull;
+      return static_cast<size_t>(h ^ (h >> 31));
+    }
+  };
+  std::unordered_map<Step, int, StepHash> held_index_, make_index_;
   std::unordered_map<uint64_t, double> elements_;
   std::string key_;  ///< scratch
 };
