@@ -148,16 +148,30 @@ std::vector<char> may_run_whole(const Graph& g) {
 }
 }  // namespace
 
+NodeFacts node_facts(const Graph& g) {
+  NodeFacts f;
+  f.may_run_whole = may_run_whole(g);
+  f.no_split.assign(g.num_nodes(), nullptr);
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    auto it = g.node(n).attrs.find("__no_split__");
+    if (it != g.node(n).attrs.end()) f.no_split[n] = &it->second;
+  }
+  return f;
+}
+
 std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchState& s, int k, int cut,
                                                   const StrategyProvider& provider, const PlanConstraint& constraint,
-                                                  bool replicate_fallback, std::vector<char>* elementwise) {
+                                                  bool replicate_fallback, std::vector<char>* elementwise,
+                                                  const NodeFacts* facts) {
   const int N = g.num_nodes();
   std::vector<std::vector<NodeOption>> opts(N);
   elementwise->assign(N, 0);
   NodeOption whole;
   whole.name = "replicate";
   whole.whole = true;
-  const std::vector<char> whole_ok = may_run_whole(g);
+  NodeFacts own;
+  if (!facts) own = node_facts(g), facts = &own;
+  const std::vector<char>& whole_ok = facts->may_run_whole;
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     if (node.tdl.empty()) {
@@ -170,9 +184,9 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
       (*elementwise)[n] = st.elementwise;
       // Variables the op's kernel cannot run split along (attribute "__no_split__", a comma
       // list set by the lowering from the op's definition, e.g. channels of a grouped conv).
-      auto vetoed = node.attrs.find("__no_split__");
+      const std::string* vetoed = facts->no_split[n];
       for (Strategy& x : st.strategies) {
-        if (vetoed != node.attrs.end() && is_listed(vetoed->second, x.var)) continue;
+        if (vetoed && is_listed(*vetoed, x.var)) continue;
         // Partial outputs reduced by max, min or product (a split reduction of such a TDL):
         // the execution graph only sums partials and refuses these plans (exec_build.cc).
         bool non_sum_partial = false;

@@ -40,11 +40,23 @@ struct CutProblem {
   double node_cost(NodeId n, const std::vector<int>& value, int* best = nullptr) const;
 };
 
+/// \brief What node_options reads of the graph alone (the same at every cut): the nodes that
+/// may also run whole and the split variables each node's kernel refuses (its attribute
+/// "__no_split__", null without one).
+struct NodeFacts {
+  std::vector<char> may_run_whole;
+  std::vector<const std::string*> no_split;
+};
+/// \brief The NodeFacts of `g` (valid while `g` is).
+NodeFacts node_facts(const Graph& g);
+
 /// \brief Candidate options of every node for a k-way cut (provider, constraint, fallback);
-/// `elementwise` receives the provider's element-wise flags.
+/// `elementwise` receives the provider's element-wise flags. `facts`: node_facts(g), computed
+/// here when null.
 std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchState& s, int k, int cut,
                                                   const StrategyProvider& provider, const PlanConstraint& constraint,
-                                                  bool replicate_fallback, std::vector<char>* elementwise);
+                                                  bool replicate_fallback, std::vector<char>* elementwise,
+                                                  const NodeFacts* facts = nullptr);
 
 /// \brief Builds the problem of cut `cut` (k-way) from the state after the previous cuts.
 CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,

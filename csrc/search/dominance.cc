@@ -8,21 +8,43 @@
 namespace autotile {
 
 namespace {
-// Nodes that read or write each tensor variable, each with its edges on that variable.
-struct VarUse {
-  NodeId node;
-  std::vector<int> edges;
+// The edges on each tensor variable, grouped by node: var v's are entries [start[v],
+// start[v + 1]) of `node` and `edge` (node ascending, then edge), so a node's edges on v are
+// one run.
+struct VarUses {
+  std::vector<int> start;
+  std::vector<NodeId> node;
+  std::vector<int> edge;
+
+  // Calls f(n, first, last) for each node n touching v, with its edges edge[first, last).
+  template <typename F>
+  bool each_node(int v, F&& f) const {
+    for (int i = start[v], end = start[v + 1]; i < end;) {
+      int j = i + 1;
+      while (j < end && node[j] == node[i]) ++j;
+      if (!f(node[i], i, j)) return false;
+      i = j;
+    }
+    return true;
+  }
+  bool empty(int v) const { return start[v] == start[v + 1]; }
 };
 
-std::vector<std::vector<VarUse>> uses_of(const CutProblem& p) {
-  std::vector<std::vector<VarUse>> uses(p.num_vars());
+VarUses uses_of(const CutProblem& p) {
+  VarUses u;
+  u.start.assign(p.num_vars() + 1, 0);
+  for (const auto& es : p.edges)
+    for (const auto& e : es) ++u.start[e.var + 1];
+  for (int v = 0; v < p.num_vars(); ++v) u.start[v + 1] += u.start[v];
+  u.node.resize(u.start.back());
+  u.edge.resize(u.start.back());
+  std::vector<int> next(u.start.begin(), u.start.end() - 1);
   for (NodeId n = 0; n < static_cast<NodeId>(p.edges.size()); ++n)
     for (int i = 0; i < static_cast<int>(p.edges[n].size()); ++i) {
-      auto& u = uses[p.edges[n][i].var];
-      if (u.empty() || u.back().node != n) u.push_back(VarUse{n, {}});
-      u.back().edges.push_back(i);
+      const int at = next[p.edges[n][i].var]++;
+      u.node[at] = n, u.edge[at] = i;
     }
-  return uses;
+  return u;
 }
 
 // Options node n may take: the live ones, or (shared strategy) those its variable can select.
@@ -41,17 +63,17 @@ std::vector<int> live_options(const CutProblem& p, NodeId n, const std::vector<c
 }
 
 // True when v = r costs no more than v = x whatever the other variables are (see header).
-bool dominates(const CutProblem& p, int v, const std::vector<VarUse>& uses,
-               const std::vector<std::vector<int>>& opts_of, int r, int x) {
+bool dominates(const CutProblem& p, int v, const VarUses& uses, const std::vector<std::vector<int>>& opts_of, int r,
+               int x) {
   const int D = p.domain[v];
   double total = 0;
   bool x_infeasible = false;
-  for (const VarUse& u : uses) {
+  const bool all = uses.each_node(v, [&](NodeId n, int first, int last) {
     double worst = -kInfCost;  // max over options of (cost at r - cost at x)
-    for (int o : opts_of[u.node]) {
+    for (int o : opts_of[n]) {
       double at_r = 0, at_x = 0;
-      for (int i : u.edges) {
-        const auto& cost = p.edges[u.node][i].cost;
+      for (int i = first; i < last; ++i) {
+        const auto& cost = p.edges[n][uses.edge[i]].cost;
         at_r += cost[o * D + r];
         at_x += cost[o * D + x];
       }
@@ -61,11 +83,12 @@ bool dominates(const CutProblem& p, int v, const std::vector<VarUse>& uses,
     }
     if (worst == -kInfCost) {
       x_infeasible = true;  // v = x makes this node infeasible: any r is at least as good
-      continue;
+      return true;
     }
     total += worst;
-  }
-  return x_infeasible || total <= 0;
+    return true;
+  });
+  return all && (x_infeasible || total <= 0);
 }
 
 // True when option a of node n costs no more than option b on every edge at every live value
@@ -109,11 +132,11 @@ DomainReduction reduce_domains(const CutProblem& p, Reduce what) {
     for (int v = 0; v < V; ++v) {
       const int D = p.domain[v];
       // Strategy variables carry no edges; a tensor variable nobody touches keeps its domain.
-      if (D == 1 || p.var_tilings[v].empty() || uses[v].empty()) continue;
+      if (D == 1 || p.var_tilings[v].empty() || uses.empty(v)) continue;
       if (!every_dominated) {
         for (int y = 0; y < D; ++y) {
           bool all = true;
-          for (int x = 0; x < D && all; ++x) all = x == y || dominates(p, v, uses[v], opts_of, y, x);
+          for (int x = 0; x < D && all; ++x) all = x == y || dominates(p, v, uses, opts_of, y, x);
           if (all) {
             for (int x = 0; x < D; ++x) alive[v][x] = x == y;
             break;
@@ -124,7 +147,7 @@ DomainReduction reduce_domains(const CutProblem& p, Reduce what) {
       for (int x = D - 1; x >= 0; --x) {
         if (!alive[v][x]) continue;
         for (int y = 0; y < D; ++y)
-          if (y != x && alive[v][y] && dominates(p, v, uses[v], opts_of, y, x)) {
+          if (y != x && alive[v][y] && dominates(p, v, uses, opts_of, y, x)) {
             alive[v][x] = 0, changed = true;
             break;
           }
@@ -186,26 +209,34 @@ CutProblem restrict_domains(const CutProblem& p, const DomainReduction& r) {
 
 double expand_and_polish(const CutProblem& p, const DomainReduction& r, std::vector<int>* value) {
   std::vector<int>& val = *value;
-  for (int v = 0; v < p.num_vars(); ++v) val[v] = r.kept[v][val[v]];
-  const auto uses = uses_of(p);
+  std::vector<int> polish;  // pruned variables whose value is not their first
+  for (int v = 0; v < p.num_vars(); ++v) {
+    val[v] = r.kept[v][val[v]];
+    if (static_cast<int>(r.kept[v].size()) != p.domain[v] && val[v] != 0) polish.push_back(v);
+  }
+  if (polish.empty()) return 0;
+  const VarUses uses = uses_of(p);
   double change = 0;
   std::vector<int> opt;
-  for (int v = 0; v < p.num_vars(); ++v) {
+  for (int v : polish) {
     const int D = p.domain[v], chosen = val[v];
-    if (static_cast<int>(r.kept[v].size()) == D || chosen == 0) continue;
-    const auto& us = uses[v];
+    const int first = uses.start[v], last = uses.start[v + 1];
     double before = 0;  // the nodes' costs
     opt.clear();
-    for (const VarUse& u : us) {
+    uses.each_node(v, [&](NodeId n, int, int) {
       int o = -1;
-      before += p.node_cost(u.node, val, &o);
+      before += p.node_cost(n, val, &o);
       opt.push_back(o);
-    }
+      return true;
+    });
     // v's own edges under the chosen options at value x.
     auto edges_at = [&](int x) {
       double c = 0;
-      for (size_t i = 0; i < us.size(); ++i)
-        for (int e : us[i].edges) c += p.edges[us[i].node][e].cost[opt[i] * D + x];
+      size_t u = 0;
+      for (int i = first; i < last; ++i) {
+        if (i > first && uses.node[i] != uses.node[i - 1]) ++u;
+        c += p.edges[uses.node[i]][uses.edge[i]].cost[opt[u] * D + x];
+      }
       return c;
     };
     const double at_chosen = edges_at(chosen);
@@ -213,7 +244,10 @@ double expand_and_polish(const CutProblem& p, const DomainReduction& r, std::vec
       if (!(edges_at(x) <= at_chosen + 1e-12 * std::abs(at_chosen))) continue;
       val[v] = x;
       double after = 0;
-      for (const VarUse& u : us) after += p.node_cost(u.node, val);
+      uses.each_node(v, [&](NodeId n, int, int) {
+        after += p.node_cost(n, val);
+        return true;
+      });
       change += after - before;
       break;
     }

@@ -87,6 +87,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     lap = now, cpu_lap = cpu;
   };
   tick("validate");
+  const NodeFacts facts = node_facts(g);
   Levels L;
   Coarsening L_groups;  // the groups L was computed for
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
@@ -94,7 +95,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     if (profile) std::fprintf(stderr, "cut %zu (%d-way)\n", cut + 1, k);
     std::vector<char> elementwise;
     auto opts = node_options(g, s, k, static_cast<int>(cut), provider, options.constraint, options.replicate_fallback,
-                             &elementwise);
+                             &elementwise, &facts);
     tick("options");
     Coarsening c = coarsen(g, elementwise, &opts);
     // The levels depend only on the groups, which most cuts keep.
