@@ -19,12 +19,15 @@ int FactorGraph::add_var(int d) {
   return static_cast<int>(domain.size()) - 1;
 }
 
-void FactorGraph::add_factor(std::vector<int> vars, std::vector<double> table) {
-  if (vars.empty()) {
+void FactorGraph::add_factor(std::initializer_list<int> vs, const std::vector<double>& table) {
+  if (vs.size() == 0) {
     constant += table.at(0);
     return;
   }
-  factors.push_back(Factor{std::move(vars), std::move(table)});
+  vars.insert(vars.end(), vs.begin(), vs.end());
+  var_start.push_back(static_cast<int>(vars.size()));
+  tables.insert(tables.end(), table.begin(), table.end());
+  table_start.push_back(static_cast<int64_t>(tables.size()));
 }
 
 namespace {
@@ -136,7 +139,7 @@ struct Step {
 // domains, position by position).
 struct LiveFactor {
   int begin, end;
-  std::shared_ptr<const std::vector<double>> table;
+  std::shared_ptr<const double> table;  // its entries (a vector's, or a run of FactorGraph::tables)
   int content = -1;
 };
 
@@ -147,20 +150,21 @@ void put(std::string& key, T v) {
 
 // True when every finite entry is a whole number below kExactBelow (bytes): such tables are
 // summed exactly, so shifting them by whole numbers changes no comparison.
-bool whole_numbers(const std::vector<double>& t) {
-  for (double x : t)
-    if (x != kInf && !(std::abs(x) < kExactBelow && x == std::trunc(x))) return false;
+bool whole_numbers(const double* t, const double* end) {
+  for (; t != end; ++t) {
+    const double x = *t;
+    if (x != kInf && !(std::abs(x) < kExactBelow && x == static_cast<double>(static_cast<int64_t>(x)))) return false;
+  }
   return true;
 }
 
 // Subtracts the smallest entry of a table of whole numbers (whole_numbers) from every entry
-// and returns it; 0 (and the table unchanged) when it is not such a table or all infinite.
-double shift_to_zero(std::vector<double>& t) {
-  if (!whole_numbers(t)) return 0;
+// and returns it (0, and the table unchanged, when that is 0 or infinite).
+double shift_to_zero(double* t, double* end) {
   double low = kInf;
-  for (double x : t) low = std::min(low, x);
+  for (const double* x = t; x != end; ++x) low = std::min(low, *x);
   if (low == kInf || low == 0) return 0;
-  for (double& x : t) x -= low;
+  for (double* x = t; x != end; ++x) *x -= low;
   return low;
 }
 
@@ -170,28 +174,28 @@ double shift_to_zero(std::vector<double>& t) {
 // of 0, the messages carried from one layer into the next repeat too.
 class Contents {
  public:
-  // The id of `*t`, a table over variables of domains dom[0, s); *t becomes the kept copy when
-  // there is an equal one.
-  int intern(const int* dom, int s, std::shared_ptr<const std::vector<double>>* t) {
-    const std::vector<double>& x = **t;
+  // The id of `*t`, a table of `size` entries over variables of domains dom[0, s); *t becomes
+  // the kept copy when there is an equal one.
+  int intern(const int* dom, int s, int64_t size, std::shared_ptr<const double>* t) {
+    const double* x = t->get();
     uint64_t h = 1469598103934665603ull ^ static_cast<uint64_t>(s);
     auto mix = [&h](uint64_t v) { h = (h ^ v) * 1099511628211ull; };
     for (int j = 0; j < s; ++j) mix(static_cast<uint64_t>(dom[j]));
-    for (double d : x) {
+    for (int64_t i = 0; i < size; ++i) {
       uint64_t bits;
-      std::memcpy(&bits, &d, sizeof bits);
+      std::memcpy(&bits, x + i, sizeof bits);
       mix(bits ^ (bits >> 29));
     }
     auto& bucket = kept_[h];
     for (const Kept& k : bucket)
       if (k.dom.size() == static_cast<size_t>(s) && std::equal(dom, dom + s, k.dom.begin()) &&
-          k.table->size() == x.size() && std::memcmp(k.table->data(), x.data(), x.size() * sizeof(double)) == 0) {
+          std::memcmp(k.table.get(), x, size * sizeof(double)) == 0) {  // equal domains: equal sizes
         *t = k.table;
         return k.id;
       }
     const int id = next_++;
-    if (entries_ + static_cast<int64_t>(x.size()) <= kRetainEntries) {
-      entries_ += static_cast<int64_t>(x.size());
+    if (entries_ + size <= kRetainEntries) {
+      entries_ += size;
       bucket.push_back(Kept{std::vector<int>(dom, dom + s), *t, id});
     }
     return id;
@@ -202,7 +206,7 @@ class Contents {
  private:
   struct Kept {
     std::vector<int> dom;
-    std::shared_ptr<const std::vector<double>> table;
+    std::shared_ptr<const double> table;
     int id;
   };
   std::unordered_map<uint64_t, std::vector<Kept>> kept_;
@@ -213,7 +217,7 @@ class Contents {
 // What one elimination computes: the new table (shifted by `shift`) and, per entry, the value
 // of the variable.
 struct StepResult {
-  std::weak_ptr<const std::vector<double>> out;  // alive while a factor or the contents hold it
+  std::weak_ptr<const double> out;  // alive while a factor or the contents hold it
   std::shared_ptr<const std::vector<uint16_t>> arg;
   int content = -1;
   double shift = 0;
@@ -312,28 +316,28 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
   // Tables of whole numbers (bytes; not with a memory term) are shifted to a minimum of 0, the
   // shift added to the cost: the sums stay exact, so every comparison and the cost are the
   // same, and terms that differ by a constant share a content id.
-  bool shift = reuse;
-  for (const FactorGraph::Factor& f : fg.factors) shift = shift && whole_numbers(f.table);
+  const int F = fg.num_factors();
+  bool shift = reuse && whole_numbers(fg.tables.data(), fg.tables.data() + fg.tables.size());
 
   // Equal tables share one content id (and one copy): an elimination whose incident factors
   // have the same contents in the same places as an earlier one's gives the same table, which
-  // is then reused.
+  // is then reused. The given tables stay in one array, which lives while one of them does.
   Contents contents;
-  std::vector<int> vars;  // the factors' variables, factor after factor
+  const auto given = std::make_shared<std::vector<double>>(std::move(fg.tables));
+  std::vector<int> vars = std::move(fg.vars);  // the factors' variables, factor after factor
   std::vector<LiveFactor> factors;
-  factors.reserve(fg.factors.size() * 2);
+  factors.reserve(static_cast<size_t>(F) * 2);
   std::vector<int> dom;
-  for (FactorGraph::Factor& f : fg.factors) {
-    if (shift) res.cost += shift_to_zero(f.table);
+  for (int f = 0; f < F; ++f) {
+    double* t = given->data() + fg.table_start[f];
+    double* t_end = given->data() + fg.table_start[f + 1];
+    if (shift) res.cost += shift_to_zero(t, t_end);
     dom.clear();
-    for (int v : f.vars) dom.push_back(fg.domain[v]);
-    auto table = std::make_shared<const std::vector<double>>(std::move(f.table));
-    const int content = contents.intern(dom.data(), static_cast<int>(dom.size()), &table);
-    const int begin = static_cast<int>(vars.size());
-    vars.insert(vars.end(), f.vars.begin(), f.vars.end());
-    factors.push_back(LiveFactor{begin, static_cast<int>(vars.size()), std::move(table), content});
+    for (int i = fg.var_start[f]; i < fg.var_start[f + 1]; ++i) dom.push_back(fg.domain[vars[i]]);
+    std::shared_ptr<const double> table(given, t);
+    const int content = contents.intern(dom.data(), static_cast<int>(dom.size()), t_end - t, &table);
+    factors.push_back(LiveFactor{fg.var_start[f], fg.var_start[f + 1], std::move(table), content});
   }
-  fg.factors.clear();
   std::vector<char> alive(factors.size(), 1);
   std::vector<std::vector<int>> var_factors(V), adj(V);
   for (size_t f = 0; f < factors.size(); ++f) {
@@ -404,7 +408,7 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
   MinSumScratch scratch;
   std::vector<int> incident;
   std::vector<int64_t> fstride;
-  std::vector<const double*> tables;
+  std::vector<const double*> incident_tables;
   for (Step& step : steps) {
     const int v = step.var;
     const int* scope = scopes.data() + step.scope_begin;
@@ -442,17 +446,18 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
     if (!reuse) key.clear(), put(key, static_cast<int64_t>(&step - steps.data()));  // one entry per step
     auto [it, fresh] = done_steps.try_emplace(key);
     StepResult& r = it->second;
-    std::shared_ptr<const std::vector<double>> out = r.out.lock();
+    std::shared_ptr<const double> out = r.out.lock();
     if (!out) {  // new, or its table was freed: (re)compute it
       auto table = std::make_shared<std::vector<double>>();
       auto arg = std::make_shared<std::vector<uint16_t>>();
-      tables.clear();
-      for (int f : incident) tables.push_back(factors[f].table->data());
-      min_sum(tables, fstride, dom, Dv, out_size, table.get(), arg.get(), &scratch);
+      incident_tables.clear();
+      for (int f : incident) incident_tables.push_back(factors[f].table.get());
+      min_sum(incident_tables, fstride, dom, Dv, out_size, table.get(), arg.get(), &scratch);
       res.computed += static_cast<double>(out_size) * Dv * std::max(1, m);
-      r.shift = shift ? shift_to_zero(*table) : 0;
-      out = std::move(table);
-      if (fresh) r.content = reuse ? contents.intern(dom.data(), s, &out) : contents.fresh();
+      double* t = table->data();
+      r.shift = shift && whole_numbers(t, t + out_size) ? shift_to_zero(t, t + out_size) : 0;
+      out = std::shared_ptr<const double>(table, t);
+      if (fresh) r.content = reuse ? contents.intern(dom.data(), s, out_size, &out) : contents.fresh();
       r.out = out;
       r.arg = std::move(arg);
     }
@@ -460,7 +465,7 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
     step.arg = r.arg;
     for (int f : incident) factors[f].table.reset();  // free the consumed tables (unless shared)
     if (s == 0) {
-      res.cost += (*out)[0];
+      res.cost += out.get()[0];
       continue;
     }
     const int id = static_cast<int>(factors.size());

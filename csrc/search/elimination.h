@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -17,21 +18,22 @@
 
 namespace autotile {
 
-/// \brief A sum of dense factors over discrete variables.
+/// \brief A sum of dense factors over discrete variables, stored flat: factor f is a table over
+/// vars[var_start[f], var_start[f + 1]) (distinct), held in tables[table_start[f],
+/// table_start[f + 1]) in mixed radix, last variable fastest.
 struct FactorGraph {
-  /// \brief One term: a dense table over `vars` (distinct), mixed radix, last var fastest.
-  struct Factor {
-    std::vector<int> vars;
-    std::vector<double> table;
-  };
-  std::vector<int> domain;       ///< per variable, >= 1
-  std::vector<Factor> factors;
-  double constant = 0;           ///< terms without variables
+  std::vector<int> domain;  ///< per variable, >= 1
+  std::vector<int> var_start{0}, vars;
+  std::vector<int64_t> table_start{0};
+  std::vector<double> tables;
+  double constant = 0;  ///< terms without variables
 
   /// \brief Adds a variable with `d` values; returns its id.
   int add_var(int d);
-  /// \brief Adds a term over `vars` (table in mixed radix, last var fastest).
-  void add_factor(std::vector<int> vars, std::vector<double> table);
+  /// \brief Adds a term over `vars` (its table in mixed radix, last var fastest).
+  void add_factor(std::initializer_list<int> vars, const std::vector<double>& table);
+  /// \brief Number of terms (those over no variable are in `constant`).
+  int num_factors() const { return static_cast<int>(var_start.size()) - 1; }
 };
 
 /// \brief Thrown when eliminating a variable would build a table over the limit: the graph is

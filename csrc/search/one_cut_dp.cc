@@ -44,13 +44,17 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainRed
     for (int v = 0; v < V; ++v) prio.push_back(v);
   std::vector<NodeId> strategy_of(V, kNone);  // extra variable -> its node (for messages)
 
-  // One node's terms, summed per tensor variable (-1: the strategy's own), added in that order.
+  // One node's terms, summed per tensor variable (-1: the strategy's own), added in that order:
+  // per_var[0, used) (the buffers are kept from node to node).
   std::vector<std::pair<int, std::vector<double>>> per_var;
+  size_t used = 0;
   auto table_of = [&](int key) -> std::vector<double>& {
-    for (auto& [k, t] : per_var)
-      if (k == key) return t;
-    per_var.emplace_back(key, std::vector<double>());
-    return per_var.back().second;
+    for (size_t i = 0; i < used; ++i)
+      if (per_var[i].first == key) return per_var[i].second;
+    if (used == per_var.size()) per_var.emplace_back();
+    per_var[used].first = key;
+    per_var[used].second.clear();
+    return per_var[used++].second;
   };
   std::vector<int> opt;  // the option (in p) each value of the node's strategy variable means, -1: none
   for (NodeId n = 0; n < N; ++n) {
@@ -64,7 +68,7 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainRed
       bool any = false;
       for (size_t a = 0; a < opt.size(); ++a)
         if (opt[a] < 0) unary[a] = kInfCost, any = true;
-      if (any) fg.add_factor({sv}, std::move(unary));
+      if (any) fg.add_factor({sv}, unary);
     } else if (O > 1) {
       sv = fg.add_var(O);
       strategy_of.push_back(n);
@@ -75,7 +79,7 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainRed
       for (int o = 0; o < O; ++o) opt.push_back(all ? o : r.kept_options[n][o]);
     }
     const int only = all ? 0 : (r.kept_options[n].empty() ? 0 : r.kept_options[n][0]);  // sv < 0: the option
-    per_var.clear();
+    used = 0;
     for (const auto& e : p.edges[n]) {
       const int D = p.domain[e.var];
       const int Dq = fg.domain[e.var];
@@ -93,15 +97,17 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainRed
         if (opt[a] >= 0)
           for (int x = 0; x < Dq; ++x) t[a * Dq + x] += e.cost[opt[a] * D + (kept ? kept[x] : x)];
     }
-    std::sort(per_var.begin(), per_var.end(),
-              [](const auto& a, const auto& b) { return a.first < b.first; });
-    for (auto& [var, table] : per_var) {
-      if (var < 0)
-        fg.add_factor(sv < 0 ? std::vector<int>{} : std::vector<int>{sv}, std::move(table));
+    std::sort(per_var.begin(), per_var.begin() + used, [](const auto& a, const auto& b) { return a.first < b.first; });
+    for (size_t i = 0; i < used; ++i) {
+      const auto& [var, table] = per_var[i];
+      if (var < 0 && sv < 0)
+        fg.add_factor({}, table);
+      else if (var < 0)
+        fg.add_factor({sv}, table);
       else if (sv < 0)
-        fg.add_factor({var}, std::move(table));
+        fg.add_factor({var}, table);
       else
-        fg.add_factor({sv, var}, std::move(table));
+        fg.add_factor({sv, var}, table);
     }
   }
 
@@ -141,7 +147,9 @@ CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduc
                           const std::vector<int64_t>& priority, int64_t max_states) {
   constexpr int kMinReaders = 4;       // a layer's forward and backward reading it twice
   constexpr int64_t kMaxCombinations = 64;
-  const auto each = fix_each_combination(p, r, shared_input_vars(g, p, r, kMinReaders), kMaxCombinations);
+  const std::vector<int> shared = shared_input_vars(g, p, r, kMinReaders);
+  if (shared.empty()) return solve_restricted(g, p, r, priority, max_states);
+  const auto each = fix_each_combination(p, r, shared, kMaxCombinations);
   if (each.size() < 2) return solve_restricted(g, p, r, priority, max_states);
   CutSolution best;
   double work = 0, computed = 0, log2_width = 0;
