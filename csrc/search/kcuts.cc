@@ -92,6 +92,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   Coarsening L_groups;  // the groups L was computed for
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
     const int k = plan.factors[cut];
+    tick("free");  // the previous cut's problem and options, freed
     if (profile) std::fprintf(stderr, "cut %zu (%d-way)\n", cut + 1, k);
     std::vector<char> elementwise;
     auto opts = node_options(g, s, k, static_cast<int>(cut), provider, options.constraint, options.replicate_fallback,
