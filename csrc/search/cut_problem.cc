@@ -152,40 +152,89 @@ NodeFacts node_facts(const Graph& g) {
   NodeFacts f;
   f.may_run_whole = may_run_whole(g);
   f.no_split.assign(g.num_nodes(), nullptr);
+  f.tdl_id.assign(g.num_nodes(), -1);
+  std::unordered_map<std::string, int> ids;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    auto it = g.node(n).attrs.find("__no_split__");
-    if (it != g.node(n).attrs.end()) f.no_split[n] = &it->second;
+    const Node& node = g.node(n);
+    auto it = node.attrs.find("__no_split__");
+    if (it != node.attrs.end()) f.no_split[n] = &it->second;
+    if (!node.tdl.empty()) f.tdl_id[n] = ids.emplace(node.tdl, static_cast<int>(ids.size())).first->second;
   }
   return f;
 }
 
+size_t OptionsMemo::KeyHash::operator()(const std::vector<int64_t>& v) const { return IdsHash()(v); }
+
+namespace {
+// Sets `o` to the option of running whole (keeping its storage).
+void set_whole(NodeOption& o) {
+  o.name = "replicate";
+  o.whole = true;
+  o.strategy.var.clear();
+  o.strategy.reduction = false;
+  o.strategy.inputs.clear();
+  o.strategy.outputs.clear();
+}
+}  // namespace
+
 std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchState& s, int k, int cut,
                                                   const StrategyProvider& provider, const PlanConstraint& constraint,
                                                   bool replicate_fallback, std::vector<char>* elementwise,
-                                                  const NodeFacts* facts) {
+                                                  OptionsMemo* memo) {
   const int N = g.num_nodes();
-  std::vector<std::vector<NodeOption>> opts(N);
+  std::vector<std::vector<NodeOption>> opts;
+  if (memo) opts.swap(memo->spare);
+  opts.resize(N);
   elementwise->assign(N, 0);
   NodeOption whole;
-  whole.name = "replicate";
-  whole.whole = true;
+  set_whole(whole);
   NodeFacts own;
-  if (!facts) own = node_facts(g), facts = &own;
-  const std::vector<char>& whole_ok = facts->may_run_whole;
+  const NodeFacts& facts = memo ? memo->facts : (own = node_facts(g));
+  const std::vector<char>& whole_ok = facts.may_run_whole;
+  std::vector<int64_t> key;
+  OpStrategies asked;
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
+    // The node's options are list[0, used): the slots after the last cut's are reused.
+    std::vector<NodeOption>& list = opts[n];
+    size_t used = 0;
+    auto slot = [&]() -> NodeOption& {
+      if (used == list.size()) list.emplace_back();
+      return list[used];
+    };
+    auto add_whole = [&] {
+      if (constraint.allow_strategy && !constraint.allow_strategy(n, whole, cut)) return;
+      set_whole(slot());
+      ++used;
+    };
     if (node.tdl.empty()) {
       if (!replicate_fallback)
         fail("node '", node.name, "' (op ", node.op,
              ") has no TDL description; pass replicate_fallback=True to run it replicated");
-      if (!constraint.allow_strategy || constraint.allow_strategy(n, whole, cut)) opts[n].push_back(whole);
+      add_whole();
     } else {
-      OpStrategies st = provider(g, n, s.node_in[n], s.node_out[n], k);
-      (*elementwise)[n] = st.elementwise;
+      const OpStrategies* st = &asked;
+      if (memo && memo->tdl_provider) {
+        key.assign({facts.tdl_id[n], k});
+        for (const auto* shapes : {&s.node_in[n], &s.node_out[n]}) {
+          key.push_back(static_cast<int64_t>(shapes->size()));
+          for (const Shape& x : *shapes) {
+            key.push_back(static_cast<int64_t>(x.size()));
+            key.insert(key.end(), x.begin(), x.end());
+          }
+        }
+        auto it = memo->strategies.find(key);
+        if (it == memo->strategies.end())
+          it = memo->strategies.emplace(key, provider(g, n, s.node_in[n], s.node_out[n], k)).first;
+        st = &it->second;
+      } else {
+        asked = provider(g, n, s.node_in[n], s.node_out[n], k);
+      }
+      (*elementwise)[n] = st->elementwise;
       // Variables the op's kernel cannot run split along (attribute "__no_split__", a comma
       // list set by the lowering from the op's definition, e.g. channels of a grouped conv).
-      const std::string* vetoed = facts->no_split[n];
-      for (Strategy& x : st.strategies) {
+      const std::string* vetoed = facts.no_split[n];
+      for (const Strategy& x : st->strategies) {
         if (vetoed && is_listed(*vetoed, x.var)) continue;
         // Partial outputs reduced by max, min or product (a split reduction of such a TDL):
         // the execution graph only sums partials and refuses these plans (exec_build.cc).
@@ -193,23 +242,24 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
         for (const OutputMake& make : x.outputs) non_sum_partial |= make.partial && make.reducer != Reducer::kSum;
         if (non_sum_partial) continue;
         check_strategy(g, n, x, s.node_in[n], s.node_out[n], k);
-        NodeOption o;
+        NodeOption& o = slot();
         o.name = x.var;
-        o.strategy = std::move(x);
+        o.whole = false;
+        o.strategy = x;
         if (constraint.allow_strategy && !constraint.allow_strategy(n, o, cut)) continue;
-        opts[n].push_back(std::move(o));
+        ++used;
       }
       // No dim of this op divides k ways (a bias of 8 on a 3-way cut): it runs replicated,
       // as a replicated op computes the same thing on every device (no error: the plan is
       // still valid, only redundant for this op).
-      if ((opts[n].empty() || whole_ok[n]) && (!constraint.allow_strategy || constraint.allow_strategy(n, whole, cut)))
-        opts[n].push_back(whole);
+      if (used == 0 || whole_ok[n]) add_whole();
     }
     // The constraint rules out every strategy (data parallelism at a Concat along the batch
     // dim of an unrolled RNN): with replicate_fallback the op runs replicated, reading whole
     // inputs however they are tiled.
-    if (opts[n].empty() && replicate_fallback) opts[n].push_back(whole);
-    if (opts[n].empty())
+    if (used == 0 && replicate_fallback) set_whole(slot()), ++used;
+    list.resize(used);
+    if (list.empty())
       fail("node '", node.name, "' (op ", node.op, "): no partition strategy ",
            constraint.name.empty() ? "" : "allowed by '" + constraint.name + "' ", "for a ", k,
            "-way cut (cut ", cut + 1, ") at input shapes ", shapes_str(s.node_in[n]), " and output shapes ",

@@ -6,6 +6,7 @@
 // variables of its tensors (plus its shared strategy variable, for merged RNN steps).
 #pragma once
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "graph/graph.h"
@@ -41,22 +42,40 @@ struct CutProblem {
 };
 
 /// \brief What node_options reads of the graph alone (the same at every cut): the nodes that
-/// may also run whole and the split variables each node's kernel refuses (its attribute
-/// "__no_split__", null without one).
+/// may also run whole, the split variables each node's kernel refuses (its attribute
+/// "__no_split__", null without one) and an id of each node's TDL text (equal texts, equal ids;
+/// -1: none).
 struct NodeFacts {
   std::vector<char> may_run_whole;
   std::vector<const std::string*> no_split;
+  std::vector<int> tdl_id;
 };
 /// \brief The NodeFacts of `g` (valid while `g` is).
 NodeFacts node_facts(const Graph& g);
 
+/// \brief What node_options keeps from one cut to the next of one search.
+struct OptionsMemo {
+  explicit OptionsMemo(const Graph& g) : facts(node_facts(g)) {}
+  NodeFacts facts;
+  /// The provider is the TDL one, whose strategies depend only on the TDL text, the shapes and
+  /// k: they are asked for once per distinct (text, shapes, k) and kept here.
+  bool tdl_provider = false;
+  struct KeyHash {
+    size_t operator()(const std::vector<int64_t>& v) const;
+  };
+  std::unordered_map<std::vector<int64_t>, OpStrategies, KeyHash> strategies;
+  /// The last cut's options, handed back after the cut: the next cut's are written over them,
+  /// which reuses their storage.
+  std::vector<std::vector<NodeOption>> spare;
+};
+
 /// \brief Candidate options of every node for a k-way cut (provider, constraint, fallback);
-/// `elementwise` receives the provider's element-wise flags. `facts`: node_facts(g), computed
-/// here when null.
+/// `elementwise` receives the provider's element-wise flags. `memo` (may be null) is the
+/// search's OptionsMemo.
 std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchState& s, int k, int cut,
                                                   const StrategyProvider& provider, const PlanConstraint& constraint,
                                                   bool replicate_fallback, std::vector<char>* elementwise,
-                                                  const NodeFacts* facts = nullptr);
+                                                  OptionsMemo* memo = nullptr);
 
 /// \brief Builds the problem of cut `cut` (k-way) from the state after the previous cuts.
 CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,

@@ -87,7 +87,9 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     lap = now, cpu_lap = cpu;
   };
   tick("validate");
-  const NodeFacts facts = node_facts(g);
+  OptionsMemo memo(g);
+  memo.tdl_provider = !options.provider;
+  std::vector<NodeOption> chosen(g.num_nodes());
   Levels L;
   Coarsening L_groups;  // the groups L was computed for
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
@@ -96,7 +98,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     if (profile) std::fprintf(stderr, "cut %zu (%d-way)\n", cut + 1, k);
     std::vector<char> elementwise;
     auto opts = node_options(g, s, k, static_cast<int>(cut), provider, options.constraint, options.replicate_fallback,
-                             &elementwise, &facts);
+                             &elementwise, &memo);
     tick("options");
     Coarsening c = coarsen(g, elementwise, &opts);
     // The levels depend only on the groups, which most cuts keep.
@@ -158,14 +160,14 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     for (TensorId t = 0; t < g.num_tensors(); ++t) tilings[t] = p.var_tilings[p.tensor_var[t]][sol.value[p.tensor_var[t]]];
     if (cut == 0)  // the refinement's first move re-derives every node's options of this cut
       for (NodeId n = 0; n < g.num_nodes(); ++n) first_widest = std::max(first_widest, p.options[n].size());
-    std::vector<NodeOption> chosen(g.num_nodes());
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
       int best = -1;
       p.node_cost(n, sol.value, &best);
-      chosen[n] = std::move(p.options[n][best]);  // p's options are not read after this
+      chosen[n] = p.options[n][best];  // into the last cut's storage
     }
     cut_work.push_back(sol.work);
     s.apply(g, k, tilings, chosen);
+    memo.spare = std::move(p.options);  // the next cut's options reuse their storage
     tick("apply");
     // The state prices the chosen plan edge by edge, independently of the solver's tables.
     if (std::abs(s.flat_bytes - sol.cost) > 1e-9 * std::max(1.0, std::abs(s.flat_bytes)))
