@@ -34,8 +34,8 @@ constexpr double kNodeUnits = 1000;
 constexpr double kSmallGraph = 256;
 /// A move is kept when it lowers the total by more than this fraction (rounding aside).
 constexpr double kGain = 1e-9;
-/// Largest DP table of a neighbourhood move (entries); wider neighbourhoods fall back to the
-/// cut-by-cut moves.
+/// Largest DP table of a neighbourhood move (entries); wider neighbourhoods are truncated
+/// (kTruncated), and left to the cut-by-cut moves when even the narrowest is too wide.
 constexpr int64_t kMaxTable = 1 << 22;
 /// Work units of one edge-cost entry of a neighbourhood move (a conversion priced).
 constexpr double kCellUnits = 50;
@@ -44,6 +44,14 @@ constexpr double kCellUnits = 50;
 /// kAllSequences; the others take their own sequence in each order of the cuts.
 constexpr double kAllTensorSequences = 216;
 constexpr size_t kAllSequences = 32;
+/// A neighbourhood move whose DP is too wide is made over each tensor's and node's this many
+/// candidates of least lower bound instead, the first that fits (tiny GPT-2 and LLaMA on 8
+/// devices: the cut-orders move is 2^23.8 entries wide whole and fits at 12).
+constexpr size_t kTruncated[] = {48, 24, 12, 6};
+/// Where the wide moves polish the best start's end (at most kMaxOrderCuts cuts), the starts
+/// may spend this share of the budget (tiny LLaMA on 8 devices spent it all on starts and never
+/// made the cut-orders move that reaches its optimum).
+constexpr double kStartsShare = 0.6;
 /// The cut-orders move is made for at most this many cuts (4! orders of a sequence).
 constexpr int kMaxOrderCuts = 4;
 
@@ -84,6 +92,85 @@ SearchState initial_on(const Graph& g, const std::shared_ptr<LayoutPool>& pool) 
 // cut for at least two of its options, and of the replay from it.
 double min_move_units(int nodes, int cuts, int i, double dp, double widest = 2.0) {
   return dp + kNodeUnits * nodes * (1.0 + widest * (cuts - 1 - i) + (cuts - i));
+}
+
+// Lower bounds of a neighbourhood problem `q` (no shared strategy variables): for each node
+// candidate, the least it pays on its edges; for each value of a variable, the least the nodes
+// next to it pay with that value (each node's cheapest candidate, its other edges at their least).
+void lower_bounds(const CutProblem& q, std::vector<std::vector<double>>* node_bound,
+                  std::vector<std::vector<double>>* value_bound) {
+  const size_t N = q.edges.size();
+  std::vector<std::vector<std::vector<double>>> row_min(N);  // [node][edge][candidate]
+  node_bound->assign(N, {});
+  for (size_t n = 0; n < N; ++n) {
+    const size_t O = q.options[n].size();
+    (*node_bound)[n].assign(O, 0);
+    for (const CutProblem::Edge& edge : q.edges[n]) {
+      const int D = q.domain[edge.var];
+      std::vector<double> m(O);
+      for (size_t o = 0; o < O; ++o) {
+        m[o] = *std::min_element(edge.cost.begin() + o * D, edge.cost.begin() + (o + 1) * D);
+        (*node_bound)[n][o] += m[o];
+      }
+      row_min[n].push_back(std::move(m));
+    }
+  }
+  value_bound->assign(q.domain.size(), {});
+  for (size_t v = 0; v < q.domain.size(); ++v) (*value_bound)[v].assign(q.domain[v], 0);
+  for (size_t n = 0; n < N; ++n)
+    for (size_t e = 0; e < q.edges[n].size(); ++e) {
+      const CutProblem::Edge& edge = q.edges[n][e];
+      const int D = q.domain[edge.var];
+      for (int x = 0; x < D; ++x) {
+        double least = kInfCost;
+        for (size_t o = 0; o < q.options[n].size(); ++o)
+          least = std::min(least, (*node_bound)[n][o] - row_min[n][e][o] + edge.cost[o * D + x]);
+        (*value_bound)[edge.var][x] += least;
+      }
+    }
+}
+
+// The first value (the plan's own), those marked in `first`, and others of least `bound` (the
+// earlier of equal ones; none that cannot be taken) up to `width` in all, in index order.
+std::vector<int> least(const std::vector<double>& bound, size_t width, const std::vector<char>& first) {
+  std::vector<int> order;
+  for (size_t x = 0; x < bound.size(); ++x)
+    if (x == 0 || bound[x] < kInfCost) order.push_back(static_cast<int>(x));
+  std::stable_sort(order.begin() + 1, order.end(), [&](int a, int b) {
+    return first[a] != first[b] ? first[a] > first[b] : bound[a] < bound[b];
+  });
+  size_t firsts = 0;
+  for (int x : order) firsts += first[x];
+  width = std::max(width, firsts + 1);
+  if (order.size() > width) order.resize(width);
+  std::sort(order.begin(), order.end());
+  return order;
+}
+
+// `q` with only the values `keep` [var] and the options `keep_option` [node].
+CutProblem restricted(const CutProblem& q, const std::vector<std::vector<int>>& keep,
+                      const std::vector<std::vector<int>>& keep_option) {
+  CutProblem r = q;
+  for (size_t v = 0; v < keep.size(); ++v) {
+    r.domain[v] = static_cast<int>(keep[v].size());
+    r.var_tilings[v].resize(keep[v].size(), Tiling::replicate());
+  }
+  for (size_t n = 0; n < r.edges.size(); ++n) {
+    const std::vector<int>& ko = keep_option[n];
+    std::vector<NodeOption> options;
+    for (int o : ko) options.push_back(q.options[n][o]);
+    r.options[n] = std::move(options);
+    for (size_t e = 0; e < r.edges[n].size(); ++e) {
+      CutProblem::Edge& edge = r.edges[n][e];
+      const int D = q.domain[edge.var];
+      const std::vector<int>& k = keep[edge.var];
+      const std::vector<double>& full = q.edges[n][e].cost;
+      edge.cost.assign(ko.size() * k.size(), 0);
+      for (size_t o = 0; o < ko.size(); ++o)
+        for (size_t x = 0; x < k.size(); ++x) edge.cost[o * k.size() + x] = full[ko[o] * D + k[x]];
+    }
+  }
+  return r;
 }
 
 struct Budget {
@@ -428,7 +515,7 @@ struct Refiner {
   //    recursion, and the weights' gradients and updates change with them (one move).
   // Ties are the first cut's coarsening's (as the joint program's) among tensors that share
   // their sequence; nodes sharing a strategy (merged timesteps) keep theirs. kFailed: over
-  // budget or no option; kTooWide: the DP's table would pass kMaxTable.
+  // budget or no option; kTooWide: the DP's table would pass kMaxTable even truncated.
   enum Outcome { kKept, kNoGain, kFailed, kTooWide };
   enum Neighbourhood { kOneChange, kOrders };
   Outcome neighbourhood_move(const Coarsening& ties, const Levels& levels, Neighbourhood kind) {
@@ -648,21 +735,73 @@ struct Refiner {
         q.edges[n].push_back(std::move(edge));
       }
     }
+    // Solved whole when the DP fits; else each tensor class keeps its kTruncated[w] values and
+    // each node its kTruncated[w] candidates (its own sequence, then its own in other orders,
+    // then those of least lower bound), for the first w that fits: the move is then exact over
+    // that smaller neighbourhood.
+    const int V = static_cast<int>(members.size());
+    std::vector<std::vector<int>> keep, keep_option;
+    CutProblem r;
     CutSolution sol;
+    bool solved = false;
     try {
       sol = solve_one_cut_dp(g, q, level_priority(q, levels.level_of_group, ties), kMaxTable);
+      solved = true;
     } catch (const Error&) {
-      return kTooWide;
     }
+    if (!solved) {
+      // (the plan's own sequences in other orders are kept first)
+      std::vector<std::vector<char>> reorder_value(V), reorder_option(N);
+      for (int v = 0; v < V; ++v) {
+        std::vector<std::string> own;
+        for (const Tiling& ti : tcand[v][0]) own.push_back(ti.str());
+        std::sort(own.begin(), own.end());
+        for (const auto& seq : tcand[v]) {
+          std::vector<std::string> other;
+          for (const Tiling& ti : seq) other.push_back(ti.str());
+          std::sort(other.begin(), other.end());
+          reorder_value[v].push_back(other == own);
+        }
+      }
+      for (NodeId n = 0; n < N; ++n) {
+        std::vector<std::string> own = plan.option[n];
+        std::sort(own.begin(), own.end());
+        for (const NodeCandidate& c : ncand[n]) {
+          std::vector<std::string> other = c.names;
+          std::sort(other.begin(), other.end());
+          reorder_option[n].push_back(other == own);
+        }
+      }
+      std::vector<std::vector<double>> node_bound, value_bound;
+      lower_bounds(q, &node_bound, &value_bound);
+      for (size_t width : kTruncated) {
+        keep.assign(V, {});
+        keep_option.assign(N, {});
+        for (int v = 0; v < V; ++v) keep[v] = least(value_bound[v], width, reorder_value[v]);
+        for (NodeId n = 0; n < N; ++n) keep_option[n] = least(node_bound[n], width, reorder_option[n]);
+        r = restricted(q, keep, keep_option);
+        try {
+          sol = solve_one_cut_dp(g, r, level_priority(r, levels.level_of_group, ties), kMaxTable);
+          solved = true;
+          break;
+        } catch (const Error&) {
+        }
+      }
+    }
+    if (!solved) return kTooWide;
     budget->spent += sol.work;
+    const CutProblem& solved_problem = keep.empty() ? q : r;
     if (!(sol.cost < total() * (1 - kGain))) return kNoGain;
     NamedPlan next = plan;
-    for (TensorId t = 0; t < T; ++t) next.tiling[t] = tcand[q.tensor_var[t]][sol.value[q.tensor_var[t]]];
+    for (TensorId t = 0; t < T; ++t) {
+      const int v = q.tensor_var[t];
+      next.tiling[t] = tcand[v][keep.empty() ? sol.value[v] : keep[v][sol.value[v]]];
+    }
     for (NodeId n = 0; n < N; ++n) {
       int best = -1;
-      q.node_cost(n, sol.value, &best);
+      solved_problem.node_cost(n, sol.value, &best);
       if (best < 0) return kFailed;
-      next.option[n] = ncand[n][best].names;
+      next.option[n] = ncand[n][keep.empty() ? best : keep_option[n][best]].names;
     }
     int from = cuts;
     for (TensorId t = 0; t < T; ++t)
@@ -794,7 +933,8 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   // Other orders of the cuts (of equal factor; not a named mesh's axes) as further starts.
   std::vector<int> perm(cuts);
   for (int j = 0; j < cuts; ++j) perm[j] = j;
-  while (options.factors.empty() && !budget.capped && std::next_permutation(perm.begin(), perm.end())) {
+  while (options.factors.empty() && !budget.capped && (!polish_last || budget.spent < kStartsShare * budget.limit) &&
+         std::next_permutation(perm.begin(), perm.end())) {
     bool equal = true;
     for (int j = 0; j < cuts; ++j) equal = equal && factors[perm[j]] == factors[j];
     if (!equal || !budget.take(kNodeUnits * g.num_nodes() * cuts)) continue;

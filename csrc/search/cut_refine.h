@@ -19,12 +19,15 @@
 //    of the plan and solved by the DP: the cut-orders move (every layer may make its cuts in
 //    its own order, small nodes such as weight updates and the tensors take any sequence),
 //    then the one-change move (every tensor class and every node may at once keep its
-//    sequence, change one cut, or exchange two adjacent cuts).
+//    sequence, change one cut, or exchange two adjacent cuts). A wide move whose DP would pass
+//    its table limit is made over a smaller neighbourhood instead: each tensor's and node's 48,
+//    24, 12 or 6 candidates of least lower bound (the first that fits; its own always kept).
 //
 // It starts from the recursion's plan and again from the best plan with its cuts in every
 // other order of equal factors (projected onto a valid plan one cut at a time where a
 // strategy name does not exist at the shapes the new order leaves), with the cheap moves;
-// the wide moves then polish the best end. It spends at most max(a floor, half of what the
+// the wide moves then polish the best end (the starts stop at 60% of the budget so that the
+// polish gets the rest). It spends at most max(a floor, half of what the
 // recursion spent) in work units (DP entries, node options derived, edge costs priced), so a
 // small graph is refined until no move helps and a large one gets at most about half the
 // recursion's time more (none when the first move alone would cost more than that).

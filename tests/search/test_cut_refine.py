@@ -84,6 +84,19 @@ def test_one_layer_bert_on_8_devices_reaches_the_joint_optimum():
     _check_against_joint(_tiny("bert"), 8, 0.15, time_limit=900, replicate_fallback=True)
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize("model, recursion_above", [("gpt2", 0.17), ("llama", 0.21)])
+def test_one_layer_gpt2_and_llama_on_8_devices_reach_the_joint_optimum(model, recursion_above):
+    # three cuts; the recursion is 17% (GPT-2) and 22% (LLaMA) above the optimum (HiGHS proves
+    # it in 2-4 minutes). The refinement stopped 4.7% and 5.3% above (2,050,624 against
+    # 1,958,784 B; 1,968,640 against 1,870,336 B): the cut-orders move, whose neighbourhood
+    # holds a better plan, was too wide for the DP here (2^23.8 table entries against 2^22) and
+    # never made, and on LLaMA the restarts spent the whole budget before it. Now a move too
+    # wide is made over each tensor's and node's 12 candidates of least lower bound, and the
+    # restarts leave 40% of the budget to it.
+    _check_against_joint(_tiny(model), 8, recursion_above, time_limit=900, replicate_fallback=True)
+
+
 def test_refinement_keeps_the_joint_optimum():
     # the joint optimum is a fixed point of every move (each is exact over its neighbourhood and
     # kept only when it lowers the total): refining it from there gives it back
@@ -99,7 +112,10 @@ def test_refinement_keeps_the_joint_optimum():
 def test_refinement_from_a_given_plan_never_raises_its_cost():
     # the recursion's plan of tiny GPT-2 on 8 devices with its cuts in every other order that
     # prices (starts the refinement may take): refined from each, the end is never dearer,
-    # prices to its own cut costs, and is within 1% of tofu's own refined plan
+    # prices to its own cut costs, and is within 5% of tofu's own refined plan (the ends are
+    # 0-4.0% above the joint optimum, 1,958,784 B, and tofu's plan 0.013%; before the
+    # truncated wide moves tofu's plan was 4.7% above it and the ends within 1% of that, so
+    # the bound in bytes is lower than it was)
     core = _tiny("gpt2")
     recursion, refined = _plans(core, 8, replicate_fallback=True)
     tried = 0
@@ -116,7 +132,7 @@ def test_refinement_from_a_given_plan_never_raises_its_cost():
         assert end["total_bytes"] <= start["total_bytes"] * (1 + 1e-12)
         priced = _core.price_plan(core, 8, end["tensor_tilings"], end["node_strategies"], replicate_fallback=True)
         assert priced["cut_costs"] == pytest.approx(end["cut_costs"], rel=1e-12)
-        assert end["total_bytes"] <= refined["total_bytes"] * 1.01
+        assert end["total_bytes"] <= refined["total_bytes"] * 1.05
     assert tried >= 1
 
 
