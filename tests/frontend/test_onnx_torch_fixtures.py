@@ -7,7 +7,10 @@ attention blocks, LSTM/GRU classifiers and a MobileNetV2-like CNN. Issue 22's fr
 MobileNetV3-Small, ShuffleNetV2, ConvNeXt, RegNetY and DenseNet; a DCGAN generator, a U-Net
 and a causal TCN; Mistral, Qwen2, Phi, OPT, BLOOM, GPT-NeoX, Falcon, GPT-J, Gemma; DistilBERT,
 ALBERT, ELECTRA, RoBERTa, DeBERTa-v2, MobileBERT, BART, T5, Whisper's encoder, CLIP's text and
-vision towers, Swin, DeiT and Dinov2 (bicubic position embeddings).
+vision towers, Swin, DeiT and Dinov2 (bicubic position embeddings). A later batch: GPT-Neo
+(local attention), CodeGen, RoFormer, SqueezeBERT (grouped 1x1 convolutions), wav2vec 2.0
+(strided Conv1d, GroupNorm, grouped positional convolution), SegFormer, ConvNeXt V2 and LeViT
+(dynamo only).
 
 Each fixture, stage by stage (a test each, so a failure says which stage of which export
 fails): it imports; its forward pass equals onnxruntime's outputs stored next to it (float32
@@ -200,8 +203,13 @@ def test_training_step_on_4_devices_equals_1(tag):
         np.testing.assert_allclose(res.aux[name], want, rtol=1e-4, atol=1e-6, err_msg=f"{tag}: aux {name}")
     assert set(res.grads) == set(ref.grads)
     for p in ref.grads:
-        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-3, atol=1e-5, err_msg=f"{tag}: grad {p}")
-        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-3, atol=1e-5, err_msg=f"{tag}: param {p}")
+        # float32 sums in another order round like the largest of the gradient's terms, so the
+        # absolute slack follows the gradient's largest entry (a wrong tile or a missing partial
+        # sum is off by the whole entry; the float64 stage checks the same step to 1e-9)
+        scale = max(1.0, float(np.max(np.abs(ref.grads[p]), initial=0.0)))
+        np.testing.assert_allclose(res.grads[p], ref.grads[p], rtol=1e-3, atol=1e-5 * scale, err_msg=f"{tag}: grad {p}")
+        np.testing.assert_allclose(res.params[p], ref.params[p], rtol=1e-3, atol=1e-5 * scale,
+                                   err_msg=f"{tag}: param {p}")
 
 
 @pytest.mark.parametrize("tag", cases("trains_the_exported_weights"))
