@@ -2,9 +2,11 @@
 #include <algorithm>
 #include <functional>
 #include <set>
+#include <unordered_map>
 
 #include "exec/exec_graph.h"
 #include "exec/memory_plan.h"
+#include "exec/node_template.h"
 #include "exec/schedule_order.h"
 #include "exec/subtree_boxes.h"
 #include "exec/swap_plan.h"
@@ -67,6 +69,8 @@ class Builder {
   ExecGraph build();
 
  private:
+  /// Appends node `n`'s ops and buffers, at position `pos` of the serial schedule `order`.
+  void build_node(NodeId n, size_t pos, const std::vector<NodeId>& order);
   void check_plan();
   std::vector<Level> tensor_levels(TensorId t) const { return tensor_levels_[t]; }
   /// One index variable the node's strategies split (more than one way) and how.
@@ -129,6 +133,8 @@ class Builder {
   std::vector<int> stride_;   // per cut: product of the later cuts' factors (a digit's weight)
   std::vector<int> dep_mark_;  // per op: the id of the last op that listed it as a dependency (new_op)
   std::vector<Piece> pieces_scratch_;  // assemble's pieces while it collects them
+  bool recording_ = false;  // arena-only: new_op keeps each op's piece sources in piece_srcs_
+  std::vector<std::vector<int>> piece_srcs_;
 };
 
 void Builder::check_plan() {
@@ -266,6 +272,10 @@ int Builder::new_op(ExecOp op) {
   for (const Piece& p : op.pieces) eg_.buffers[p.src].readers.push_back(id);
   for (int b : op.outputs) eg_.buffers[b].producer = id;
   if (opts_.arena_only) {  // no dependencies: the memory plan needs the readers and the clock only
+    if (recording_) {  // the node becomes a template (exec/node_template.h): keep what its pieces read
+      piece_srcs_.emplace_back();
+      for (const Piece& p : op.pieces) piece_srcs_.back().push_back(p.src);
+    }
     // nor the regions: freed now, their memory serves the next op's (not millions freed at the end)
     std::vector<Piece>().swap(op.pieces);
     std::vector<Box>().swap(op.input_boxes);
@@ -754,6 +764,68 @@ bool Builder::staged_reduce(TensorId t, const std::vector<const Box*>& want, con
   return true;
 }
 
+void Builder::build_node(NodeId n, size_t pos, const std::vector<NodeId>& order) {
+  const auto& f = plan_.factors;
+  const int devices = eg_.devices;
+  const Node& node = g_.node(n);
+  const std::vector<bool> no_keep(f.size(), false);
+  int64_t t_fetch = 6 * static_cast<int64_t>(pos), t_compute = t_fetch + 2, t_out = t_fetch + 4;
+  const std::vector<VarSplit> splits = node_splits(n);
+  std::vector<SubOp> subs;
+  for (int d = 0; d < devices; ++d) subs.push_back(sub_op(n, d, splits));
+  // Input regions of every device's sub-op (one MultiFetch per region that is not local).
+  std::vector<std::vector<int>> in_buf(node.inputs.size());
+  for (size_t j = 0; j < node.inputs.size(); ++j) {
+    TensorId t = node.inputs[j];
+    int64_t when = t_fetch;
+    if (!opts_.control_deps) {
+      // as early as the sources allow: right after the tensor was produced
+      NodeId p = g_.tensor(t).producer;
+      when = 0;
+      if (p != kNone)
+        for (size_t q = 0; q < pos; ++q)
+          if (order[q] == p) when = 6 * static_cast<int64_t>(q) + 5;
+    }
+    std::vector<const Box*> wants(devices, nullptr);
+    for (int d = 0; d < devices; ++d)
+      if (subs[d].read[j]) wants[d] = &subs[d].in[j];
+    in_buf[j] = convert(t, wants, tensor_levels_[t], [&](int e) { return eg_.tile(t, e); }, no_keep,
+                        BufferRole::kRegion, n, when);
+  }
+  std::vector<std::vector<int>> raw(devices);
+  for (int d = 0; d < devices; ++d) {
+    ExecOp op;
+    op.kind = ExecKind::kCompute;
+    op.device = d;
+    op.node = n;
+    op.time = t_compute;
+    for (size_t j = 0; j < node.inputs.size(); ++j) {
+      if (!opts_.arena_only) op.input_boxes.push_back(subs[d].in[j]);
+      op.inputs.push_back(subs[d].read[j] ? in_buf[j][d] : -1);
+    }
+    for (size_t o = 0; o < node.outputs.size(); ++o) {
+      bool partial = false;
+      for (const Level& lv : subs[d].out_levels[o]) partial = partial || lv.kind == LevelKind::kPartial;
+      raw[d].push_back(new_buffer(d, node.outputs[o], subs[d].out[o], BufferRole::kRaw, partial));
+    }
+    op.outputs = raw[d];
+    new_op(std::move(op));
+  }
+  // Convert raw outputs to the planned tilings (reductions and re-layouts).
+  for (size_t o = 0; o < node.outputs.size(); ++o) {
+    TensorId t = node.outputs[o];
+    const auto& levels = subs[0].out_levels[o];
+    std::vector<bool> keep(f.size());
+    for (size_t i = 0; i < f.size(); ++i) keep[i] = tensor_levels_[t][i].kind == LevelKind::kPartial;
+    std::vector<Box> boxes;
+    for (int d = 0; d < devices; ++d) boxes.push_back(holder_box(g_.tensor(t).shape, tensor_levels_[t], f, digits_[d]));
+    std::vector<const Box*> wants;
+    for (const Box& b : boxes) wants.push_back(&b);
+    std::vector<int> tiles = convert(t, wants, levels, [&](int e) { return raw[e][o]; }, keep, BufferRole::kTile, n, t_out);
+    for (int d = 0; d < devices; ++d) eg_.tile_of[static_cast<size_t>(t) * devices + d] = tiles[d];
+  }
+}
+
 ExecGraph Builder::build() {
   g_.validate();
   check_plan();
@@ -780,66 +852,30 @@ ExecGraph Builder::build() {
       eg_.tile_of[static_cast<size_t>(t) * devices + d] = new_buffer(d, t, box, BufferRole::kTile, false);
     }
   }
-  std::vector<NodeId> order = opts_.order.empty() ? schedule_order(g_) : checked_order(g_, opts_.order);
-  std::vector<bool> no_keep(f.size(), false);
+  const std::vector<NodeId> order = opts_.order.empty() ? schedule_order(g_) : checked_order(g_, opts_.order);
+  // An arena-only graph builds each kind of node once and replays it for the others
+  // (exec/node_template.h): LLaMA-7B's 32 layers, every candidate the budgeted search measures.
+  std::unordered_map<std::string, NodeTemplate> templates;
   for (size_t pos = 0; pos < order.size(); ++pos) {
-    NodeId n = order[pos];
-    const Node& node = g_.node(n);
-    int64_t t_fetch = 6 * static_cast<int64_t>(pos), t_compute = t_fetch + 2, t_out = t_fetch + 4;
-    const std::vector<VarSplit> splits = node_splits(n);
-    std::vector<SubOp> subs;
-    for (int d = 0; d < devices; ++d) subs.push_back(sub_op(n, d, splits));
-    // Input regions of every device's sub-op (one MultiFetch per region that is not local).
-    std::vector<std::vector<int>> in_buf(node.inputs.size());
-    for (size_t j = 0; j < node.inputs.size(); ++j) {
-      TensorId t = node.inputs[j];
-      int64_t when = t_fetch;
-      if (!opts_.control_deps) {
-        // as early as the sources allow: right after the tensor was produced
-        NodeId p = g_.tensor(t).producer;
-        when = 0;
-        if (p != kNone)
-          for (size_t q = 0; q < pos; ++q)
-            if (order[q] == p) when = 6 * static_cast<int64_t>(q) + 5;
-      }
-      std::vector<const Box*> wants(devices, nullptr);
-      for (int d = 0; d < devices; ++d)
-        if (subs[d].read[j]) wants[d] = &subs[d].in[j];
-      in_buf[j] = convert(t, wants, tensor_levels_[t], [&](int e) { return eg_.tile(t, e); }, no_keep,
-                          BufferRole::kRegion, n, when);
+    const NodeId n = order[pos];
+    const int64_t time0 = 6 * static_cast<int64_t>(pos);
+    if (!opts_.arena_only) {
+      build_node(n, pos, order);
+      continue;
     }
-    std::vector<std::vector<int>> raw(devices);
-    for (int d = 0; d < devices; ++d) {
-      ExecOp op;
-      op.kind = ExecKind::kCompute;
-      op.device = d;
-      op.node = n;
-      op.time = t_compute;
-      for (size_t j = 0; j < node.inputs.size(); ++j) {
-        if (!opts_.arena_only) op.input_boxes.push_back(subs[d].in[j]);
-        op.inputs.push_back(subs[d].read[j] ? in_buf[j][d] : -1);
-      }
-      for (size_t o = 0; o < node.outputs.size(); ++o) {
-        bool partial = false;
-        for (const Level& lv : subs[d].out_levels[o]) partial = partial || lv.kind == LevelKind::kPartial;
-        raw[d].push_back(new_buffer(d, node.outputs[o], subs[d].out[o], BufferRole::kRaw, partial));
-      }
-      op.outputs = raw[d];
-      new_op(std::move(op));
+    std::string key = node_template_key(g_, plan_, n);
+    auto known = templates.find(key);
+    if (known != templates.end()) {
+      replay_node(eg_, g_, n, time0, known->second);
+      continue;
     }
-    // Convert raw outputs to the planned tilings (reductions and re-layouts).
-    for (size_t o = 0; o < node.outputs.size(); ++o) {
-      TensorId t = node.outputs[o];
-      const auto& levels = subs[0].out_levels[o];
-      std::vector<bool> keep(f.size());
-      for (size_t i = 0; i < f.size(); ++i) keep[i] = tensor_levels_[t][i].kind == LevelKind::kPartial;
-      std::vector<Box> boxes;
-      for (int d = 0; d < devices; ++d) boxes.push_back(holder_box(g_.tensor(t).shape, tensor_levels_[t], f, digits_[d]));
-      std::vector<const Box*> wants;
-      for (const Box& b : boxes) wants.push_back(&b);
-      std::vector<int> tiles = convert(t, wants, levels, [&](int e) { return raw[e][o]; }, keep, BufferRole::kTile, n, t_out);
-      for (int d = 0; d < devices; ++d) eg_.tile_of[static_cast<size_t>(t) * devices + d] = tiles[d];
-    }
+    const size_t op0 = eg_.ops.size(), buf0 = eg_.buffers.size();
+    piece_srcs_.clear();
+    recording_ = true;
+    build_node(n, pos, order);
+    recording_ = false;
+    NodeTemplate tpl;
+    if (record_node(eg_, g_, n, time0, op0, buf0, piece_srcs_, tpl)) templates.emplace(std::move(key), std::move(tpl));
   }
   for (const ExecOp& op : eg_.ops) eg_.bytes_moved += op.bytes_moved;
   eg_.bytes_received.assign(devices, 0);
