@@ -1,6 +1,7 @@
 // Construction of the execution graph from a graph and a plan (see exec_graph.h).
 #include <algorithm>
 #include <functional>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -71,6 +72,13 @@ class Builder {
  private:
   /// Appends node `n`'s ops and buffers, at position `pos` of the serial schedule `order`.
   void build_node(NodeId n, size_t pos, const std::vector<NodeId>& order);
+  /// The graph inputs' planned tiles, on the `kept` devices (null: all).
+  void make_input_tiles(const std::vector<char>* kept);
+  /// Node `n`'s template (exec/node_template.h), built on scratch tiles of its inputs and undone.
+  NodeTemplate make_template(NodeId n, size_t pos, const std::vector<NodeId>& order);
+  /// The arena-only graph: one template per kind of node, replayed at every node; with
+  /// ExecOptions::device_classes only on one device of each class (ExecGraph::class_of).
+  void build_from_templates(const std::vector<NodeId>& order);
   void check_plan();
   std::vector<Level> tensor_levels(TensorId t) const { return tensor_levels_[t]; }
   /// One index variable the node's strategies split (more than one way) and how.
@@ -764,6 +772,105 @@ bool Builder::staged_reduce(TensorId t, const std::vector<const Box*>& want, con
   return true;
 }
 
+void Builder::make_input_tiles(const std::vector<char>* kept) {
+  // Graph inputs (data, weights, optimizer state) start out laid out as planned.
+  const auto& f = plan_.factors;
+  const int devices = eg_.devices;
+  for (TensorId t = 0; t < g_.num_tensors(); ++t) {
+    const Tensor& ten = g_.tensor(t);
+    if (ten.producer != kNone) continue;
+    for (int d = 0; d < devices; ++d) {
+      bool partial = false;
+      for (const Level& lv : tensor_levels_[t]) partial = partial || lv.kind == LevelKind::kPartial;
+      if (partial) fail("plan: graph input '", ten.name, "' cannot be partial");
+      if (kept && !(*kept)[d]) continue;
+      Box box = holder_box(ten.shape, tensor_levels_[t], f, digits_[d]);
+      eg_.tile_of[static_cast<size_t>(t) * devices + d] = new_buffer(d, t, box, BufferRole::kTile, false);
+    }
+  }
+}
+
+NodeTemplate Builder::make_template(NodeId n, size_t pos, const std::vector<NodeId>& order) {
+  const Node& node = g_.node(n);
+  const int devices = eg_.devices;
+  const size_t op0 = eg_.ops.size(), buf0 = eg_.buffers.size();
+  // The node's inputs laid out as planned, on scratch buffers: every tile is its holder box
+  // (what convert makes), which is all the node's build reads of them.
+  for (TensorId t : node.inputs) {
+    if (eg_.tile(t, 0) >= 0) continue;  // read twice
+    bool partial = false;
+    for (const Level& lv : tensor_levels_[t]) partial = partial || lv.kind == LevelKind::kPartial;
+    for (int d = 0; d < devices; ++d)
+      eg_.tile_of[static_cast<size_t>(t) * devices + d] =
+          new_buffer(d, t, holder_box(g_.tensor(t).shape, tensor_levels_[t], plan_.factors, digits_[d]),
+                     BufferRole::kTile, partial);
+  }
+  const size_t made = eg_.buffers.size();
+  piece_srcs_.clear();
+  recording_ = true;
+  build_node(n, pos, order);
+  recording_ = false;
+  NodeTemplate tpl;
+  const bool ok = record_node(eg_, g_, n, 6 * static_cast<int64_t>(pos), op0, made, piece_srcs_, tpl);
+  eg_.ops.resize(op0);  // undone: the graph is made by replaying templates
+  eg_.buffers.resize(buf0);
+  for (auto& sched : eg_.schedule)
+    while (!sched.empty() && sched.back() >= static_cast<int>(op0)) sched.pop_back();
+  for (const std::vector<TensorId>* ts : {&node.inputs, &node.outputs})
+    for (TensorId t : *ts)
+      for (int d = 0; d < devices; ++d) eg_.tile_of[static_cast<size_t>(t) * devices + d] = -1;
+  if (!ok)
+    fail("internal: node '", node.name, "' (op ", node.op, ") reads a buffer that is not one of its inputs' tiles");
+  return tpl;
+}
+
+void Builder::build_from_templates(const std::vector<NodeId>& order) {
+  const int devices = eg_.devices;
+  std::unordered_map<std::string, int> index;
+  std::vector<NodeTemplate> templates;
+  std::vector<int> tpl_of(order.size());
+  for (size_t pos = 0; pos < order.size(); ++pos) {
+    auto [it, fresh] = index.emplace(node_template_key(g_, plan_, order[pos]), static_cast<int>(templates.size()));
+    if (fresh) templates.push_back(make_template(order[pos], pos, order));
+    tpl_of[pos] = it->second;
+  }
+  std::vector<char> kept(devices, 1);
+  eg_.class_of.resize(devices);
+  for (int d = 0; d < devices; ++d) eg_.class_of[d] = d;
+  if (opts_.device_classes) {
+    // Per template, each device's part as a number (equal numbers: equal signatures) ...
+    std::vector<std::vector<int>> part(templates.size(), std::vector<int>(devices));
+    eg_.bytes_received.assign(devices, 0);
+    std::vector<std::vector<int64_t>> received(templates.size(), std::vector<int64_t>(devices, 0));
+    for (size_t i = 0; i < templates.size(); ++i) {
+      std::map<std::vector<int64_t>, int> ids;
+      const auto sigs = device_signatures(templates[i], devices);
+      for (int d = 0; d < devices; ++d) part[i][d] = ids.emplace(sigs[d], static_cast<int>(ids.size())).first->second;
+      for (const NodeTemplate::TOp& op : templates[i].ops) received[i][op.device] += op.bytes_moved;
+    }
+    // ... and a device's class: its graph-input tiles' sizes and its parts along the schedule.
+    std::map<std::vector<int64_t>, int> classes;
+    for (int d = 0; d < devices; ++d) {
+      std::vector<int64_t> v;
+      v.reserve(order.size() + 16);
+      for (TensorId t = 0; t < g_.num_tensors(); ++t)
+        if (g_.tensor(t).producer == kNone)
+          v.push_back(holder_box(g_.tensor(t).shape, tensor_levels_[t], plan_.factors, digits_[d]).volume());
+      for (size_t pos = 0; pos < order.size(); ++pos) {
+        v.push_back(part[tpl_of[pos]][d]);
+        eg_.bytes_received[d] += received[tpl_of[pos]][d];
+      }
+      auto [it, fresh] = classes.emplace(std::move(v), d);
+      eg_.class_of[d] = it->second;
+      kept[d] = fresh;
+    }
+  }
+  make_input_tiles(&kept);
+  for (size_t pos = 0; pos < order.size(); ++pos)
+    replay_node(eg_, g_, order[pos], 6 * static_cast<int64_t>(pos), templates[tpl_of[pos]],
+                opts_.device_classes ? &kept : nullptr);
+}
+
 void Builder::build_node(NodeId n, size_t pos, const std::vector<NodeId>& order) {
   const auto& f = plan_.factors;
   const int devices = eg_.devices;
@@ -840,46 +947,20 @@ ExecGraph Builder::build() {
   stride_.assign(f.size(), 1);
   for (size_t c = f.size(); c-- > 1;) stride_[c - 1] = stride_[c] * f[c];
   eg_.tile_of.assign(static_cast<size_t>(g_.num_tensors()) * devices, -1);
-  // Graph inputs (data, weights, optimizer state) start out laid out as planned.
-  for (TensorId t = 0; t < g_.num_tensors(); ++t) {
-    const Tensor& ten = g_.tensor(t);
-    if (ten.producer != kNone) continue;
-    for (int d = 0; d < devices; ++d) {
-      bool partial = false;
-      for (const Level& lv : tensor_levels_[t]) partial = partial || lv.kind == LevelKind::kPartial;
-      if (partial) fail("plan: graph input '", ten.name, "' cannot be partial");
-      Box box = holder_box(ten.shape, tensor_levels_[t], f, digits_[d]);
-      eg_.tile_of[static_cast<size_t>(t) * devices + d] = new_buffer(d, t, box, BufferRole::kTile, false);
-    }
-  }
   const std::vector<NodeId> order = opts_.order.empty() ? schedule_order(g_) : checked_order(g_, opts_.order);
-  // An arena-only graph builds each kind of node once and replays it for the others
-  // (exec/node_template.h): LLaMA-7B's 32 layers, every candidate the budgeted search measures.
-  std::unordered_map<std::string, NodeTemplate> templates;
-  for (size_t pos = 0; pos < order.size(); ++pos) {
-    const NodeId n = order[pos];
-    const int64_t time0 = 6 * static_cast<int64_t>(pos);
-    if (!opts_.arena_only) {
-      build_node(n, pos, order);
-      continue;
-    }
-    std::string key = node_template_key(g_, plan_, n);
-    auto known = templates.find(key);
-    if (known != templates.end()) {
-      replay_node(eg_, g_, n, time0, known->second);
-      continue;
-    }
-    const size_t op0 = eg_.ops.size(), buf0 = eg_.buffers.size();
-    piece_srcs_.clear();
-    recording_ = true;
-    build_node(n, pos, order);
-    recording_ = false;
-    NodeTemplate tpl;
-    if (record_node(eg_, g_, n, time0, op0, buf0, piece_srcs_, tpl)) templates.emplace(std::move(key), std::move(tpl));
+  if (opts_.arena_only) {
+    build_from_templates(order);
+  } else {
+    eg_.class_of.resize(devices);
+    for (int d = 0; d < devices; ++d) eg_.class_of[d] = d;
+    make_input_tiles(nullptr);
+    for (size_t pos = 0; pos < order.size(); ++pos) build_node(order[pos], pos, order);
   }
-  for (const ExecOp& op : eg_.ops) eg_.bytes_moved += op.bytes_moved;
-  eg_.bytes_received.assign(devices, 0);
-  for (const ExecOp& op : eg_.ops) eg_.bytes_received[op.device] += op.bytes_moved;
+  if (eg_.bytes_received.empty()) {  // (a device-class build counted them from its templates)
+    eg_.bytes_received.assign(devices, 0);
+    for (const ExecOp& op : eg_.ops) eg_.bytes_received[op.device] += op.bytes_moved;
+  }
+  for (int64_t b : eg_.bytes_received) eg_.bytes_moved += b;
   if (!opts_.control_deps) {
     // A dataflow scheduler without control dependencies runs every op as soon as its inputs
     // exist: the memory clock becomes the ASAP level of each op (data dependencies only).
@@ -900,6 +981,11 @@ ExecGraph Builder::build() {
     return std::move(eg_);
   }
   plan_memory(eg_, g_, !opts_.control_deps, !opts_.arena_only, opts_.arena_only ? opts_.arena_limit : 0);
+  if (opts_.device_classes)  // each device's memory plan is its representative's
+    for (int d = 0; d < devices; ++d) {
+      eg_.arena_bytes[d] = eg_.arena_bytes[eg_.class_of[d]];
+      eg_.live_peak_bytes[d] = eg_.live_peak_bytes[eg_.class_of[d]];
+    }
   return std::move(eg_);
 }
 
@@ -917,6 +1003,7 @@ std::vector<int> device_digits(int device, const std::vector<int>& factors) {
 ExecGraph build_exec_graph(const Graph& graph, const PlanSpec& plan, const ExecOptions& options) {
   if (options.arena_only && (!options.control_deps || options.swap_budget > 0))
     fail("an arena-only execution graph needs control dependencies and no swap budget");
+  if (options.device_classes && !options.arena_only) fail("device classes are built for arena-only execution graphs only");
   return Builder(graph, plan, options).build();
 }
 

@@ -58,6 +58,13 @@ struct ExecOptions {
   /// bound of the arena already over the limit (the budgeted search needs no more to reject
   /// the plan). 0: always placed.
   int64_t arena_limit = 0;
+  /// With arena_only: build and plan only one device of each class of devices whose memory
+  /// plans are provably the same (their parts of every node agree, exec/node_template.h:
+  /// device_signatures), e.g. devices that run the same schedule on their own tiles. The other
+  /// devices' arena_bytes and live_peak_bytes are their class's; their buffers and ops are not
+  /// made (but for ops of theirs that read a built device's buffers, kept as its readers);
+  /// bytes_moved and bytes_received are the whole graph's (ExecGraph::class_of).
+  bool device_classes = false;
 };
 
 enum class BufferRole : uint8_t {
@@ -121,6 +128,9 @@ struct ExecGraph {
   std::vector<int64_t> live_peak_bytes;    ///< per device: max bytes live at once (a lower bound)
   int64_t bytes_moved = 0;
   std::vector<int64_t> bytes_received;     ///< per device
+  /// Per device: the device whose memory plan it has (itself, except in a
+  /// ExecOptions::device_classes build, where only those devices' buffers are made).
+  std::vector<int> class_of;
 
   int tile(TensorId t, int device) const { return tile_of[static_cast<size_t>(t) * devices + device]; }
 };

@@ -1,5 +1,7 @@
 #include "exec/node_template.h"
 
+#include <algorithm>
+#include <map>
 #include <unordered_map>
 
 namespace autotile {
@@ -103,17 +105,15 @@ bool record_node(const ExecGraph& eg, const Graph& graph, NodeId n, int64_t time
   return ok;
 }
 
-void replay_node(ExecGraph& eg, const Graph& graph, NodeId n, int64_t time0, const NodeTemplate& tpl) {
+void replay_node(ExecGraph& eg, const Graph& graph, NodeId n, int64_t time0, const NodeTemplate& tpl,
+                 const std::vector<char>* kept) {
   const Node& node = graph.node(n);
   const int devices = eg.devices;
-  const int base = static_cast<int>(eg.buffers.size());
-  auto id = [&](int r) {
-    if (r >= 0) return base + r;
-    if (r == -1) return -1;
-    const int x = -r - 2;
-    return eg.tile(node.inputs[x / devices], x % devices);
-  };
-  for (const NodeTemplate::TBuffer& tb : tpl.buffers) {
+  auto keeps = [&](int device) { return !kept || (*kept)[device]; };
+  std::vector<int> made(tpl.buffers.size(), -1);  // template buffer -> buffer id (-1: not made)
+  for (size_t k = 0; k < tpl.buffers.size(); ++k) {
+    const NodeTemplate::TBuffer& tb = tpl.buffers[k];
+    if (!keeps(tb.device)) continue;
     Buffer b;
     b.device = tb.device;
     b.tensor = tb.slot >= 0 ? node.inputs[tb.slot] : node.outputs[-1 - tb.slot];
@@ -121,8 +121,15 @@ void replay_node(ExecGraph& eg, const Graph& graph, NodeId n, int64_t time0, con
     b.role = tb.role;
     b.partial = tb.partial;
     b.bytes = tb.bytes;
+    made[k] = static_cast<int>(eg.buffers.size());
     eg.buffers.push_back(std::move(b));
   }
+  auto id = [&](int r) {
+    if (r >= 0) return made[r];
+    if (r == -1) return -1;
+    const int x = -r - 2;
+    return eg.tile(node.inputs[x / devices], x % devices);  // -1 on a device not kept
+  };
   // As Builder::new_op does for an arena-only graph: readers (inputs, then piece sources),
   // producers, the device's schedule; no pieces, boxes or dependencies kept.
   for (const NodeTemplate::TOp& t : tpl.ops) {
@@ -131,23 +138,86 @@ void replay_node(ExecGraph& eg, const Graph& graph, NodeId n, int64_t time0, con
     op.kind = t.kind;
     op.device = t.device;
     op.node = n;
+    op.accumulate = t.accumulate;
+    op.bytes_moved = t.bytes_moved;
+    op.time = time0 + t.time;
+    if (!keeps(t.device)) {  // only a reader of the kept devices' buffers, if of any
+      bool reads = false;
+      for (const std::vector<int>* refs : {&t.inputs, &t.reads})
+        for (int r : *refs) {
+          const int b = id(r);
+          if (b < 0) continue;
+          eg.buffers[b].readers.push_back(op_id);
+          reads = true;
+        }
+      if (reads) eg.ops.push_back(std::move(op));
+      continue;
+    }
     op.inputs.reserve(t.inputs.size());
     for (int r : t.inputs) op.inputs.push_back(id(r));
     op.outputs.reserve(t.outputs.size());
     for (int r : t.outputs) op.outputs.push_back(id(r));
-    op.accumulate = t.accumulate;
-    op.bytes_moved = t.bytes_moved;
-    op.time = time0 + t.time;
     for (int b : op.inputs)
       if (b >= 0) eg.buffers[b].readers.push_back(op_id);
-    for (int r : t.reads) eg.buffers[id(r)].readers.push_back(op_id);
+    for (int r : t.reads) {
+      const int b = id(r);
+      if (b >= 0) eg.buffers[b].readers.push_back(op_id);
+    }
     for (int b : op.outputs) eg.buffers[b].producer = op_id;
     eg.schedule[op.device].push_back(op_id);
     eg.ops.push_back(std::move(op));
   }
   for (size_t o = 0; o < node.outputs.size(); ++o)
     for (int d = 0; d < devices; ++d)
-      eg.tile_of[static_cast<size_t>(node.outputs[o]) * devices + d] = base + tpl.out_tiles[o * devices + d];
+      if (keeps(d)) eg.tile_of[static_cast<size_t>(node.outputs[o]) * devices + d] = made[tpl.out_tiles[o * devices + d]];
+}
+
+std::vector<std::vector<int64_t>> device_signatures(const NodeTemplate& tpl, int devices) {
+  std::vector<std::vector<int64_t>> sig(devices);
+  // A buffer as its device sees it: its index among that device's buffers (>= 0), or an input
+  // tile, -(10 + input); device_of: whose it is (-1: none).
+  std::vector<int> local(tpl.buffers.size());
+  std::vector<int> count(devices, 0);
+  for (size_t k = 0; k < tpl.buffers.size(); ++k) local[k] = count[tpl.buffers[k].device]++;
+  auto device_of = [&](int r) {
+    if (r >= 0) return tpl.buffers[r].device;
+    if (r == -1) return -1;
+    return (-r - 2) % devices;
+  };
+  auto seen_as = [&](int r) -> int64_t {
+    if (r >= 0) return local[r];
+    return -10 - (-r - 2) / devices;  // r != -1 here
+  };
+  // Records with counted lists, so that equal vectors are equal records.
+  for (int d = 0; d < devices; ++d) sig[d].push_back(count[d]);
+  for (const NodeTemplate::TBuffer& b : tpl.buffers) sig[b.device].insert(sig[b.device].end(), {b.bytes, b.slot});
+  for (size_t o = 0; o * devices < tpl.out_tiles.size(); ++o)
+    for (int d = 0; d < devices; ++d) sig[d].push_back(local[tpl.out_tiles[o * devices + d]]);
+  constexpr int64_t kOp = -1, kRead = -2;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> remote(devices);  // (time, buffer) read by pieces or others
+  for (const NodeTemplate::TOp& t : tpl.ops) {
+    auto& own = sig[t.device];
+    own.insert(own.end(), {kOp, static_cast<int64_t>(t.kind), t.time, static_cast<int64_t>(t.inputs.size())});
+    for (int r : t.inputs) own.push_back(r == -1 ? -1 : seen_as(r));
+    own.push_back(static_cast<int64_t>(t.outputs.size()));
+    for (int r : t.outputs) own.push_back(seen_as(r));
+    for (int r : t.inputs) {  // (a compute op reads its own device's buffers)
+      const int d = device_of(r);
+      if (d >= 0 && d != t.device) remote[d].push_back({t.time, seen_as(r)});
+    }
+    for (int r : t.reads) remote[device_of(r)].push_back({t.time, seen_as(r)});
+  }
+  // The pieces' reads (on any device) and other devices' ops' reads: the last of each buffer's.
+  // Neither the order, the number nor the device of a buffer's readers changes its lifetime
+  // (the last read) or an in-place pair (whether a reader other than the compute op comes as
+  // late as the op; the compute ops' inputs are in their records).
+  for (int d = 0; d < devices; ++d) {
+    std::map<int64_t, int64_t> last;  // buffer -> time
+    for (const auto& [time, which] : remote[d]) last[which] = std::max(last.count(which) ? last[which] : time, time);
+    sig[d].push_back(kRead);
+    for (const auto& [which, time] : last) sig[d].insert(sig[d].end(), {which, time});
+  }
+  return sig;
 }
 
 }  // namespace autotile

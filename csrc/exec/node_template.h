@@ -63,6 +63,19 @@ bool record_node(const ExecGraph& eg, const Graph& graph, NodeId node, int64_t t
 
 /// \brief Appends `tpl`'s buffers and ops to the arena-only graph `eg` for `node` starting at
 /// clock `time0`, as building it would (readers, producers, schedule, planned tiles).
-void replay_node(ExecGraph& eg, const Graph& graph, NodeId node, int64_t time0, const NodeTemplate& tpl);
+///
+/// With `kept` (per device), only the kept devices' buffers and ops are made; an op of another
+/// device that reads a kept device's buffer is made without inputs or outputs, as a reader
+/// (the clock time its memory must live to): the kept devices' memory plans are the full graph's.
+void replay_node(ExecGraph& eg, const Graph& graph, NodeId node, int64_t time0, const NodeTemplate& tpl,
+                 const std::vector<char>* kept = nullptr);
+
+/// \brief Per device, what the node's template does to that device's memory, as numbers:
+/// its buffers in order (bytes, tensor slot, planned-tile output), its ops (kind, time, the
+/// device's buffers and input tiles they read and write) and the other devices' reads of its
+/// buffers and input tiles (time, which). Two devices of equal vectors at every node (and equal
+/// graph-input tiles) have the same memory plan: the same buffers with the same sizes,
+/// lifetimes and in-place pairs, in the same order.
+std::vector<std::vector<int64_t>> device_signatures(const NodeTemplate& tpl, int devices);
 
 }  // namespace autotile

@@ -27,6 +27,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         int64_t swap_hold
         cbool arena_only
         int64_t arena_limit
+        cbool device_classes
     cdef cppclass CBuffer "autotile::Buffer":
         int device
         TensorId tensor
@@ -64,6 +65,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         vector[int64_t] host_bytes
         vector[int64_t] arena_bytes
         vector[int64_t] live_peak_bytes
+        vector[int] class_of
         int64_t bytes_moved
         vector[int64_t] bytes_received
         vector[int] tile_of
@@ -151,6 +153,11 @@ cdef class ExecGraph:
         return list(self.eg.live_peak_bytes)
 
     @property
+    def class_of(self):
+        """Per device, the device whose memory plan it has (itself unless built with classes=True)."""
+        return list(self.eg.class_of)
+
+    @property
     def host_bytes(self):
         """Per device: bytes of its host pool (swapped-out copies)."""
         return list(self.eg.host_bytes)
@@ -221,7 +228,7 @@ cdef class ExecGraph:
 
 def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0,
                      stage_above=8, order=None, swap_hold=0, arena_only=False,
-                     arena_limit=0):
+                     arena_limit=0, classes=False):
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
     swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
     every device's live bytes fit it (exec/swap_plan.h). stage_above: collectives over larger
@@ -232,7 +239,10 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     arena_only: only the memory plan's sizes (arena_bytes, live_peak_bytes, offsets): no
     dependencies, so the graph cannot be run (ExecOptions::arena_only; control_deps, no swap);
     with arena_limit > 0, when some device holds more than that at once nothing is placed and
-    arena_bytes are the live peaks (a lower bound over the limit)."""
+    arena_bytes are the live peaks (a lower bound over the limit). classes (with arena_only):
+    build and plan one device of each class of devices with provably equal memory plans; the
+    others' arena_bytes and live_peak_bytes are their class's (class_of), their buffers are
+    not made (ExecOptions::device_classes)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -247,6 +257,7 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     opts.swap_hold = max(0, int(swap_hold))
     opts.arena_only = bool(arena_only)
     opts.arena_limit = max(0, int(arena_limit or 0))
+    opts.device_classes = bool(classes)
     if order is not None:
         try:
             opts.order = [int(v) for v in order]

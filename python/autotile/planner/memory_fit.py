@@ -56,16 +56,19 @@ def parse_bytes(value, what: str = "device_memory") -> int:
 
 
 def _exec_graph(lowered, raw: dict, swap_budget: int = 0, arena_only: bool = False, arena_limit: int = 0):
+    """The core execution graph of a raw plan; an arena-only one is built for one device of
+    each class of devices with the same memory plan (``classes``, issue #24)."""
     from .. import _core
 
     return _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True,
-                                  swap_budget, arena_only=arena_only, arena_limit=arena_limit)
+                                  swap_budget, arena_only=arena_only, arena_limit=arena_limit, classes=arena_only)
 
 
 def peak_bytes(lowered, raw: dict, swap_budget: int = 0) -> int:
     """The largest per-device arena of the execution graph of a raw core plan (with swap
     planning to `swap_budget` when given). Without swapping only the memory plan's sizes are
-    built (``arena_only``: no dependencies; the same arenas, issue #24)."""
+    built (``arena_only``: no dependencies, one device of each class of devices with the same
+    memory plan; the same arenas, issue #24)."""
     return int(max(_exec_graph(lowered, raw, swap_budget, arena_only=not swap_budget).arena_bytes))
 
 
