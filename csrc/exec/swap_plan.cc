@@ -30,21 +30,24 @@ Live liveness(const ExecGraph& eg, const Graph& g, int id) {
   return {begin, end, b.bytes};
 }
 
-// (time, bytes live then) of the busiest point of `live` (ties: the earliest).
+// (time, bytes live then) of the busiest point of `live` (ties: the earliest; {0, 0} when
+// nothing is live). The bytes live change only where a buffer begins or ends, so the earliest
+// busiest time is one of those; the count runs over the clock (a few times the node count)
+// instead of sorting the events.
 std::pair<int64_t, int64_t> peak_of(const std::vector<Live>& live) {
-  std::vector<std::pair<int64_t, int64_t>> events;  // (time, +bytes at begin / -bytes after end)
-  events.reserve(live.size() * 2);
+  int64_t horizon = 0;
+  for (const Live& iv : live)
+    if (iv.bytes != 0) horizon = std::max(horizon, iv.end < kForever ? iv.end + 1 : iv.begin);
+  std::vector<int64_t> change(static_cast<size_t>(horizon) + 2, 0);  // [t + 1]: change of the bytes live at t
   for (const Live& iv : live) {
     if (iv.bytes == 0) continue;
-    events.push_back({iv.begin, iv.bytes});
-    if (iv.end < kForever) events.push_back({iv.end + 1, -iv.bytes});
+    change[iv.begin + 1] += iv.bytes;
+    if (iv.end < kForever) change[iv.end + 2] -= iv.bytes;
   }
-  std::sort(events.begin(), events.end());
   int64_t cur = 0, best = 0, when = 0;
-  for (size_t i = 0; i < events.size();) {
-    int64_t t = events[i].first;
-    for (; i < events.size() && events[i].first == t; ++i) cur += events[i].second;
-    if (cur > best) best = cur, when = t;
+  for (size_t i = 0; i < change.size(); ++i) {
+    cur += change[i];
+    if (cur > best) best = cur, when = static_cast<int64_t>(i) - 1;
   }
   return {when, best};
 }
@@ -290,14 +293,17 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
     for (size_t i = 0; i < eg.buffers.size(); ++i)
       if (eg.buffers[i].device == dev && !eg.buffers[i].host) ids.push_back(static_cast<int>(i));
     std::vector<char> swapped(eg.buffers.size(), 0);
+    // Liveness of ids[k]; a swap changes only the buffer it moves and the ones it adds (the
+    // readers it points at a copy are other buffers' ops, their times unchanged).
+    std::vector<Live> live;
+    live.reserve(ids.size());
+    for (int id : ids) live.push_back(liveness(eg, graph, id));
     while (true) {
-      std::vector<Live> live;
-      live.reserve(ids.size());
-      for (int id : ids) live.push_back(liveness(eg, graph, id));
       auto [at, bytes] = peak_of(live);
       if (bytes <= budget) break;
       // The buffer idle across the peak that frees the most: largest, then longest gap.
       int best = -1;
+      size_t best_k = 0;
       int64_t best_bytes = 0, best_gap = 0;
       Swap best_how;
       for (size_t k = 0; k < ids.size(); ++k) {
@@ -306,13 +312,16 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
         auto [how, gap] = way_out(eg, id, live[k], at, end_time, hold);
         if (gap < 0) continue;
         if (live[k].bytes > best_bytes || (live[k].bytes == best_bytes && gap > best_gap))
-          best = id, best_bytes = live[k].bytes, best_gap = gap, best_how = how;
+          best = id, best_k = k, best_bytes = live[k].bytes, best_gap = gap, best_how = how;
       }
       if (best < 0) break;  // nothing idle across the peak: swapping cannot lower it
-      const bool output = liveness(eg, graph, best).end >= kForever;
+      const bool output = live[best_k].end >= kForever;
       // A copy may move again across a later point (a weight between its forward and backward
       // use): it is swapped in again from the host buffer that still holds its value.
+      const size_t known = ids.size();
       swap(eg, best, best_how, output, ids);
+      live[best_k] = liveness(eg, graph, best);
+      for (size_t k = known; k < ids.size(); ++k) live.push_back(liveness(eg, graph, ids[k]));
       swapped.resize(eg.buffers.size(), 0);
       swapped[best] = 1;
       ++swaps;
@@ -326,18 +335,27 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
 
 void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   const ExecGraph base = eg;
-  ExecGraph best;
   // Fragmentation does not shrink in proportion to the target (the prefetched swap-ins fill
   // memory up to it), so the step below the budget grows geometrically until the arena fits,
-  // then bisects between the highest target that missed and the lowest that fit.
+  // then bisects between the highest target that missed and the lowest that fit. Each target
+  // tried is planned for its arenas only (no write-after-read dependencies: the same offsets);
+  // the graph kept gets its dependencies at the end.
+  int64_t planned = -1;  // the target eg holds
   auto fits_at = [&](int64_t target) {
     eg = base;
     plan_swaps(eg, graph, target, hold);
-    plan_memory(eg, graph, false);
+    plan_memory(eg, graph, false, /*reuse_deps=*/false);
+    planned = target;
     int64_t worst = 0;
     for (int64_t a : eg.arena_bytes) worst = std::max(worst, a);
-    if (worst <= budget) best = eg;
     return worst;
+  };
+  auto keep = [&](int64_t target) {  // eg: the swaps at `target`, with its dependencies
+    if (planned != target) {
+      eg = base;
+      plan_swaps(eg, graph, target, hold);
+    }
+    plan_memory(eg, graph, false);
   };
   int64_t missed = budget, fit = -1, step = 0, target = budget;
   for (int attempt = 0; attempt < 10; ++attempt) {
@@ -347,17 +365,17 @@ void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold
       break;
     }
     missed = target;
-    if (target <= 0) return;  // nothing fits: the caller reports the arena
+    if (target <= 0) return keep(target);  // nothing fits: the caller reports the arena
     step = std::max(2 * step, worst - budget);
     target = std::max<int64_t>(0, target - step);
   }
-  if (fit < 0) return;
+  if (fit < 0) return keep(planned);
   for (int attempt = 0; attempt < 3 && missed - fit > budget / 256; ++attempt) {
     int64_t mid = fit + (missed - fit) / 2;
     if (fits_at(mid) <= budget) fit = mid;
     else missed = mid;
   }
-  eg = std::move(best);
+  keep(fit);  // among the targets that fit, the highest: the fewest swaps
 }
 
 }  // namespace autotile
