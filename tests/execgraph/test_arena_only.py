@@ -67,18 +67,23 @@ def test_arena_only_equals_the_full_build_on_a_transformer(weight):
     assert assert_same_memory_plan(low, raw) > 0
 
 
+def searched_transformer(model, devices, weight, layers):
+    """(lowered graph, raw tofu plan at memory weight `weight` on `devices`) of a small zoo
+    Transformer (`model`: llama-7b, gpt2 or bert-base shapes) of `layers` equal layers."""
+    cfg = dict(layers=layers, d_model=64, heads=4, seq=16, batch=8, vocab=128)
+    if model == "llama-7b":
+        cfg.update(d_ff=96)
+    low = lowered_of(at.models.get(model, **cfg))[3]
+    return low, _core.plan_graph(low.core, devices, "tofu", None, False, memory_weight=weight)
+
+
 @pytest.mark.parametrize("model,devices,weight", [("llama-7b", 8, 0.0), ("llama-7b", 8, 4.0), ("gpt2", 16, 1.0),
                                                   ("bert-base", 4, 0.25)])
 def test_replayed_layers_equal_the_full_build(model, devices, weight):
     # the arena-only build makes each kind of node once and replays it for the nodes built
     # alike (exec/node_template.h): 4 layers of the same shapes, the plans the search makes
     # at several memory weights (layers tiled alike, and not)
-    cfg = dict(layers=4, d_model=64, heads=4, seq=16, batch=8, vocab=128)
-    if model == "llama-7b":
-        cfg.update(d_ff=96)
-    low = lowered_of(at.models.get(model, **cfg))[3]
-    raw = _core.plan_graph(low.core, devices, "tofu", None, False, memory_weight=weight)
-    assert assert_same_memory_plan(low, raw) > 0
+    assert assert_same_memory_plan(*searched_transformer(model, devices, weight, layers=4)) > 0
 
 
 def test_arena_only_refuses_dataflow_and_swapping():

@@ -12,6 +12,7 @@ from autotile import _core
 from autotile.planner import lowered_training_graph as lowered_of
 from models import MODELS
 from random_plans import lowered_training_graph, random_plan
+from test_arena_only import searched_transformer
 
 
 def builds(low, plan, **kw):
@@ -61,12 +62,7 @@ def test_class_peaks_equal_the_full_build_for_searched_plans(model):
 @pytest.mark.parametrize("model,devices", [("llama-7b", 16), ("gpt2", 8), ("bert-base", 16)])
 @pytest.mark.parametrize("weight", [0.0, 1.0, 4.0, 64.0])
 def test_class_peaks_equal_the_full_build_on_transformers(model, devices, weight):
-    cfg = dict(layers=3, d_model=64, heads=4, seq=16, batch=8, vocab=128)
-    if model == "llama-7b":
-        cfg.update(d_ff=96)
-    low = lowered_of(at.models.get(model, **cfg))[3]
-    raw = _core.plan_graph(low.core, devices, "tofu", None, False, memory_weight=weight)
-    assert 1 <= assert_class_peaks(low, raw) <= devices
+    assert 1 <= assert_class_peaks(*searched_transformer(model, devices, weight, layers=3)) <= devices
 
 
 @pytest.mark.slow

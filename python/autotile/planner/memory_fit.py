@@ -12,7 +12,9 @@ early once the weight has taken effect and the peak stops falling (issue #24): t
 weights then return the same plan again (GPT-2 large x8 at 12 GB: the same plan from w = 16
 to 4096), so the scan would only repeat it. The bisection does not measure a plan that moves no
 fewer bytes than one already found to fit: it could not be returned (LLaMA-7B x64 at 8 GB: two
-of its six 64-device builds).
+of its six 64-device builds). A candidate's arena is measured on an arena-only execution graph
+of one device per class of devices with the same memory plan (csrc/exec/node_template.h; the
+other devices get their class's arena), built from one template per kind of node.
 """
 from __future__ import annotations
 
