@@ -183,37 +183,46 @@ def reduction(spec: Spec, summed: Tuple[str, ...], stored: Optional[Spec], tile,
               shape=None):
     """How a partial output (tile shape `tile` of mesh spec `spec`, a partial sum over the
     mesh axes `summed`) is reduced toward its `stored` layout inside the map: reduce-scatters
-    [(dimension, axes)] over the partial axes the stored layout splits a dimension over
+    [(dimension, axes, run)] over the partial axes the stored layout splits a dimension over
     (appended to the axes the tile already has there), then an all-reduce over the axes
-    left. Returns (scatters, all-reduce axes, the result's spec, notes): the notes say where
+    left. `run` is the stored order of the mesh axes the scatter appends: the partial `axes`
+    and, between or after them, axes the tile is replicated over (neither split nor summed),
+    whose part each device keeps before the reduce-scatter, so the group reduces only what
+    its members store (a weight gradient summed over the batch axis and stored split over all
+    three: each device sends an eighth, not half). Returns (scatters, all-reduce axes, the
+    result's spec, notes): the notes say where
     this costs more than the plan's own reduction ("uneven": a tile that the partial axes do
     not divide, all-reduced; "order": scattered in another mesh-axis order than stored, so
     a permutation of tiles follows). A partial axis that fits none of these is scattered along
     the dimension of the tile (of a tensor of `shape`) from which :func:`relayout` reaches
     the stored layout most simply, when one does."""
     left, spec, tile = list(summed), [tuple(a) for a in spec], list(tile)
+    free = [a for a in sizes if a not in summed and not any(a in axes for axes in spec)]
     scatters, notes = [], []
     for j, axes in enumerate(stored or ()):
         axes = tuple(axes)
         if axes[:len(spec[j])] == spec[j]:  # the axes that follow the tile's own, in order
-            extra = []
+            run = []
             for a in axes[len(spec[j]):]:
-                if a not in left:
+                if a not in left and a not in free:
                     break
-                extra.append(a)
+                run.append(a)
+            extra = [a for a in run if a in left]
         else:  # scattered after the tile's own axes; a permutation of tiles follows
             extra = [a for a in axes if a in left and a not in spec[j]]
+            run = list(extra)
             if extra:
                 notes.append("order")
-        n = int(np.prod([sizes[a] for a in extra])) if extra else 1
+        n = int(np.prod([sizes[a] for a in run])) if extra else 1
         if extra and tile[j] % n:
             notes.append(f"uneven: dimension {j} of {tile[j]} over {n} devices")
         if not extra or tile[j] % n:
             continue
-        scatters.append((j, tuple(extra)))
-        spec[j] += tuple(extra)
+        scatters.append((j, tuple(extra), tuple(run)))
+        spec[j] += tuple(run)
         tile[j] //= n
         left = [a for a in left if a not in extra]
+        free = [a for a in free if a not in run]
     for a in [a for a in left if stored and any(a in axes for axes in stored)]:
         # a partial axis the stored layout splits some dimension over, not where the tile's own
         # axes allow: scatter it along the dimension from which the re-layout is cleanest
@@ -229,22 +238,29 @@ def reduction(spec: Spec, summed: Tuple[str, ...], stored: Optional[Spec], tile,
                 best = (score, len(steps), j)
         if best is not None:
             j = best[2]
-            scatters.append((j, (a,)))
+            scatters.append((j, (a,), (a,)))
             spec[j] += (a,)
             tile[j] //= sizes[a]
             left.remove(a)
     return scatters, tuple(left), tuple(spec), notes
 
 
-def reduce_partial(x, scatters, left):
-    """Inside the map: the partial sum `x` reduced as :func:`reduction` says."""
+def reduce_partial(x, scatters, left, sizes: Dict[str, int]):
+    """Inside the map: the partial sum `x` reduced as :func:`reduction` says (`sizes`: the
+    mesh axes' sizes)."""
     import jax
     import jax.numpy as jnp
 
     dtype = x.dtype
     if dtype == jnp.bool_:  # NumPy's sum of booleans is their logical or
         x = x.astype(jnp.int32)
-    for j, axes in scatters:
+    for j, axes, run in scatters:
+        if run != axes:  # keep this device's part for the replicated axes of the run first
+            x = x.reshape(x.shape[:j] + tuple(sizes[a] for a in run) + (-1,) + x.shape[j + 1:])
+            for i in reversed(range(len(run))):
+                if run[i] not in axes:
+                    x = jax.lax.dynamic_index_in_dim(x, jax.lax.axis_index(run[i]), j + i, keepdims=False)
+            x = x.reshape(x.shape[:j] + (-1,) + x.shape[j + len(axes) + 1:])
         x = jax.lax.psum_scatter(x, axes, scatter_dimension=j, tiled=True)
     x = jax.lax.psum(x, left) if left else x
     return x > 0 if dtype == jnp.bool_ else x

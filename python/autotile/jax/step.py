@@ -279,7 +279,7 @@ class TrainingStep:
             reduced = []
             for n, o, (scatters, left, steps) in zip(outs_names, outs, plans):
                 with jax.named_scope(self._scope.get(n, "at_t")):
-                    reduced.append(apply_relayout(reduce_partial(o, scatters, left), steps, sizes))
+                    reduced.append(apply_relayout(reduce_partial(o, scatters, left, sizes), steps, sizes))
             return tuple(reduced)
 
         fn = jax.shard_map(body, mesh=self.mesh, in_specs=tuple(_spec(enter[j]) for j in read),
