@@ -54,7 +54,9 @@ struct EliminationResult {
 
 /// \brief Exact minimum by greedy min-weight elimination (takes the tables over: pass an rvalue). `priority[v]` (optional, may be
 /// empty) breaks ties: lower first. Throws WidthError (message from `describe(v)`) when a table
-/// would exceed `max_states` entries.
+/// would exceed `max_states` entries. An elimination whose incident tables equal an earlier
+/// one's (tables of whole numbers compared after shifting them to a minimum of 0, which is
+/// exact) takes the earlier result; AUTOTILE_SEARCH_REUSE=off computes every table unshifted.
 EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority, int64_t max_states,
                             const std::function<std::string(int)>& describe);
 
