@@ -89,7 +89,6 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   tick("validate");
   OptionsMemo memo(g);
   memo.tdl_provider = !options.provider;
-  std::vector<NodeOption> chosen(g.num_nodes());
   Levels L;
   Coarsening L_groups;  // the groups L was computed for
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
@@ -160,10 +159,11 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     for (TensorId t = 0; t < g.num_tensors(); ++t) tilings[t] = p.var_tilings[p.tensor_var[t]][sol.value[p.tensor_var[t]]];
     if (cut == 0)  // the refinement's first move re-derives every node's options of this cut
       for (NodeId n = 0; n < g.num_nodes(); ++n) first_widest = std::max(first_widest, p.options[n].size());
+    std::vector<const NodeOption*> chosen(g.num_nodes());
     for (NodeId n = 0; n < g.num_nodes(); ++n) {
       int best = -1;
       p.node_cost(n, sol.value, &best);
-      chosen[n] = p.options[n][best];  // into the last cut's storage
+      chosen[n] = &p.options[n][best];
     }
     cut_work.push_back(sol.work);
     s.apply(g, k, tilings, chosen);

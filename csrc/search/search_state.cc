@@ -36,6 +36,13 @@ SearchState SearchState::initial(const Graph& g) {
 
 void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tilings,
                         const std::vector<NodeOption>& options) {
+  std::vector<const NodeOption*> of(options.size());
+  for (size_t n = 0; n < options.size(); ++n) of[n] = &options[n];
+  apply(g, k, tilings, of);
+}
+
+void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tilings,
+                        const std::vector<const NodeOption*>& options) {
   factors.push_back(k);
   LayoutPool& p = *pool;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
@@ -45,7 +52,7 @@ void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tiling
     if (ti.kind == Tiling::kSplit) tensor_shape[t][ti.dim] /= k;
   }
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    const NodeOption& o = options[n];
+    const NodeOption& o = *options[n];
     option[n].push_back(NodeOption{o.name, o.whole, {}});  // needs and makes live on in need/make
     const Node& node = g.node(n);
     for (size_t i = 0; i < node.inputs.size(); ++i) {

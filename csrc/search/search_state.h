@@ -33,6 +33,8 @@ struct SearchState {
   /// \brief Applies one k-way cut; shapes shrink (tensors by tiling, nodes by strategy:
   /// outputs by their split, inputs to the largest region a worker needs).
   void apply(const Graph& g, int k, const std::vector<Tiling>& tilings, const std::vector<NodeOption>& options);
+  /// \brief The same with each node's option given by address.
+  void apply(const Graph& g, int k, const std::vector<Tiling>& tilings, const std::vector<const NodeOption*>& options);
 };
 
 /// \brief Bytes moved over all devices for one tensor->node or node->tensor edge.
