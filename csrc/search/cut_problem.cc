@@ -193,6 +193,12 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
   const std::vector<char>& whole_ok = facts.may_run_whole;
   std::vector<int64_t> key;
   OpStrategies asked;
+  // Ids of equal option lists: by the strategies' entry in the memo, the node's __no_split__
+  // list and whether it may run whole (a constraint may tell nodes apart: no ids then).
+  const bool list_ids = memo && memo->tdl_provider && !constraint.allow_strategy;
+  if (memo) memo->list_id.assign(N, -1);
+  std::unordered_map<std::vector<int64_t>, int, IdsHash> lists;
+  std::vector<int64_t> list_key;
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     // The node's options are list[0, used): the slots after the last cut's are reused.
@@ -207,11 +213,13 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
       set_whole(slot());
       ++used;
     };
+    const void* source = nullptr;  // the memo's strategies this node's options come from
     if (node.tdl.empty()) {
       if (!replicate_fallback)
         fail("node '", node.name, "' (op ", node.op,
              ") has no TDL description; pass replicate_fallback=True to run it replicated");
       add_whole();
+      source = &whole;
     } else {
       const OpStrategies* st = &asked;
       if (memo && memo->tdl_provider) {
@@ -227,6 +235,7 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
         if (it == memo->strategies.end())
           it = memo->strategies.emplace(key, provider(g, n, s.node_in[n], s.node_out[n], k)).first;
         st = &it->second;
+        source = st;
       } else {
         asked = provider(g, n, s.node_in[n], s.node_out[n], k);
       }
@@ -259,6 +268,10 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
     // inputs however they are tiled.
     if (used == 0 && replicate_fallback) set_whole(slot()), ++used;
     list.resize(used);
+    if (list_ids && source) {
+      list_key.assign({reinterpret_cast<intptr_t>(source), reinterpret_cast<intptr_t>(facts.no_split[n]), whole_ok[n]});
+      memo->list_id[n] = lists.emplace(list_key, static_cast<int>(lists.size())).first->second;
+    }
     if (list.empty())
       fail("node '", node.name, "' (op ", node.op, "): no partition strategy ",
            constraint.name.empty() ? "" : "allowed by '" + constraint.name + "' ", "for a ", k,
@@ -270,7 +283,7 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
 
 CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,
                              std::vector<std::vector<NodeOption>> options, const Coarsening& c,
-                             const PlanConstraint& constraint) {
+                             const PlanConstraint& constraint, const std::vector<int>* list_id) {
   CutProblem p;
   p.cut = cut;
   p.k = k;
@@ -377,10 +390,13 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     const Node& node = g.node(n);
     const auto& opts = p.options[n];
     const int O = static_cast<int>(opts.size());
+    // Nodes of one option list (list_id) need and make alike: the id stands for the options.
+    const int list = list_id ? (*list_id)[n] : -1;
     key.clear();
     key.push_back(O);
     key.push_back(static_cast<int64_t>(node.inputs.size()));
     key.push_back(static_cast<int64_t>(node.outputs.size()));
+    key.push_back(list);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       const TensorId t = node.inputs[i];
       const Span held = held_of(t);
@@ -388,7 +404,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
       key.push_back(static_cast<int64_t>(g.tensor(t).dtype));
       key.push_back(static_cast<int64_t>(held.size()));
       key.insert(key.end(), held.begin(), held.end());
-      for (int o = 0; o < O; ++o) {
+      for (int o = 0; o < O && list < 0; ++o) {
         const InputNeed& need = opts[o].whole ? whole_need : opts[o].strategy.inputs[i];
         key.push_back(need.replicate);
         key.push_back(need.read);
@@ -405,7 +421,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
       key.push_back(static_cast<int64_t>(g.tensor(t).dtype));
       key.push_back(static_cast<int64_t>(held.size()));
       key.insert(key.end(), held.begin(), held.end());
-      for (int o = 0; o < O; ++o) {
+      for (int o = 0; o < O && list < 0; ++o) {
         key.push_back(opts[o].whole);
         if (opts[o].whole) continue;
         key.push_back(opts[o].strategy.outputs[i].partial);

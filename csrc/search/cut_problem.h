@@ -67,6 +67,9 @@ struct OptionsMemo {
   /// The last cut's options, handed back after the cut: the next cut's are written over them,
   /// which reuses their storage.
   std::vector<std::vector<NodeOption>> spare;
+  /// Per node, from the last node_options call: nodes with equal ids (>= 0) have equal options
+  /// (the same strategies of the TDL provider, filtered alike); -1: not known (a constraint).
+  std::vector<int> list_id;
 };
 
 /// \brief Candidate options of every node for a k-way cut (provider, constraint, fallback);
@@ -78,8 +81,9 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
                                                   OptionsMemo* memo = nullptr);
 
 /// \brief Builds the problem of cut `cut` (k-way) from the state after the previous cuts.
+/// `list_id` (may be null): OptionsMemo::list_id of `options`.
 CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,
                              std::vector<std::vector<NodeOption>> options, const Coarsening& c,
-                             const PlanConstraint& constraint);
+                             const PlanConstraint& constraint, const std::vector<int>* list_id = nullptr);
 
 }  // namespace autotile

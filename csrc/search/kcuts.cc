@@ -102,7 +102,8 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     Coarsening c = coarsen(g, elementwise, &opts);
     // The levels depend only on the groups, which most cuts keep.
     tick("coarsen");
-    CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint);
+    CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint,
+                                     &memo.list_id);
     // A joint strategy's internal tensors leave the DP's problem (search/coarsen_fold.h).
     const bool fold = options.solver == CutSolver::kDP && options.memory_weight <= 0 && !options.cut_check;
     const JointFold folded = fold ? fold_joint_internals(&p) : JointFold{};
