@@ -12,6 +12,7 @@ from autotile.errors import Error
 from autotile.planner import lowered_training_graph as lowered_of
 from models import MODELS
 from random_plans import lowered_training_graph, random_plan
+from searched_plans import searched_transformer
 
 
 def core_build(low, plan, **kw):
@@ -65,16 +66,6 @@ def test_arena_only_equals_the_full_build_on_a_transformer(weight):
     low = lowered_of(at.models.get("gpt2", layers=2, d_model=64, heads=2, seq=16, batch=4, vocab=128))[3]
     raw = _core.plan_graph(low.core, 8, "tofu", None, False, memory_weight=weight)
     assert assert_same_memory_plan(low, raw) > 0
-
-
-def searched_transformer(model, devices, weight, layers):
-    """(lowered graph, raw tofu plan at memory weight `weight` on `devices`) of a small zoo
-    Transformer (`model`: llama-7b, gpt2 or bert-base shapes) of `layers` equal layers."""
-    cfg = dict(layers=layers, d_model=64, heads=4, seq=16, batch=8, vocab=128)
-    if model == "llama-7b":
-        cfg.update(d_ff=96)
-    low = lowered_of(at.models.get(model, **cfg))[3]
-    return low, _core.plan_graph(low.core, devices, "tofu", None, False, memory_weight=weight)
 
 
 @pytest.mark.parametrize("model,devices,weight", [("llama-7b", 8, 0.0), ("llama-7b", 8, 4.0), ("gpt2", 16, 1.0),

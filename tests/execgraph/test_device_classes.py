@@ -12,7 +12,7 @@ from autotile import _core
 from autotile.planner import lowered_training_graph as lowered_of
 from models import MODELS
 from random_plans import lowered_training_graph, random_plan
-from test_arena_only import searched_transformer
+from searched_plans import searched_transformer
 
 
 def builds(low, plan, **kw):

@@ -15,47 +15,9 @@ from jax.sharding import Mesh, PartitionSpec
 
 import autotile.jax as atj
 from autotile.jax.node_map import apply_relayout, reduce_partial, reduction, relayout
+from mesh_sim import AXES, SIZES, summands
 
-SIZES = {"a": 2, "b": 2, "c": 2}
-AXES = tuple(SIZES)
 SHAPE = (16, 8)
-
-
-def coords(d):
-    return dict(zip(AXES, np.unravel_index(d, [SIZES[a] for a in AXES])))
-
-
-def index(d, axes):
-    c, i = coords(d), 0
-    for a in axes:
-        i = i * SIZES[a] + int(c[a])
-    return i
-
-
-def box(spec, d):
-    out = []
-    for n, axes in zip(SHAPE, spec):
-        t = n // int(np.prod([SIZES[a] for a in axes]))
-        out.append(slice(index(d, axes) * t, index(d, axes) * t + t))
-    return tuple(out)
-
-
-def summands(spec, summed, rng):
-    """x and each device's summand of its tile of x (the devices that differ only along the
-    `summed` axes hold parts adding up to the same tile)."""
-    x = rng.standard_normal(SHAPE)
-    parts = {}
-    for d in range(8):
-        key = tuple(int(coords(d)[a]) for a in AXES if a not in summed)
-        parts.setdefault(key, []).append(d)
-    tiles = [None] * 8
-    for members in parts.values():
-        target = x[box(spec, members[0])]
-        pieces = [rng.standard_normal(target.shape) for _ in members[1:]]
-        pieces.insert(0, target - sum(pieces))
-        for d, p in zip(members, pieces):
-            tiles[d] = p
-    return x, tiles
 
 
 def main():
@@ -65,7 +27,8 @@ def main():
     out = {}
     for i, (spec, summed, stored) in enumerate(cases):
         spec, stored = tuple(tuple(a) for a in spec), tuple(tuple(a) for a in stored)
-        x, tiles = summands(spec, summed, rng)
+        x = rng.standard_normal(SHAPE)
+        tiles = summands(x, spec, summed, rng)
         scatters, left, result, _ = reduction(spec, tuple(summed), stored, tiles[0].shape, SIZES, SHAPE)
         steps = relayout(result, stored, SIZES, SHAPE)
 

@@ -13,44 +13,7 @@ import numpy as np
 import pytest
 
 from autotile.jax.node_map import block_moves, reduction, relayout, spec_of
-
-SIZES = {"a": 2, "b": 2, "c": 2}
-AXES = tuple(SIZES)
-NDEV = 8
-SHAPE = (16, 8, 4)
-
-
-def coords(d):
-    return dict(zip(AXES, np.unravel_index(d, [SIZES[a] for a in AXES])))
-
-
-def index(d, axes):
-    c, i = coords(d), 0
-    for a in axes:
-        i = i * SIZES[a] + int(c[a])
-    return i
-
-
-def group(d, axes):
-    """Devices that differ from d only along `axes`, by their index along them."""
-    members = [e for e in range(NDEV) if all(coords(e)[a] == coords(d)[a] for a in AXES if a not in axes)]
-    return sorted(members, key=lambda e: index(e, axes))
-
-
-def box(spec, d, shape=SHAPE):
-    out = []
-    for n, axes in zip(shape, spec):
-        k = int(np.prod([SIZES[a] for a in axes])) if axes else 1
-        t = n // k
-        out.append(slice(index(d, axes) * t, index(d, axes) * t + t))
-    return tuple(out)
-
-
-def take(x, j, start, size):
-    idx = [slice(None)] * x.ndim
-    idx[j] = slice(start, start + size)
-    return x[tuple(idx)]
-
+from .mesh_sim import AXES, NDEV, SHAPE, SIZES, box, group, index, summands, take
 
 def simulate(tiles, steps):
     """The steps of node_map.relayout on per-device NumPy tiles."""
@@ -270,16 +233,7 @@ def test_partial_sums_reduced_into_the_stored_layout(spec, summed, stored):
     shape = (16, 8)
     rng = np.random.default_rng(1)
     x = rng.standard_normal(shape)
-    tiles = [None] * NDEV
-    for d in range(NDEV):  # the P-group's members hold random summands of the tile
-        members = group(d, summed)
-        if d != members[0]:
-            continue
-        target = x[box(spec, d, shape)]
-        parts = [rng.standard_normal(target.shape) for _ in members[1:]]
-        parts.insert(0, target - sum(parts))
-        for e, p in zip(members, parts):
-            tiles[e] = p
+    tiles = summands(x, spec, summed, rng)  # the P-group's members hold random summands of the tile
     tile = tiles[0].shape
     scatters, left, out_spec, _ = reduction(spec, summed, stored, tile, SIZES, shape)
     for j, axes, run in scatters:  # reduce-scatter: the group's sum, this device's chunk along j

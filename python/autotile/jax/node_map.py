@@ -207,6 +207,10 @@ def reduction(spec: Spec, summed: Tuple[str, ...], stored: Optional[Spec], tile,
                 if a not in left and a not in free:
                     break
                 run.append(a)
+            if tile[j] % int(np.prod([sizes[a] for a in run])):
+                # the replicated axes' parts do not divide the tile: the partial axes that
+                # directly follow the tile's own only (reduce-scattered whole, as before)
+                run = run[:next((i for i, a in enumerate(run) if a not in left), len(run))]
             extra = [a for a in run if a in left]
         else:  # scattered after the tile's own axes; a permutation of tiles follows
             extra = [a for a in axes if a in left and a not in spec[j]]
