@@ -820,7 +820,8 @@ NodeTemplate Builder::make_template(NodeId n, size_t pos, const std::vector<Node
     for (TensorId t : *ts)
       for (int d = 0; d < devices; ++d) eg_.tile_of[static_cast<size_t>(t) * devices + d] = -1;
   if (!ok)
-    fail("internal: node '", node.name, "' (op ", node.op, ") reads a buffer that is not one of its inputs' tiles");
+    fail("internal: node '", node.name, "' (op ", node.op, ") cannot be replayed: one of its ops reads a buffer "
+         "that is not one of its inputs' tiles, writes another device's buffer, or leaves an output tile unmade");
   return tpl;
 }
 

@@ -88,7 +88,11 @@ bool record_node(const ExecGraph& eg, const Graph& graph, NodeId n, int64_t time
     t.kind = op.kind;
     t.device = op.device;
     for (int b : op.inputs) t.inputs.push_back(ref(b));
-    for (int b : op.outputs) t.outputs.push_back(ref(b));
+    for (int b : op.outputs) {
+      // device classes copy a built device's arena to its class: an op writes its own device only
+      if (b >= 0 && eg.buffers[b].device != op.device) return false;
+      t.outputs.push_back(ref(b));
+    }
     for (int b : piece_srcs[i - op0]) t.reads.push_back(ref(b));
     t.accumulate = op.accumulate;
     t.bytes_moved = op.bytes_moved;
@@ -205,7 +209,10 @@ std::vector<std::vector<int64_t>> device_signatures(const NodeTemplate& tpl, int
       const int d = device_of(r);
       if (d >= 0 && d != t.device) remote[d].push_back({t.time, seen_as(r)});
     }
-    for (int r : t.reads) remote[device_of(r)].push_back({t.time, seen_as(r)});
+    for (int r : t.reads) {
+      const int d = device_of(r);
+      if (d >= 0) remote[d].push_back({t.time, seen_as(r)});
+    }
   }
   // The pieces' reads (on any device) and other devices' ops' reads: the last of each buffer's.
   // Neither the order, the number nor the device of a buffer's readers changes its lifetime

@@ -38,9 +38,13 @@ int LayoutPool::whole(const Shape& shape) {
 }
 
 int LayoutPool::held(int prefix, const Tiling& t, int k) {
-  auto [it, fresh] = held_index_.try_emplace(Step{prefix, k, static_cast<int>(t.kind), t.dim}, 0);
-  if (fresh) it->second = push(extend_held(layouts_[prefix], t, k), shape_[prefix]);
-  return it->second;
+  const Step step{prefix, k, static_cast<int>(t.kind), t.dim};
+  auto it = held_index_.find(step);
+  if (it != held_index_.end()) return it->second;
+  // built before it is indexed: a throw (bad_alloc) leaves no entry naming layout 0
+  const int id = push(extend_held(layouts_[prefix], t, k), shape_[prefix]);
+  held_index_.emplace(step, id);
+  return id;
 }
 
 int LayoutPool::need(int prefix, const InputNeed& need, int k) {
@@ -59,9 +63,11 @@ int LayoutPool::need(int prefix, const InputNeed& need, int k) {
 
 int LayoutPool::make(int prefix, const OutputMake& make, bool whole, int k) {
   const Step step = whole ? Step{prefix, k, 2, 0} : Step{prefix, k, make.partial ? 1 : 0, make.dim};
-  auto [it, fresh] = make_index_.try_emplace(step, 0);
-  if (fresh) it->second = push(extend_make(layouts_[prefix], make, whole, k), shape_[prefix]);
-  return it->second;
+  auto it = make_index_.find(step);
+  if (it != make_index_.end()) return it->second;
+  const int id = push(extend_make(layouts_[prefix], make, whole, k), shape_[prefix]);
+  make_index_.emplace(step, id);
+  return id;
 }
 
 double LayoutPool::elements(int held, int need, const std::vector<int>& factors) {
