@@ -158,6 +158,21 @@ bool whole_numbers(const double* t, const double* end) {
   return true;
 }
 
+// True when the factor graph's tables are whole numbers (whole_numbers) whose largest entries,
+// one per factor, add up (twice over: shifted messages span up to a max minus a min) to less
+// than 2^53: then every sum the elimination forms, shifted or not, is exact.
+bool exact_sums(const FactorGraph& fg) {
+  if (!whole_numbers(fg.tables.data(), fg.tables.data() + fg.tables.size())) return false;
+  double bound = 0;
+  for (int f = 0; f < fg.num_factors(); ++f) {
+    double largest = 0;
+    for (int64_t i = fg.table_start[f]; i < fg.table_start[f + 1]; ++i)
+      if (fg.tables[i] != kInf) largest = std::max(largest, std::abs(fg.tables[i]));
+    bound += 2 * largest;
+  }
+  return bound < 9007199254740992.0;  // 2^53
+}
+
 // Subtracts the smallest entry of a table of whole numbers (whole_numbers) from every entry
 // and returns it (0, and the table unchanged, when that is 0 or infinite).
 double shift_to_zero(double* t, double* end) {
@@ -317,7 +332,7 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
   // shift added to the cost: the sums stay exact, so every comparison and the cost are the
   // same, and terms that differ by a constant share a content id.
   const int F = fg.num_factors();
-  bool shift = reuse && whole_numbers(fg.tables.data(), fg.tables.data() + fg.tables.size());
+  bool shift = reuse && exact_sums(fg);
 
   // Equal tables share one content id (and one copy): an elimination whose incident factors
   // have the same contents in the same places as an earlier one's gives the same table, which
