@@ -10,6 +10,7 @@
 #include "search/coarsen.h"
 #include "search/cost_model.h"
 #include "search/cut_problem.h"
+#include "search/dominance.h"
 #include "search/node_prefix.h"
 #include "search/one_cut_dp.h"
 #include "util/error.h"
@@ -145,32 +146,6 @@ std::vector<int> least(const std::vector<double>& bound, size_t width, const std
   if (order.size() > width) order.resize(width);
   std::sort(order.begin(), order.end());
   return order;
-}
-
-// `q` with only the values `keep` [var] and the options `keep_option` [node].
-CutProblem restricted(const CutProblem& q, const std::vector<std::vector<int>>& keep,
-                      const std::vector<std::vector<int>>& keep_option) {
-  CutProblem r = q;
-  for (size_t v = 0; v < keep.size(); ++v) {
-    r.domain[v] = static_cast<int>(keep[v].size());
-    r.var_tilings[v].resize(keep[v].size(), Tiling::replicate());
-  }
-  for (size_t n = 0; n < r.edges.size(); ++n) {
-    const std::vector<int>& ko = keep_option[n];
-    std::vector<NodeOption> options;
-    for (int o : ko) options.push_back(q.options[n][o]);
-    r.options[n] = std::move(options);
-    for (size_t e = 0; e < r.edges[n].size(); ++e) {
-      CutProblem::Edge& edge = r.edges[n][e];
-      const int D = q.domain[edge.var];
-      const std::vector<int>& k = keep[edge.var];
-      const std::vector<double>& full = q.edges[n][e].cost;
-      edge.cost.assign(ko.size() * k.size(), 0);
-      for (size_t o = 0; o < ko.size(); ++o)
-        for (size_t x = 0; x < k.size(); ++x) edge.cost[o * k.size() + x] = full[ko[o] * D + k[x]];
-    }
-  }
-  return r;
 }
 
 struct Budget {
@@ -740,7 +715,10 @@ struct Refiner {
     // then those of least lower bound), for the first w that fits: the move is then exact over
     // that smaller neighbourhood.
     const int V = static_cast<int>(members.size());
-    std::vector<std::vector<int>> keep, keep_option;
+    // (the values and options kept of a truncated neighbourhood; none when solved whole)
+    DomainReduction narrowed;
+    std::vector<std::vector<int>>& keep = narrowed.kept;
+    std::vector<std::vector<int>>& keep_option = narrowed.kept_options;
     CutProblem r;
     CutSolution sol;
     bool solved = false;
@@ -779,7 +757,7 @@ struct Refiner {
         keep_option.assign(N, {});
         for (int v = 0; v < V; ++v) keep[v] = least(value_bound[v], width, reorder_value[v]);
         for (NodeId n = 0; n < N; ++n) keep_option[n] = least(node_bound[n], width, reorder_option[n]);
-        r = restricted(q, keep, keep_option);
+        r = restrict_domains(q, narrowed);
         try {
           sol = solve_one_cut_dp(g, r, level_priority(r, levels.level_of_group, ties), kMaxTable);
           solved = true;
