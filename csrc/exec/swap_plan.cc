@@ -30,6 +30,19 @@ Live liveness(const ExecGraph& eg, const Graph& g, int id) {
   return {begin, end, b.bytes};
 }
 
+// The bytes of `live` live at each time: [t + 1] for t in [-1, last] (each interval ends
+// before `last` or never).
+std::vector<int64_t> live_bytes(const std::vector<Live>& live, int64_t last) {
+  std::vector<int64_t> bytes(static_cast<size_t>(last) + 2, 0);  // first the changes: [t + 1] at t
+  for (const Live& iv : live) {
+    if (iv.bytes == 0) continue;
+    bytes[iv.begin + 1] += iv.bytes;
+    if (iv.end < kForever) bytes[iv.end + 2] -= iv.bytes;
+  }
+  for (size_t i = 1; i < bytes.size(); ++i) bytes[i] += bytes[i - 1];
+  return bytes;
+}
+
 // (time, bytes live then) of the busiest point of `live` (ties: the earliest; {0, 0} when
 // nothing is live). The bytes live change only where a buffer begins or ends, so the earliest
 // busiest time is one of those; the count runs over the clock (a few times the node count)
@@ -38,17 +51,10 @@ std::pair<int64_t, int64_t> peak_of(const std::vector<Live>& live) {
   int64_t horizon = 0;
   for (const Live& iv : live)
     if (iv.bytes != 0) horizon = std::max(horizon, iv.end < kForever ? iv.end + 1 : iv.begin);
-  std::vector<int64_t> change(static_cast<size_t>(horizon) + 2, 0);  // [t + 1]: change of the bytes live at t
-  for (const Live& iv : live) {
-    if (iv.bytes == 0) continue;
-    change[iv.begin + 1] += iv.bytes;
-    if (iv.end < kForever) change[iv.end + 2] -= iv.bytes;
-  }
-  int64_t cur = 0, best = 0, when = 0;
-  for (size_t i = 0; i < change.size(); ++i) {
-    cur += change[i];
-    if (cur > best) best = cur, when = static_cast<int64_t>(i) - 1;
-  }
+  const std::vector<int64_t> bytes = live_bytes(live, horizon);
+  int64_t best = 0, when = 0;
+  for (size_t i = 0; i < bytes.size(); ++i)
+    if (bytes[i] > best) best = bytes[i], when = static_cast<int64_t>(i) - 1;
   return {when, best};
 }
 
@@ -223,15 +229,11 @@ void prefetch_swap_ins(ExecGraph& eg, const Graph& graph, const std::vector<int>
     ins.push_back({first, b.producer});
   }
   if (ins.empty()) return;
-  // live[t + 1]: bytes live at time t, for t in [-1, horizon]
-  std::vector<int64_t> live(static_cast<size_t>(horizon) + 3, 0);
-  for (int id : ids) {
-    Live iv = liveness(eg, graph, id);
-    if (iv.bytes == 0) continue;
-    live[iv.begin + 1] += iv.bytes;
-    if (iv.end < kForever) live[iv.end + 2] -= iv.bytes;
-  }
-  for (size_t t = 1; t < live.size(); ++t) live[t] += live[t - 1];
+  std::vector<Live> lives;
+  lives.reserve(ids.size());
+  for (int id : ids) lives.push_back(liveness(eg, graph, id));
+  // live[t + 1]: bytes live at time t, for t in [-1, horizon + 1]
+  std::vector<int64_t> live = live_bytes(lives, horizon + 1);
   std::sort(ins.begin(), ins.end());
   for (auto [next, in_id] : ins) {
     ExecOp& in = eg.ops[in_id];
