@@ -148,12 +148,15 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
                                                   : solve_bruteforce(p, options.bruteforce_limit);
       options.cut_check->emplace_back(sol.cost, other.cost);
     }
-    if (profile)
+    if (profile) {
+      // (folded variables keep their ids in `p` but no edge: no term of the DP's reads them)
+      const int folded_out = static_cast<int>(folded.var.size());
       std::fprintf(stderr,
-                   "  (%d variables, %d groups, %d levels, widest table 2^%.1f, %.3g entries visited (%.3g computed), "
-                   "%d layouts, %d priced)\n",
-                   p.num_vars(), c.num_groups, L.num_levels, sol.log2_width, sol.work, sol.computed, s.pool->size(),
-                   s.pool->priced());
+                   "  (%d variables, %d more folded out, %d groups, %d levels, widest table 2^%.1f, "
+                   "%.3g entries visited (%.3g computed), %d layouts, %d priced)\n",
+                   p.num_vars() - folded_out, folded_out, c.num_groups, L.num_levels, sol.log2_width, sol.work,
+                   sol.computed, s.pool->size(), s.pool->priced());
+    }
     tick("solve");
     if (!(sol.cost < kInfCost)) fail("cut ", cut + 1, " (", k, "-way) has no feasible plan");
     std::vector<Tiling> tilings(g.num_tensors());
