@@ -128,7 +128,7 @@ struct ExecGraph {
   std::vector<int64_t> live_peak_bytes;    ///< per device: max bytes live at once (a lower bound)
   int64_t bytes_moved = 0;
   std::vector<int64_t> bytes_received;     ///< per device
-  /// Per device: the device whose memory plan it has (itself, except in a
+  /// Per device: the device whose memory plan it has (itself, except in an
   /// ExecOptions::device_classes build, where only those devices' buffers are made).
   std::vector<int> class_of;
 

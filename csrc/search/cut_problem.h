@@ -46,23 +46,28 @@ struct CutProblem {
 /// "__no_split__", null without one) and an id of each node's TDL text (equal texts, equal ids;
 /// -1: none).
 struct NodeFacts {
-  std::vector<char> may_run_whole;
-  std::vector<const std::string*> no_split;
-  std::vector<int> tdl_id;
+  std::vector<char> may_run_whole;           ///< per node: it may also run whole (replicated)
+  std::vector<const std::string*> no_split;  ///< per node: its "__no_split__" attribute, null without one
+  std::vector<int> tdl_id;                   ///< per node: id of its TDL text (equal texts, equal ids; -1: none)
 };
 /// \brief The NodeFacts of `g` (valid while `g` is).
 NodeFacts node_facts(const Graph& g);
 
 /// \brief What node_options keeps from one cut to the next of one search.
 struct OptionsMemo {
+  /// \brief An empty memo for searches of `g` (its NodeFacts derived once).
   explicit OptionsMemo(const Graph& g) : facts(node_facts(g)) {}
-  NodeFacts facts;
+  NodeFacts facts;  ///< node_facts of the searched graph
   /// The provider is the TDL one, whose strategies depend only on the TDL text, the shapes and
   /// k: they are asked for once per distinct (text, shapes, k) and kept here.
   bool tdl_provider = false;
+  /// \brief Hash of a `strategies` key.
   struct KeyHash {
+    /// \brief Hash of the ids `v`.
     size_t operator()(const std::vector<int64_t>& v) const;
   };
+  /// The TDL provider's strategies (with tdl_provider) keyed by (TDL text id, k, the number of
+  /// inputs, each input's rank and dims, the number of outputs, each output's rank and dims).
   std::unordered_map<std::vector<int64_t>, OpStrategies, KeyHash> strategies;
   /// The last cut's options, handed back after the cut: the next cut's are written over them,
   /// which reuses their storage.

@@ -23,9 +23,10 @@ namespace autotile {
 /// table_start[f + 1]) in mixed radix, last variable fastest.
 struct FactorGraph {
   std::vector<int> domain;  ///< per variable, >= 1
-  std::vector<int> var_start{0}, vars;
-  std::vector<int64_t> table_start{0};
-  std::vector<double> tables;
+  std::vector<int> var_start{0};        ///< per factor and one past the last: its first entry of `vars`
+  std::vector<int> vars;                ///< every factor's variables, factor after factor
+  std::vector<int64_t> table_start{0};  ///< per factor and one past the last: its first entry of `tables`
+  std::vector<double> tables;           ///< every factor's table, factor after factor
   double constant = 0;  ///< terms without variables
 
   /// \brief Adds a variable with `d` values; returns its id.

@@ -154,7 +154,8 @@ cdef class ExecGraph:
 
     @property
     def class_of(self):
-        """Per device, the device whose memory plan it has (itself unless built with classes=True)."""
+        """Per device, the device whose memory plan it has (itself unless built with classes=True,
+        which sets the C++ option ExecOptions::device_classes)."""
         return list(self.eg.class_of)
 
     @property
@@ -239,10 +240,10 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     arena_only: only the memory plan's sizes (arena_bytes, live_peak_bytes, offsets): no
     dependencies, so the graph cannot be run (ExecOptions::arena_only; control_deps, no swap);
     with arena_limit > 0, when some device holds more than that at once nothing is placed and
-    arena_bytes are the live peaks (a lower bound over the limit). classes (with arena_only):
-    build and plan one device of each class of devices with provably equal memory plans; the
-    others' arena_bytes and live_peak_bytes are their class's (class_of), their buffers are
-    not made (ExecOptions::device_classes)."""
+    arena_bytes are the live peaks (a lower bound over the limit). classes (with arena_only;
+    sets the C++ option ExecOptions::device_classes): build and plan one device of each class
+    of devices with provably equal memory plans; the others' arena_bytes and live_peak_bytes
+    are their class's (class_of), their buffers are not made."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
