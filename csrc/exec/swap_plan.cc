@@ -300,6 +300,18 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
     std::vector<Live> live;
     live.reserve(ids.size());
     for (int id : ids) live.push_back(liveness(eg, graph, id));
+    // ids[k] by their bytes, largest first, equal bytes in k order: the scan for the buffer to
+    // move stops at the first smaller than one found (what it picks is the same as a scan of
+    // all in k order). A buffer's bytes change only when it moves to the host (then skipped).
+    std::vector<int64_t> sorted_bytes;
+    std::vector<size_t> by_bytes;
+    auto insert_sorted = [&](size_t k) {
+      sorted_bytes.push_back(live[k].bytes);
+      auto pos = std::upper_bound(by_bytes.begin(), by_bytes.end(), live[k].bytes,
+                                  [&](int64_t b, size_t j) { return b > sorted_bytes[j]; });
+      by_bytes.insert(pos, k);
+    };
+    for (size_t k = 0; k < ids.size(); ++k) insert_sorted(k);
     while (true) {
       auto [at, bytes] = peak_of(live);
       if (bytes <= budget) break;
@@ -308,7 +320,8 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
       size_t best_k = 0;
       int64_t best_bytes = 0, best_gap = 0;
       Swap best_how;
-      for (size_t k = 0; k < ids.size(); ++k) {
+      for (size_t k : by_bytes) {
+        if (sorted_bytes[k] < best_bytes) break;
         const int id = ids[k];
         if (swapped[id] || live[k].bytes == 0 || live[k].begin > at || live[k].end < at) continue;
         auto [how, gap] = way_out(eg, id, live[k], at, end_time, hold);
@@ -323,7 +336,10 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
       const size_t known = ids.size();
       swap(eg, best, best_how, output, ids);
       live[best_k] = liveness(eg, graph, best);
-      for (size_t k = known; k < ids.size(); ++k) live.push_back(liveness(eg, graph, ids[k]));
+      for (size_t k = known; k < ids.size(); ++k) {
+        live.push_back(liveness(eg, graph, ids[k]));
+        insert_sorted(k);
+      }
       swapped.resize(eg.buffers.size(), 0);
       swapped[best] = 1;
       ++swaps;
