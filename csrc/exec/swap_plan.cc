@@ -3,8 +3,10 @@
 #include "exec/memory_plan.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <limits>
 #include <map>
+#include <string>
 #include <vector>
 
 namespace autotile {
@@ -283,17 +285,61 @@ std::pair<Swap, int64_t> way_out(const ExecGraph& eg, int id, const Live& iv, in
   return {how, how.in_time - how.out_time};
 }
 
+// Everything plan_swaps' choices on one device's buffers `ids` depend on: each buffer's
+// bytes, place, producer and readers (times, and whether on this device), in `ids`' order.
+// Two devices of equal signatures take the same moves, buffer for buffer (a data-parallel or
+// otherwise symmetric plan: all devices, or a few classes of them).
+std::vector<int64_t> swap_signature(const ExecGraph& eg, const Graph& g, int dev, const std::vector<int>& ids) {
+  std::vector<int64_t> sig;
+  sig.reserve(ids.size() * 8);
+  for (int id : ids) {
+    const Buffer& b = eg.buffers[id];
+    const Tensor& t = g.tensor(b.tensor);
+    const int p = b.producer;
+    sig.insert(sig.end(), {b.bytes, static_cast<int64_t>(b.host), p >= 0 ? eg.ops[p].time : -1,
+                           p >= 0 ? static_cast<int64_t>(eg.ops[p].kind) : -1,
+                           static_cast<int64_t>(eg.tile(b.tensor, b.device) == id),
+                           static_cast<int64_t>(t.is_output || t.consumers.empty()),
+                           static_cast<int64_t>(b.readers.size())});
+    // (the readers' order does not matter to the choices: only their times, and which are here)
+    const size_t first = sig.size();
+    for (int r : b.readers) sig.push_back(2 * eg.ops[r].time + static_cast<int64_t>(eg.ops[r].device == dev));
+    std::sort(sig.begin() + static_cast<std::ptrdiff_t>(first), sig.end());
+  }
+  return sig;
+}
+
 }  // namespace
 
 int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   eg.copy_schedule.resize(eg.devices);
   int swaps = 0;
+  struct Move {
+    size_t k;  // the moved buffer's place in the device's `ids`
+    Swap how;
+    bool output;
+  };
+  std::map<std::vector<int64_t>, std::vector<Move>> moves_of;  // by swap_signature
+  const char* replay_env = std::getenv("AUTOTILE_SWAP_REPLAY");  // "off": every device planned (tests)
+  const bool replay = !(replay_env && std::string(replay_env) == "off");
   int64_t end_time = 0;  // the end of the step on the memory clock
   for (const ExecOp& op : eg.ops) end_time = std::max(end_time, op.time + 2);
   for (int dev = 0; dev < eg.devices; ++dev) {
     std::vector<int> ids;
     for (size_t i = 0; i < eg.buffers.size(); ++i)
       if (eg.buffers[i].device == dev && !eg.buffers[i].host) ids.push_back(static_cast<int>(i));
+    // A device whose buffers look as an earlier one's did takes the same moves (replayed).
+    std::vector<int64_t> signature = replay ? swap_signature(eg, graph, dev, ids) : std::vector<int64_t>{dev};
+    auto same = moves_of.find(signature);
+    if (same != moves_of.end()) {
+      for (const Move& m : same->second) swap(eg, ids[m.k], m.how, m.output, ids);
+      swaps += static_cast<int>(same->second.size());
+      prefetch_swap_ins(eg, graph, ids, budget);
+      std::stable_sort(eg.copy_schedule[dev].begin(), eg.copy_schedule[dev].end(),
+                       [&](int a, int b) { return eg.ops[a].time < eg.ops[b].time; });
+      continue;
+    }
+    std::vector<Move>& moves = moves_of[std::move(signature)];
     std::vector<char> swapped(eg.buffers.size(), 0);
     // Liveness of ids[k]; a swap changes only the buffer it moves and the ones it adds (the
     // readers it points at a copy are other buffers' ops, their times unchanged).
@@ -335,6 +381,7 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
       // use): it is swapped in again from the host buffer that still holds its value.
       const size_t known = ids.size();
       swap(eg, best, best_how, output, ids);
+      moves.push_back({best_k, best_how, output});
       live[best_k] = liveness(eg, graph, best);
       for (size_t k = known; k < ids.size(); ++k) {
         live.push_back(liveness(eg, graph, ids[k]));

@@ -164,3 +164,26 @@ def test_step_outputs_stay_on_the_host():
         assert src["producer"] >= 0 and eg.ops[src["producer"]]["time"] < o["time"]  # computed, then out
         assert not host["readers"], eg.lowered.tensor_names[host["tensor"]]
         assert all(eg.ops[r]["time"] < o["time"] for r in src["readers"] if r != eg.ops.index(o))
+
+
+def _swapped_graph(sym, plan):
+    eg = transform(sym, plan)
+    ops = [(o["kind"], o["time"], o["device"], sorted(o["deps"]), list(o["outputs"]), list(o["inputs"]),
+            [list(p) if isinstance(p, (list, tuple)) else p for p in o["pieces"]]) for o in eg.ops]
+    bufs = [(b["bytes"], b["offset"], b["host"], b["producer"], sorted(b["readers"])) for b in eg.buffers]
+    return ops, bufs
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("algorithm", ["data", "tofu"])
+def test_devices_alike_take_the_same_swaps(name, algorithm, monkeypatch):
+    """A device whose buffers look as an earlier device's did replays its moves (swap_plan.cc,
+    swap_signature): op for op and buffer for buffer the graph every device plans itself."""
+    sym, shapes, _ = MODELS[name]()
+    plan = at.plan(sym, devices=4, shapes=shapes, algorithm=algorithm)
+    plan.swap_budget = max(transform(sym, plan).peak_memory(d) for d in range(4)) // 2
+    replayed = _swapped_graph(sym, plan)
+    monkeypatch.setenv("AUTOTILE_SWAP_REPLAY", "off")
+    planned = _swapped_graph(sym, plan)
+    assert sum(op[0] == "swap_in" for op in planned[0]) > 0
+    assert replayed == planned
