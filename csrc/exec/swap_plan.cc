@@ -286,7 +286,8 @@ std::pair<Swap, int64_t> way_out(const ExecGraph& eg, int id, const Live& iv, in
 }
 
 // Everything plan_swaps' choices on one device's buffers `ids` depend on: each buffer's
-// bytes, place, producer and readers (times, and whether on this device), in `ids`' order.
+// bytes, producer, tile and output status and readers (times, and whether on this device), in
+// `ids`' order (all on the device, none in its host pool).
 // Two devices of equal signatures take the same moves, buffer for buffer (a data-parallel or
 // otherwise symmetric plan: all devices, or a few classes of them).
 std::vector<int64_t> swap_signature(const ExecGraph& eg, const Graph& g, int dev, const std::vector<int>& ids) {
@@ -296,7 +297,7 @@ std::vector<int64_t> swap_signature(const ExecGraph& eg, const Graph& g, int dev
     const Buffer& b = eg.buffers[id];
     const Tensor& t = g.tensor(b.tensor);
     const int p = b.producer;
-    sig.insert(sig.end(), {b.bytes, static_cast<int64_t>(b.host), p >= 0 ? eg.ops[p].time : -1,
+    sig.insert(sig.end(), {b.bytes, p >= 0 ? eg.ops[p].time : -1,
                            p >= 0 ? static_cast<int64_t>(eg.ops[p].kind) : -1,
                            static_cast<int64_t>(eg.tile(b.tensor, b.device) == id),
                            static_cast<int64_t>(t.is_output || t.consumers.empty()),
@@ -309,16 +310,75 @@ std::vector<int64_t> swap_signature(const ExecGraph& eg, const Graph& g, int dev
   return sig;
 }
 
+// One move of a device's search, replayed on devices of the same swap_signature.
+struct Move {
+  size_t k;  // the moved buffer's place in the device's `ids`
+  Swap how;
+  bool output;
+};
+
+// The moves that bring one device's buffers `ids` within `budget` (as far as swapping can):
+// at the busiest point, the buffer idle across it that frees the most, until none is over the
+// budget or none can move. Applied to `eg` and appended to `moves`.
+void search_swaps(ExecGraph& eg, const Graph& graph, std::vector<int>& ids, int64_t budget, int64_t hold,
+                  int64_t end_time, std::vector<Move>& moves) {
+  std::vector<char> swapped(eg.buffers.size(), 0);
+  // Liveness of ids[k]; a swap changes only the buffer it moves and the ones it adds (the
+  // readers it points at a copy are other buffers' ops, their times unchanged).
+  std::vector<Live> live;
+  live.reserve(ids.size());
+  for (int id : ids) live.push_back(liveness(eg, graph, id));
+  // ids[k] by their bytes, largest first, equal bytes in k order: the scan for the buffer to
+  // move stops at the first smaller than one found (what it picks is the same as a scan of
+  // all in k order). A buffer's bytes change only when it moves to the host (then skipped).
+  std::vector<int64_t> sorted_bytes;
+  std::vector<size_t> by_bytes;
+  auto insert_sorted = [&](size_t k) {
+    sorted_bytes.push_back(live[k].bytes);
+    auto pos = std::upper_bound(by_bytes.begin(), by_bytes.end(), live[k].bytes,
+                                [&](int64_t b, size_t j) { return b > sorted_bytes[j]; });
+    by_bytes.insert(pos, k);
+  };
+  for (size_t k = 0; k < ids.size(); ++k) insert_sorted(k);
+  while (true) {
+    auto [at, bytes] = peak_of(live);
+    if (bytes <= budget) break;
+    // The buffer idle across the peak that frees the most: largest, then longest gap.
+    int best = -1;
+    size_t best_k = 0;
+    int64_t best_bytes = 0, best_gap = 0;
+    Swap best_how;
+    for (size_t k : by_bytes) {
+      if (sorted_bytes[k] < best_bytes) break;
+      const int id = ids[k];
+      if (swapped[id] || live[k].bytes == 0 || live[k].begin > at || live[k].end < at) continue;
+      auto [how, gap] = way_out(eg, id, live[k], at, end_time, hold);
+      if (gap < 0) continue;
+      if (live[k].bytes > best_bytes || (live[k].bytes == best_bytes && gap > best_gap))
+        best = id, best_k = k, best_bytes = live[k].bytes, best_gap = gap, best_how = how;
+    }
+    if (best < 0) break;  // nothing idle across the peak: swapping cannot lower it
+    const bool output = live[best_k].end >= kForever;
+    // A copy may move again across a later point (a weight between its forward and backward
+    // use): it is swapped in again from the host buffer that still holds its value.
+    const size_t known = ids.size();
+    swap(eg, best, best_how, output, ids);
+    moves.push_back({best_k, best_how, output});
+    live[best_k] = liveness(eg, graph, best);
+    for (size_t k = known; k < ids.size(); ++k) {
+      live.push_back(liveness(eg, graph, ids[k]));
+      insert_sorted(k);
+    }
+    swapped.resize(eg.buffers.size(), 0);
+    swapped[best] = 1;
+  }
+}
+
 }  // namespace
 
 int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   eg.copy_schedule.resize(eg.devices);
   int swaps = 0;
-  struct Move {
-    size_t k;  // the moved buffer's place in the device's `ids`
-    Swap how;
-    bool output;
-  };
   std::map<std::vector<int64_t>, std::vector<Move>> moves_of;  // by swap_signature
   const char* replay_env = std::getenv("AUTOTILE_SWAP_REPLAY");  // "off": every device planned (tests)
   const bool replay = !(replay_env && std::string(replay_env) == "off");
@@ -333,70 +393,18 @@ int plan_swaps(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) 
     auto same = moves_of.find(signature);
     if (same != moves_of.end()) {
       for (const Move& m : same->second) swap(eg, ids[m.k], m.how, m.output, ids);
-      swaps += static_cast<int>(same->second.size());
-      prefetch_swap_ins(eg, graph, ids, budget);
-      std::stable_sort(eg.copy_schedule[dev].begin(), eg.copy_schedule[dev].end(),
-                       [&](int a, int b) { return eg.ops[a].time < eg.ops[b].time; });
-      continue;
+    } else {
+      same = moves_of.emplace(std::move(signature), std::vector<Move>{}).first;
+      search_swaps(eg, graph, ids, budget, hold, end_time, same->second);
     }
-    std::vector<Move>& moves = moves_of[std::move(signature)];
-    std::vector<char> swapped(eg.buffers.size(), 0);
-    // Liveness of ids[k]; a swap changes only the buffer it moves and the ones it adds (the
-    // readers it points at a copy are other buffers' ops, their times unchanged).
-    std::vector<Live> live;
-    live.reserve(ids.size());
-    for (int id : ids) live.push_back(liveness(eg, graph, id));
-    // ids[k] by their bytes, largest first, equal bytes in k order: the scan for the buffer to
-    // move stops at the first smaller than one found (what it picks is the same as a scan of
-    // all in k order). A buffer's bytes change only when it moves to the host (then skipped).
-    std::vector<int64_t> sorted_bytes;
-    std::vector<size_t> by_bytes;
-    auto insert_sorted = [&](size_t k) {
-      sorted_bytes.push_back(live[k].bytes);
-      auto pos = std::upper_bound(by_bytes.begin(), by_bytes.end(), live[k].bytes,
-                                  [&](int64_t b, size_t j) { return b > sorted_bytes[j]; });
-      by_bytes.insert(pos, k);
-    };
-    for (size_t k = 0; k < ids.size(); ++k) insert_sorted(k);
-    while (true) {
-      auto [at, bytes] = peak_of(live);
-      if (bytes <= budget) break;
-      // The buffer idle across the peak that frees the most: largest, then longest gap.
-      int best = -1;
-      size_t best_k = 0;
-      int64_t best_bytes = 0, best_gap = 0;
-      Swap best_how;
-      for (size_t k : by_bytes) {
-        if (sorted_bytes[k] < best_bytes) break;
-        const int id = ids[k];
-        if (swapped[id] || live[k].bytes == 0 || live[k].begin > at || live[k].end < at) continue;
-        auto [how, gap] = way_out(eg, id, live[k], at, end_time, hold);
-        if (gap < 0) continue;
-        if (live[k].bytes > best_bytes || (live[k].bytes == best_bytes && gap > best_gap))
-          best = id, best_k = k, best_bytes = live[k].bytes, best_gap = gap, best_how = how;
-      }
-      if (best < 0) break;  // nothing idle across the peak: swapping cannot lower it
-      const bool output = live[best_k].end >= kForever;
-      // A copy may move again across a later point (a weight between its forward and backward
-      // use): it is swapped in again from the host buffer that still holds its value.
-      const size_t known = ids.size();
-      swap(eg, best, best_how, output, ids);
-      moves.push_back({best_k, best_how, output});
-      live[best_k] = liveness(eg, graph, best);
-      for (size_t k = known; k < ids.size(); ++k) {
-        live.push_back(liveness(eg, graph, ids[k]));
-        insert_sorted(k);
-      }
-      swapped.resize(eg.buffers.size(), 0);
-      swapped[best] = 1;
-      ++swaps;
-    }
+    swaps += static_cast<int>(same->second.size());
     prefetch_swap_ins(eg, graph, ids, budget);
     std::stable_sort(eg.copy_schedule[dev].begin(), eg.copy_schedule[dev].end(),
                      [&](int a, int b) { return eg.ops[a].time < eg.ops[b].time; });
   }
   return swaps;
 }
+
 
 void swap_to_fit(ExecGraph& eg, const Graph& graph, int64_t budget, int64_t hold) {
   const ExecGraph base = eg;
