@@ -227,14 +227,20 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
                         f"output out as its input and ignores the weight's placements, so only plans that "
                         f"replicate convolution parameters run (e.g. algorithm='data', or layout rules "
                         f"replicating '*conv*')")
+    # a tensor several modules own (an LM head tied to the embedding) becomes one DTensor
+    # parameter that every owner points at: its gradient is the sum over all its uses
+    plan_of = {id(getattr(sub, pname)): pmap[full] for full, (sub, pname) in owners.items() if full in pmap}
+    made: Dict[int, object] = {}
     for full, (sub, pname) in owners.items():
         p = getattr(sub, pname)
-        if full in pmap:
-            placements = _placements(layout["placements"][pmap[full]])
-        else:
-            placements = tuple(_placements(["Replicate()"] * mesh.ndim))
-        dt = distribute_tensor(p.detach(), mesh, placements)
-        sub.register_parameter(pname, torch.nn.Parameter(dt, requires_grad=p.requires_grad))
+        if id(p) not in made:
+            if id(p) in plan_of:
+                placements = _placements(layout["placements"][plan_of[id(p)]])
+            else:
+                placements = tuple(_placements(["Replicate()"] * mesh.ndim))
+            dt = distribute_tensor(p.detach(), mesh, placements)
+            made[id(p)] = torch.nn.Parameter(dt, requires_grad=p.requires_grad)
+        sub.register_parameter(pname, made[id(p)])
 
     inputs = dict(tmap.inputs) if tmap else {n: n for n in plan.input_shapes}
     arg_names = forward_arg_names(module)

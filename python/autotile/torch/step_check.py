@@ -6,6 +6,8 @@ from __future__ import annotations
 import copy
 from typing import Sequence
 
+from ..errors import Error
+
 
 def sgd_step(module, inputs: Sequence, lr: float):
     """``module(*inputs)``, backward of the output's sum (head gradient one, as autotile's
@@ -28,7 +30,8 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
     """Run one :func:`sgd_step` of `module` parallelized by `plan` (under DTensor's
     CommDebugMode, :func:`autotile.torch.comm.measure`) and of a plain copy; return the
     largest absolute differences of the output, every parameter's gradient and every updated
-    parameter (``diff``) and the largest magnitudes of the plain step's (``scale``),
+    parameter (``diff``; ``worst``: the parameter of the largest, each owner of a tied tensor
+    by its own name) and the largest magnitudes of the plain step's (``scale``),
     DTensor's collective counts and bytes, and what the hooks did. Call on every rank of a
     group of ``plan.devices``."""
     import torch
@@ -38,19 +41,30 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
 
     ref = copy.deepcopy(module)
     ref_out = sgd_step(ref, inputs, lr)
-    ref_params = dict(ref.named_parameters())
+    # every owner of a tensor by its own name (remove_duplicate=False): a parallelizer that
+    # unties a tied parameter shows as a difference under the second owner's name
+    ref_params = dict(ref.named_parameters(remove_duplicate=False))
     mod = parallelize(copy.deepcopy(module), plan, model)
     out, report = measure(sgd_step, mod, inputs, lr)
+    got = dict(mod.named_parameters(remove_duplicate=False))
+    if sorted(got) != sorted(ref_params):
+        raise Error(f"the parallelized {type(module).__name__} has parameters {sorted(set(got) - set(ref_params))} "
+                    f"the module has not and lacks {sorted(set(ref_params) - set(got))}")
     with torch.no_grad():
         diff = {"output": float((_full(out) - ref_out).abs().max()), "grad": 0.0, "param": 0.0}
         scale = {"output": float(ref_out.abs().max()), "grad": 0.0, "param": 0.0}
-        for name, p in mod.named_parameters():
+        worst = {"grad": None, "param": None}
+        for name, p in got.items():
             ref = ref_params[name]
-            diff["grad"] = max(diff["grad"], float((_full(p.grad) - ref.grad).abs().max()))
-            diff["param"] = max(diff["param"], float((_full(p) - ref).abs().max()))
-            scale["grad"] = max(scale["grad"], float(ref.grad.abs().max()))
-            scale["param"] = max(scale["param"], float(ref.abs().max()))
+            for kind, mine, theirs in (("grad", p.grad, ref.grad), ("param", p, ref)):
+                if theirs is None:  # no gradient in the plain step (unused or frozen)
+                    d = 0.0 if mine is None else float(_full(mine).abs().max())
+                else:
+                    d = float("inf") if mine is None else float((_full(mine) - theirs).abs().max())
+                    scale[kind] = max(scale[kind], float(theirs.abs().max()))
+                if worst[kind] is None or d > diff[kind]:
+                    diff[kind], worst[kind] = max(diff[kind], d), name
     state = mod.autotile
-    return {"rank": rank, "diff": diff, "scale": scale, "report": report, "mesh": state.layout["mesh"],
+    return {"rank": rank, "diff": diff, "worst": worst, "scale": scale, "report": report, "mesh": state.layout["mesh"],
             "redistributed": [(q, k, name, str(a), str(b)) for q, k, name, a, b in state.redistributed],
             "unmapped": list(state.unmapped), "unexpressed": list(state.layout["unexpressed"])}
