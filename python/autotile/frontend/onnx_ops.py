@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .onnx_fold import SymDim, has_symbolic, range_slice, slice_range
+from .onnx_fold import SymDim, has_symbolic
 from .onnx_registry import (_axes_arg, _expand_to_rank, _flatten_at, _ints, _norm_axis, _ranked, _reshape,
                             _reshape_to, _slice_axis, converter)
 
@@ -296,6 +296,9 @@ def _pool(ctx, pool_type: str):
     if any(d != 1 for d in dilations):
         raise ctx.error(f"pooling with dilations {dilations} is not supported (autotile's Pooling has none)")
     begin, end = _spatial_pads(ctx, nsp, kernel, strides, dilations)
+    if any(p >= k for p, k in zip(begin + end, kernel + kernel)):
+        # onnxruntime refuses it: a window could lie wholly in the padding
+        raise ctx.error(f"pads {begin + end} must each be smaller than kernel_shape {list(kernel)}")
     ceil = bool(ctx.attr("ceil_mode", 0))
     convention = _pool_convention(ctx, kernel, strides, begin, end, ceil)
     include = bool(ctx.attr("count_include_pad", 0)) if pool_type == "avg" else False
@@ -394,6 +397,8 @@ def flatten(ctx):
     axis = int(ctx.attr("axis", 1))
     if axis < 0:
         axis = _norm_axis(ctx, axis, None if dims is None else len(dims))
+    elif dims is not None and axis > len(dims):  # axis == rank is valid: (prod(dims), 1)
+        raise ctx.error(f"axis {axis} is out of range for rank {len(dims)} (valid: [-{len(dims)}, {len(dims)}])")
     return [_flatten_at(ctx, ctx.input(0), axis, dims)]
 
 
@@ -457,98 +462,6 @@ def transpose(ctx):
     return [ctx.op("transpose", ctx.input(0), axes=tuple(int(p) for p in perm))]
 
 
-@converter("Concat")
-def concat(ctx):
-    present = [i for i in range(ctx.num_inputs) if ctx.has_input(i)]
-    rank = next((ctx.rank(i) for i in present if ctx.rank(i) is not None), None)
-    axis = _norm_axis(ctx, int(ctx.attr("axis", 1 if ctx.opset < 4 else 0)), rank)
-    inputs = [ctx.input(i) for i in present]
-    if len(inputs) == 1:
-        return inputs
-    return [ctx.op("Concat", *inputs, dim=axis, num_args=len(inputs))]
-
-
-@converter("Split")
-def split(ctx):
-    n = len(ctx.node.output)
-    rank = ctx.rank(0)
-    axis = _norm_axis(ctx, int(ctx.attr("axis", 0)), rank)
-    if ctx.opset >= 13:
-        parts = _ints(ctx.const(1, "split")) if ctx.has_input(1) else None
-    else:
-        parts = ctx.attr("split")
-        parts = None if not parts else [int(p) for p in parts]
-    x = ctx.input(0)
-    if parts is None:
-        if ctx.opset >= 18 and ctx.has_attr("num_outputs"):
-            n = int(ctx.attr("num_outputs"))
-        size = ctx.shape(0)[axis] if ctx.shape(0) is not None else None
-        if size is None or size % n == 0:
-            out = ctx.op("SliceChannel", x, num_outputs=n, axis=axis)
-            return [out[i] for i in range(n)]
-        chunk = -(-size // n)  # opset 18: the last chunk is smaller
-        parts = [chunk] * (n - 1) + [size - chunk * (n - 1)]
-    if len(parts) != n:
-        raise ctx.error(f"split {parts} has {len(parts)} parts for {n} outputs")
-    if any(p <= 0 for p in parts):
-        raise ctx.error(f"split {parts} has empty parts, which are not supported")
-    if len(set(parts)) == 1 and (ctx.shape(0) is None or ctx.shape(0)[axis] in (None, sum(parts))):
-        out = ctx.op("SliceChannel", x, num_outputs=n, axis=axis)
-        return [out[i] for i in range(n)]
-    outs, begin = [], 0
-    for i, p in enumerate(parts):
-        outs.append(_slice_axis(ctx, x, axis, begin, begin + p, f"part{i}"))
-        begin += p
-    return outs
-
-
-def _strided_slice(ctx, x, dims, starts, ends, axes, steps):
-    """Slice with steps (negative ones too) as one MXNet ``slice`` over the leading axes."""
-    if dims is None or not all(isinstance(d, int) for d in dims):
-        raise ctx.error(f"Slice with steps {steps} needs the input's static shape; " + ctx.imp.unbound_hint())
-    rank = len(dims)
-    axes = [_norm_axis(ctx, a, rank) for a in axes]
-    last = max(axes) + 1
-    begin, end, step = [None] * last, [None] * last, [1] * last
-    for s, e, a, st in zip(starts, ends, axes, steps):
-        if st == 0:
-            raise ctx.error(f"slice step of axis {a} is 0")
-        r = range_slice(slice_range(s, e, st, dims[a]))
-        if len(range(dims[a])[r]) == 0:
-            raise ctx.error(f"slice [{s}:{e}:{st}] of axis {a} (size {dims[a]}) is empty; empty tensors are not "
-                            f"supported")
-        begin[a], end[a], step[a] = r.start, r.stop, r.step
-    return ctx.op("slice", x, begin=tuple(begin), end=tuple(end), step=tuple(step))
-
-
-@converter("Slice")
-def slice_(ctx):
-    dims = ctx.dims(0)
-    if ctx.opset >= 10:
-        starts, ends = _ints(ctx.const(1, "starts")), _ints(ctx.const(2, "ends"))
-        axes = _ints(ctx.const(3, "axes")) if ctx.has_input(3) else list(range(len(starts)))
-        steps = _ints(ctx.const(4, "steps")) if ctx.has_input(4) else [1] * len(starts)
-    else:
-        starts, ends = list(ctx.attr("starts")), list(ctx.attr("ends"))
-        axes, steps = list(ctx.attr("axes") or range(len(starts))), [1] * len(starts)
-    x = ctx.input(0)
-    rank = None if dims is None else len(dims)
-    if any(s != 1 for s in steps):
-        return [_strided_slice(ctx, x, dims, starts, ends, axes, steps)]
-    for k, (s, e, a) in enumerate(zip(starts, ends, axes)):
-        a = _norm_axis(ctx, a, rank)
-        size = dims[a] if dims is not None and isinstance(dims[a], int) else None
-        if size is not None:
-            r = slice_range(s, e, 1, size)
-            s, e = r.start, r.stop
-            if s >= e:
-                raise ctx.error(f"slice [{s}:{e}] of axis {a} (size {size}) is empty; empty tensors are not supported")
-        elif s < 0 or e < 0:
-            raise ctx.error(f"negative slice bounds on axis {a} need its size, which is unknown")
-        x = _slice_axis(ctx, x, a, s, None if e >= 2 ** 31 - 1 else e, f"ax{a}")
-    return [x]
-
-
 @converter("Squeeze")
 def squeeze(ctx):
     axes = _axes_arg(ctx, since=13)
@@ -568,6 +481,8 @@ def unsqueeze(ctx):
     out_rank = None if rank is None else rank + len(axes)
     x = ctx.input(0)
     norm = sorted(_norm_axis(ctx, a, out_rank) for a in axes)
+    if len(set(norm)) != len(norm):
+        raise ctx.error(f"axes {axes} name an output axis more than once")
     for k, a in enumerate(norm):  # ascending positions stay valid as dims are inserted
         x = ctx.op("expand_dims", x, axis=a, suffix="" if len(norm) == 1 else f"ax{a}")
     return [x]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_registry import _ints, _norm_axis, _ranked, converter
+from .onnx_registry import _ints, _norm_axis, _ranked, check_index_range, check_index_tuples, converter
 
 
 @converter("Expand")
@@ -33,6 +33,9 @@ def expand(ctx):
 @converter("Tile")
 def tile(ctx):
     reps = _ints(ctx.const(1, "repeats"))
+    rank = ctx.rank(0)
+    if rank is not None and len(reps) != rank:
+        raise ctx.error(f"repeats {reps} must have one value per axis of '{ctx.input_name(0)}' (rank {rank})")
     if all(r == 1 for r in reps):
         return [ctx.input(0)]
     return [ctx.op("tile", ctx.input(0), reps=tuple(reps))]
@@ -105,6 +108,8 @@ def gather_elements(ctx):
     rank = ctx.rank(0)
     axis = _norm_axis(ctx, int(ctx.attr("axis", 0)), rank)
     size = ctx.shape(0)[axis] if ctx.shape(0) is not None else None
+    if ctx.is_const(1):
+        check_index_range(ctx, ctx.const(1), size, axis)
     return [ctx.op("gather_elements", ctx.input(0), _index_input(ctx, 1, size), axis=axis)]
 
 
@@ -117,6 +122,7 @@ def gather_nd(ctx):
     # ONNX puts each index tuple on the last axis of indices; MXNet's gather_nd on the first.
     if ctx.is_const(1):
         value = np.asarray(ctx.const(1)).astype(np.int64)
+        check_index_tuples(ctx, value, ctx.shape(0))
         if (value < 0).any():
             shape = ctx.need_shape(0, "to wrap negative indices")
             sizes = np.asarray(shape[:value.shape[-1]], dtype=np.int64)

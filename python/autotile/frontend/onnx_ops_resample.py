@@ -18,7 +18,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .onnx_registry import _norm_axis, converter
+from .onnx_registry import _norm_axis, check_index_tuples, converter
 
 
 # ----------------------------------------------------------------------------- ConvTranspose
@@ -48,6 +48,21 @@ def _transpose_pads(ctx, nsp, spatial, kernel, strides, dilations, out_pad):
     raise ctx.error(f"unknown auto_pad '{auto}'")
 
 
+def _check_output_padding(ctx, out_pad, strides, dilations):
+    """The ONNX spec: each output_padding value is >= 0 and "less than the corresponding
+    stride/dilation dimension" (onnxruntime: less than max(stride, dilation)); onnxruntime also
+    refuses one not less than the stride, whose output a convolution of the same geometry would
+    not read back to the input's size (a full row of stride-wide gaps)."""
+    for d, (a, s, dil) in enumerate(zip(out_pad, strides, dilations)):
+        if a < 0:
+            raise ctx.error(f"output_padding {out_pad} has a negative value ({a}) in spatial dim {d}")
+        if a >= s:
+            limit = "max(stride, dilation)" if a >= max(s, dil) else "the stride"
+            raise ctx.error(f"output_padding {out_pad} must be less than the stride {strides} in each spatial dim "
+                            f"(ONNX spec; spatial dim {d}: {a} is not less than {limit}, "
+                            f"stride {s}, dilation {dil}); onnxruntime refuses it")
+
+
 @converter("ConvTranspose")
 def conv_transpose(ctx):
     wshape = ctx.need_shape(1, "for the number of filters")
@@ -59,6 +74,7 @@ def conv_transpose(ctx):
     if not (len(kernel) == len(strides) == len(dilations) == len(out_pad) == nsp):
         raise ctx.error(f"kernel_shape {kernel}, strides {strides}, dilations {dilations} and output_padding "
                         f"{out_pad} must each have {nsp} values")
+    _check_output_padding(ctx, out_pad, strides, dilations)
     needs_spatial = ctx.has_attr("output_shape") or (ctx.attr("auto_pad", "NOTSET") or "NOTSET").startswith("SAME")
     spatial = ctx.need_shape(0, "for output_shape / auto_pad", slice(2, None)) if needs_spatial else [None] * nsp
     begin, end = _transpose_pads(ctx, nsp, spatial, kernel, strides, dilations, out_pad)
@@ -197,4 +213,5 @@ def scatter_nd(ctx):
         idx = np.asarray(ctx.const(1, "indices"))
         if idx.dtype.kind not in "iu":
             raise ctx.error(f"indices must be integers, got {idx.dtype}")
+        check_index_tuples(ctx, idx, ctx.shape(0))
     return [ctx.op("ScatterND", ctx.input(0), ctx.input(1), ctx.input(2), reduction=reduction)]

@@ -112,3 +112,27 @@ def _ranked(ctx, i: int, rank: Optional[int], other: Optional[int]):
     if ctx.is_const(i):  # a 0-d weight is a (1,) Variable: autotile tensors have rank >= 1
         rank = max(rank, 1)
     return _expand_to_rank(ctx, ctx.input(i), rank, other, f"in{i}_dims")
+
+
+# ----------------------------------------------------------------------------- constant indices
+
+def check_index_range(ctx, idx, size, axis: int, i: int = 1):
+    """Error naming the node unless every constant index of input i lies in [-size, size) of
+    `axis` (onnxruntime refuses the model; caught at import, not when a step runs)."""
+    idx = np.asarray(idx)
+    if size is None or not idx.size:
+        return
+    bad = idx[(idx >= size) | (idx < -size)]
+    if bad.size:
+        raise ctx.error(f"index {int(bad.ravel()[0])} in '{ctx.input_name(i)}' is out of range for axis {axis} of "
+                        f"size {size} (valid: [{-size}, {size}))")
+
+
+def check_index_tuples(ctx, idx, shape, i: int = 1):
+    """As :func:`check_index_range` for GatherND / ScatterND index tuples, which lie on the last
+    axis of `idx` and index the leading axes of the data of shape `shape`."""
+    idx = np.asarray(idx)
+    if shape is None or not idx.size or idx.ndim < 1 or idx.shape[-1] > len(shape):
+        return
+    for axis in range(idx.shape[-1]):
+        check_index_range(ctx, idx[..., axis], shape[axis], axis, i)
