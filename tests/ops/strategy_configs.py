@@ -29,7 +29,7 @@ UNARY = {  # op -> input kind
     "gelu": "normal", "silu": "normal", "mish": "normal", "hard_sigmoid": "normal", "hard_swish": "normal",
     "negative": "normal", "sign": "nonzero", "floor": "normal", "ceil": "normal", "isnan": "normal",
     "logical_not": "binary", "_copy": "normal", "ones_like": "normal", "zeros_like": "normal",
-    "BlockGrad": "normal",
+    "BlockGrad": "normal", "sin": "normal", "cos": "normal",
 }
 
 

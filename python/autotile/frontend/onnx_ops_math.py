@@ -13,7 +13,7 @@ from .onnx_registry import _ranked, converter
 _UNARY = {
     "Neg": "negative", "Reciprocal": "reciprocal", "Exp": "exp", "Log": "log", "Sqrt": "sqrt",
     "Abs": "abs", "Erf": "erf", "Sign": "sign", "Floor": "floor", "Ceil": "ceil", "IsNaN": "isnan",
-    "Not": "logical_not", "HardSwish": "hard_swish", "Mish": "mish",
+    "Not": "logical_not", "HardSwish": "hard_swish", "Mish": "mish", "Sin": "sin", "Cos": "cos",
 }
 
 
