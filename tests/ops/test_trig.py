@@ -42,3 +42,21 @@ def test_tdl(op):
     x = _input((4, 6), 3)
     check_tdl(op, [x], {})
     check_tdl(f"_backward_{op}", [np.random.default_rng(4).standard_normal((4, 6)), x], {})
+
+
+@pytest.mark.parametrize("op", ["sin", "cos", "_backward_sin", "_backward_cos"])
+def test_jax_step_kernel_equals_numpy(op):
+    """The JAX step traces the registry kernel (jax/duck.py): jitted, it equals NumPy's."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from autotile.jax.step import _kernel
+    from autotile.ops.registry import KernelContext, get
+
+    args = [_input((3, 4), 5).astype(np.float32)]
+    if op.startswith("_backward"):
+        args.insert(0, np.random.default_rng(6).standard_normal((3, 4)).astype(np.float32))
+    kernel = _kernel(op, get(op))
+    got = jax.jit(lambda *a: kernel({}, list(a), KernelContext(is_train=True, xp=jnp, key=None, out=None)))(*args)
+    (want,) = get(op).forward({}, args, KernelContext(is_train=True))
+    np.testing.assert_allclose(np.asarray(got[0]), want, rtol=1e-5, atol=1e-6)
