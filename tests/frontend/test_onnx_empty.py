@@ -1,0 +1,99 @@
+"""Statically empty tensors (issue 31): TorchScript exports of Phi-3 slice ``q[..., rotary_dim:]``,
+empty when the rotary factor is 1, and concatenate it back. The importer carries such an empty
+Slice (or Split part) as an empty constant that Concat drops; any other reader would compute on
+an empty tensor, which is an Error naming the node, the tensor and the reader. Oracles:
+onnxruntime, and the same training step on 1 device (float64)."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("autotile._core")
+
+from onnx import helper  # noqa: E402
+
+import autotile as at  # noqa: E402
+from autotile.errors import Error  # noqa: E402
+from onnx_models import assert_matches_ort, make_model  # noqa: E402
+
+RNG = np.random.default_rng(31)
+INT64_MAX = np.iinfo(np.int64).max
+HEAD = 8  # head_dim; rotary_dim = HEAD (partial_rotary_factor 1.0)
+mk = helper.make_node
+
+
+def _i(*v):
+    return np.array(v, np.int64)
+
+
+def _phi3_rotary(batch=2, reader="Concat"):
+    """q = x . Wq; q_rot = q[..., :rotary_dim]; q_pass = q[..., rotary_dim:] (empty);
+    q_embed = cat(q_rot * cos + rotate_half(q_rot) * sin, q_pass); y = q_embed . Wo.
+    `reader` other than Concat puts that op on q_pass instead (which must be refused)."""
+    half = HEAD // 2
+    inits = {"Wq": RNG.standard_normal((HEAD, HEAD)).astype(np.float32) * 0.5,
+             "Wo": RNG.standard_normal((HEAD, 3)).astype(np.float32) * 0.5,
+             "cos": RNG.uniform(-1, 1, (1, HEAD)).astype(np.float32),
+             "sin": RNG.uniform(-1, 1, (1, HEAD)).astype(np.float32),
+             "zero": _i(0), "rot": _i(HEAD), "half": _i(half), "end": _i(INT64_MAX), "last": _i(-1)}
+    nodes = [mk("MatMul", ["x", "Wq"], ["q"]),
+             mk("Slice", ["q", "zero", "rot", "last"], ["q_rot"], name="slice_rot"),
+             mk("Slice", ["q", "rot", "end", "last"], ["q_pass"], name="slice_pass"),
+             mk("Slice", ["q_rot", "zero", "half", "last"], ["x1"]),
+             mk("Slice", ["q_rot", "half", "end", "last"], ["x2"]),
+             mk("Neg", ["x2"], ["nx2"]), mk("Concat", ["nx2", "x1"], ["rh"], axis=-1),
+             mk("Mul", ["q_rot", "cos"], ["a"]), mk("Mul", ["rh", "sin"], ["b"]), mk("Add", ["a", "b"], ["emb"])]
+    if reader == "Concat":
+        nodes.append(mk("Concat", ["emb", "q_pass"], ["q_embed"], axis=-1, name="cat_back"))
+    else:
+        nodes += [mk(reader, ["q_pass"], ["p2"], name="reads_empty"),
+                  mk("Concat", ["emb", "p2"], ["q_embed"], axis=-1, name="cat_back")]
+    nodes.append(mk("MatMul", ["q_embed", "Wo"], ["y"]))
+    return make_model(nodes, {"x": (batch, 5, HEAD)}, ["y"], inits)
+
+
+def test_empty_rotary_tail_equals_onnxruntime():
+    assert_matches_ort(_phi3_rotary(), {"x": RNG.standard_normal((2, 5, HEAD)).astype(np.float32)})
+
+
+def test_empty_rotary_tail_with_symbolic_batch_equals_onnxruntime():
+    assert_matches_ort(_phi3_rotary(batch="batch"), {"x": RNG.standard_normal((3, 5, HEAD)).astype(np.float32)})
+
+
+def test_empty_rotary_tail_trains_on_2_devices_as_on_1():
+    sym = at.onnx.load(_phi3_rotary())
+    params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in sym.params.items()}
+    inputs = {sym.onnx_names["x"]: RNG.standard_normal((2, 5, HEAD))}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    res = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
+    assert ref.grads
+    np.testing.assert_allclose(res.outputs[0], ref.outputs[0], rtol=1e-12, atol=1e-13)
+    assert set(res.grads) == set(ref.grads)
+    for k, g in ref.grads.items():
+        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+    for k, p in ref.params.items():
+        np.testing.assert_allclose(res.params[k], p, rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("op", ["Neg", "Relu"])
+def test_an_op_computing_on_the_empty_tail_is_refused_naming_it(op):
+    with pytest.raises(Error) as e:
+        at.onnx.load(_phi3_rotary(reader=op))
+    msg = str(e.value)
+    for word in ("slice_pass", "q_pass", "reads_empty", op, "empty"):
+        assert word in msg, msg
+
+
+def test_an_empty_split_part_read_by_concat_equals_onnxruntime():
+    nodes = [mk("Split", ["x", "s"], ["a", "b"], axis=1), mk("Relu", ["b"], ["rb"]),
+             mk("Concat", ["rb", "a"], ["y"], axis=1)]
+    model = make_model(nodes, {"x": (2, 5)}, ["y"], {"s": _i(0, 5)})
+    assert_matches_ort(model, {"x": RNG.standard_normal((2, 5)).astype(np.float32)})
+
+
+def test_an_empty_split_part_read_by_another_op_is_refused():
+    nodes = [mk("Split", ["x", "s"], ["a", "b"], axis=1, name="sp"), mk("Relu", ["a"], ["ra"], name="act"),
+             mk("Concat", ["ra", "b"], ["y"], axis=1)]
+    model = make_model(nodes, {"x": (2, 5)}, ["y"], {"s": _i(0, 5)})
+    with pytest.raises(Error, match=r"sp.*'a'.*act.*Relu"):
+        at.onnx.load(model)
