@@ -97,3 +97,51 @@ def test_an_empty_split_part_read_by_another_op_is_refused():
     model = make_model(nodes, {"x": (2, 5)}, ["y"], {"s": _i(0, 5)})
     with pytest.raises(Error, match=r"sp.*'a'.*act.*Relu"):
         at.onnx.load(model)
+
+
+def test_torchscript_export_of_phi3_style_attention_at_rotary_factor_1():
+    """PyTorch's TorchScript exporter on Phi-3's attention (rotary on q[..., :rotary_dim], the
+    empty q[..., rotary_dim:] concatenated back): equals PyTorch and trains on 2 devices as on 1."""
+    torch = pytest.importorskip("torch")
+    import io
+
+    import onnx
+
+    def rotate_half(x):
+        return torch.cat((-x[..., x.shape[-1] // 2:], x[..., :x.shape[-1] // 2]), dim=-1)
+
+    class Attention(torch.nn.Module):
+        def __init__(self, d=16, heads=2):
+            super().__init__()
+            self.h, self.hd = heads, d // heads
+            self.rd = self.hd  # partial_rotary_factor 1.0
+            self.qkv, self.o = torch.nn.Linear(d, 3 * d), torch.nn.Linear(d, d)
+            f = torch.outer(torch.arange(6).float(), 1.0 / 10000 ** (torch.arange(0, self.rd, 2).float() / self.rd))
+            self.register_buffer("cos", torch.cat((f, f), -1).cos())
+            self.register_buffer("sin", torch.cat((f, f), -1).sin())
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (z.view(b, t, self.h, self.hd).transpose(1, 2) for z in self.qkv(x).split(d, dim=-1))
+            q = torch.cat((q[..., :self.rd] * self.cos + rotate_half(q[..., :self.rd]) * self.sin,
+                           q[..., self.rd:]), dim=-1)
+            k = torch.cat((k[..., :self.rd] * self.cos + rotate_half(k[..., :self.rd]) * self.sin,
+                           k[..., self.rd:]), dim=-1)
+            a = torch.softmax(q @ k.transpose(-1, -2) / self.hd ** 0.5, -1) @ v
+            return self.o(a.transpose(1, 2).reshape(b, t, d))
+
+    torch.manual_seed(0)
+    module, x = Attention().eval(), torch.randn(2, 6, 16)
+    buf = io.BytesIO()
+    torch.onnx.export(module, (x,), buf, input_names=["x"], output_names=["y"], dynamo=False, opset_version=17)
+    model = onnx.load_from_string(buf.getvalue())
+    assert any(n.op_type == "Slice" for n in model.graph.node)
+    sym = at.onnx.load(model)
+    params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in sym.params.items()}
+    inputs = {sym.onnx_names["x"]: x.numpy().astype(np.float64)}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    np.testing.assert_allclose(ref.outputs[0], module(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+    res = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
+    assert ref.grads and set(res.grads) == set(ref.grads)
+    for k, g in ref.grads.items():
+        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
