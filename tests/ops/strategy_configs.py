@@ -6,7 +6,9 @@ padding; kernel 1 and 3; sizes a split does not divide evenly (odd inputs behind
 output, halos of different widths); broadcasting; keepdims; every axis. Shapes are picked
 so that 2-way, 3-way and nested 2x2 cuts all find strategies (dims of 4, 6 and 12).
 
-`CASES` holds them all (the slow sweep); `SAMPLE` is one or two per op (the CI sample).
+`CASES` holds them all (the slow sweep); `SAMPLE` (the CI sample) is one or two per op, the
+regression cases, and as few more as it takes to reach every (op, TDL variable, cut) that any
+case reaches at the CI's cuts (the strategy rows read from the TDL analysis: seconds, no step).
 Known bugs in files this change does not own are marked `xfail` with the failing case's
 message, so the sweep keeps running them and reports when they start to pass.
 """
@@ -16,7 +18,7 @@ import itertools
 from typing import List
 
 from strategy_configs_resample import resample_cases
-from strategy_validator import Case, In
+from strategy_validator import Case, In, covering
 
 def _e(op, shape=(4, 6), kind="normal", **attrs) -> Case:
     return Case(op, attrs, [In(shape, kind)])
@@ -336,7 +338,10 @@ SAMPLE_ALSO = [
 
 def sample(cases: List[Case] = CASES) -> List[Case]:
     """The CI sample: the first case of each op, the first matching each SAMPLE_ALSO entry,
-    every case with a known bug, and the regression cases."""
+    every case with a known bug, the regression cases, then (strategy_validator.covering) the
+    cases that reach the (op, variable, cut) keys those do not, so that every strategy any
+    configuration reaches at the CI's cuts runs in the sample (an average-pool divisor and a
+    _backward_Concat bug at the tile origin passed a one-case-per-op sample)."""
     seen, out = set(), []
     regress = {c.id for c in REGRESSIONS}
     also = list(SAMPLE_ALSO)
@@ -348,7 +353,7 @@ def sample(cases: List[Case] = CASES) -> List[Case]:
         if c.op not in seen or c.xfail or c.id in regress or hit:
             seen.add(c.op)
             out.append(c)
-    return out
+    return out + covering(cases, out)
 
 
 SAMPLE: List[Case] = sample()

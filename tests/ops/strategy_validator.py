@@ -334,6 +334,53 @@ def _blame(step: Step, want, factors, chosen, ops, rtol, atol, tilings=None) -> 
     return None
 
 
+#: (op, TDL variable, cut factors, cut index): one strategy of an op at one cut of a nested split
+Key = Tuple[str, str, Tuple[int, ...], int]
+_KEYS: Dict[str, frozenset] = {}
+
+
+def _row_keys(op: str, factors: Sequence[int], row: Sequence[str]) -> List[Key]:
+    return [(op, v, tuple(factors), i) for i, v in enumerate(row) if v != "replicate"]
+
+
+def strategy_keys(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS) -> frozenset:
+    """Every (op, variable, factors, cut index) a check of `case` at `factors_list` runs: the
+    strategy rows of each node of its training step and of its forward graph served alone,
+    from the TDL analysis (the graphs are built, no step runs; memoized by case id)."""
+    memo = f"{case.id}@{factors_list}"
+    if memo not in _KEYS:
+        out = set()
+        for train in (True, False):
+            low = build(case, train).lowered
+            for i in range(len(low.node_names)):
+                op = low.core.node(i)["op"]
+                for factors in factors_list:
+                    for row in strategy_rows(low, i, factors):
+                        out.update(_row_keys(op, factors, row))
+        _KEYS[memo] = frozenset(out)
+    return _KEYS[memo]
+
+
+def checked_keys(report: Report) -> set:
+    """The (op, variable, factors, cut index) keys of the strategy rows a report ran in checked steps."""
+    return {k for op, rows in report.checked.items() for factors, row in rows for k in _row_keys(op, factors, row)}
+
+
+def covering(cases: Sequence[Case], chosen: Sequence[Case]) -> List[Case]:
+    """Cases to add to `chosen` so that together they reach every strategy key any of `cases`
+    reaches (known-bug cases aside): greedily the case adding the most keys not yet reached,
+    the first in `cases` order on ties."""
+    keys = {c.id: strategy_keys(c) for c in cases if not c.xfail}
+    have = set().union(*(keys.get(c.id, ()) for c in chosen))
+    added, pool = [], [c for c in cases if c.id in keys]
+    while True:
+        best = max(pool, key=lambda c: len(keys[c.id] - have), default=None)
+        if best is None or not keys[best.id] - have:
+            return added
+        added.append(best)
+        have |= keys[best.id]
+
+
 def uncovered(report: Report, registered: Sequence[str]) -> Dict[str, str]:
     """Registered ops never split in a checked step, each with the reason known. An op the
     step lowers into others (BatchNorm into _bn_moments/_bn_stats/_bn_apply) counts as
