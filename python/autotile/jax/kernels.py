@@ -44,10 +44,23 @@ def _targets(xp, attrs, lab, k):
     return xp.where(onehot, 1.0 - alpha, alpha / max(k - 1, 1)).astype(lab.dtype)
 
 
+def class_labels(attrs, out_shape, label):
+    """(labels, k): the class labels SoftmaxOutput's gradient reads from `label` (NumPy or
+    jax) for an output of `out_shape`, as MXNet does (one per row of the 2-D view; per row
+    and position with multi_output), and the number of classes."""
+    size = int(np.prod(out_shape))
+    flat = label.reshape(-1)
+    if attrs["multi_output"]:
+        n, k = out_shape[0], out_shape[1]
+        return flat.reshape(n, size // (n * k)), k
+    k = out_shape[-1] if attrs["preserve_shape"] else size // out_shape[0]
+    return flat[:size // k], k
+
+
 def softmax_output_backward(attrs, inputs, ctx):
     """_backward_SoftmaxOutput: (out - target) * grad_scale / norm (ops/loss.py's
-    softmax_output_grad, written against the array API: labels are not range-checked here,
-    the single-device step checks them)."""
+    softmax_output_grad, written against the array API: labels are not range-checked here
+    (traced values); the step checks them on the host first, step.check_labels)."""
     xp = ctx.xp
     out, label = inputs[0], inputs[1]
     rest = list(inputs[2:])
@@ -61,16 +74,12 @@ def softmax_output_backward(attrs, inputs, ctx):
             scale = _so_norm_scale(attrs, out.shape, label.shape)
         flat = label.reshape(-1)
         ignore = int(attrs["ignore_label"])
+        lab, k = class_labels(attrs, out.shape, label)
         if attrs["multi_output"]:
-            n, k = out.shape[0], out.shape[1]
-            lab = flat.reshape(n, out.size // (n * k))
-            grad = out.reshape(n, k, -1) - xp.moveaxis(_targets(xp, attrs, lab, k), -1, 1)
+            grad = out.reshape(out.shape[0], k, -1) - xp.moveaxis(_targets(xp, attrs, lab, k), -1, 1)
             keep = (lab.astype(xp.int32) != ignore)[:, None, :]
         else:
-            k = out.shape[-1] if attrs["preserve_shape"] else out.size // out.shape[0]
-            o = out.reshape(-1, k)
-            lab = flat[:o.shape[0]]
-            grad = o - _targets(xp, attrs, lab, k)
+            grad = out.reshape(-1, k) - _targets(xp, attrs, lab, k)
             keep = (lab.astype(xp.int32) != ignore)[:, None]
         if attrs["use_ignore"]:
             grad = grad * keep
@@ -106,9 +115,23 @@ def _conv_fn(attrs, rank):
     dims = ("NC" + _SPATIAL[nd], "OI" + _SPATIAL[nd], "NC" + _SPATIAL[nd])
 
     def conv(x, w):
-        return jax.lax.conv_general_dilated(x, w, vec("stride", 1), pads, rhs_dilation=vec("dilate", 1),
-                                            dimension_numbers=dims, feature_group_count=attrs["num_group"])
+        # XLA convolves equal dtypes only; the registry computes in the promoted one
+        # (float32 data, float64 weights under JAX_ENABLE_X64: float64)
+        t = jax.numpy.result_type(x, w)
+        return jax.lax.conv_general_dilated(x.astype(t), w.astype(t), vec("stride", 1), pads,
+                                            rhs_dilation=vec("dilate", 1), dimension_numbers=dims,
+                                            feature_group_count=attrs["num_group"])
     return conv
+
+
+def _pull(fn, primal, cotangent):
+    """The vjp of `fn` at `primal` applied to `cotangent`, cast to the output's dtype first:
+    jax.vjp takes only a cotangent of the output's dtype, and a float32 gradient meets a
+    float64 output where the weights are float64 (the registry promotes, then casts back)."""
+    import jax
+
+    y, pull = jax.vjp(fn, primal)
+    return pull(cotangent.astype(y.dtype))[0]
 
 
 def _weight_shape(attrs, x):
@@ -124,27 +147,21 @@ def convolution(attrs, inputs, ctx):
 
 
 def convolution_backward_data(attrs, inputs, ctx):
-    import jax
-
     dy, w, x = inputs
-    _, pull = jax.vjp(lambda v: _conv_fn(attrs, x.ndim)(v, w), x)
-    return [pull(dy)[0].astype(dy.dtype)]
+    return [_pull(lambda v: _conv_fn(attrs, x.ndim)(v, w), x, dy).astype(dy.dtype)]
 
 
 def convolution_backward_weight(attrs, inputs, ctx):
-    import jax
     import jax.numpy as jnp
 
     dy, x = inputs
-    w0 = jnp.zeros(_weight_shape(attrs, x), x.dtype)
-    _, pull = jax.vjp(lambda w: _conv_fn(attrs, x.ndim)(x, w), w0)
-    return [pull(dy)[0].astype(dy.dtype)]
+    w0 = jnp.zeros(_weight_shape(attrs, x), jnp.result_type(x, dy))
+    return [_pull(lambda w: _conv_fn(attrs, x.ndim)(x, w), w0, dy).astype(dy.dtype)]
 
 
 def deconvolution(attrs, inputs, ctx):
     """Deconvolution (ONNX ConvTranspose): the data gradient of the convolution whose output
     this op's data is (ops/deconv.py's geometry, tile paddings included), through jax.vjp."""
-    import jax
     import jax.numpy as jnp
 
     from ..ops.deconv import DeconvGeometry, _tile_groups
@@ -155,8 +172,7 @@ def deconvolution(attrs, inputs, ctx):
         y = jnp.zeros(geo.out_shape, x.dtype)
     else:
         conv = _conv_fn(geo.conv_attrs, x.ndim)
-        _, pull = jax.vjp(lambda v: conv(v, w), jnp.zeros(geo.out_shape, x.dtype))
-        y = pull(x)[0]
+        y = _pull(lambda v: conv(v, w), jnp.zeros(geo.out_shape, x.dtype), x)
     if not attrs["no_bias"]:
         y = y + inputs[2].reshape((1, -1) + (1,) * geo.nd)
     return [y.astype(x.dtype)]

@@ -371,7 +371,9 @@ class TrainingStep:
         return outputs, new_params
 
     def _args(self, params, inputs):
-        params, inputs = dict(params or {}), dict(inputs or {})
+        from ..arguments import check_arrays
+
+        params, inputs = dict(check_arrays(params, "params") or {}), dict(check_arrays(inputs, "inputs") or {})
         own = getattr(self.sym, "params", None) or {}
         for n in self.aux_names:  # constants and auxiliary states default to the model's own
             if n not in params and n in own:
@@ -385,6 +387,7 @@ class TrainingStep:
             if unknown:
                 raise Error(f"{what} names {unknown[:10]}, which the step does not take (params {want_p[:20]}, "
                             f"inputs {want_i})")
+        params, inputs = self._cast(params, "params"), self._cast(inputs, "inputs")
         for n, v in {**params, **inputs}.items():
             want = tuple(self.plan.tensor_shapes.get(n, np.shape(v)))
             if tuple(np.shape(v)) != want:
@@ -393,7 +396,25 @@ class TrainingStep:
 
         # index inputs (token ids) checked on the host: a traced index has no value to check
         check_index_inputs(self.sym, {k: v for k, v in inputs.items() if not hasattr(v, "sharding")})
+        check_labels(self.tg.symbol, self.plan.tensor_shapes, inputs)
         return params, inputs
+
+    def _cast(self, values, what):
+        """`values` with integer and boolean arrays cast to the dtype the model declares
+        (float32 for weights and labels, token ids stay integer), as backend.run casts them
+        (arguments.cast_inputs): an int32 weight trains as float32 rather than truncating
+        every update to 0. Arrays of strings or objects are an Error naming them."""
+        from ..arguments import cast_inputs
+
+        ints = {}
+        for n, v in values.items():
+            dtype = getattr(v, "dtype", None)
+            dtype = np.dtype(dtype) if dtype is not None else np.asarray(v).dtype
+            if dtype.kind not in "biufc":
+                raise Error(f"{what} '{n}' holds {dtype} data, not numbers: pass a numeric array")
+            if dtype.kind in "biu" and not _traced(v):  # a jitted caller's tracer is cast by JAX
+                ints[n] = v
+        return {**values, **cast_inputs(self.sym, ints)} if ints else values
 
     def __call__(self, params, inputs):
         return self._jitted(*self._args(params, inputs))
@@ -401,6 +422,41 @@ class TrainingStep:
     def lower(self, params, inputs):
         """The jitted step lowered for these arguments (``.compile()``, ``.as_text()``)."""
         return self._jitted.lower(*self._args(params, inputs))
+
+
+def _traced(v) -> bool:
+    import jax
+
+    return isinstance(v, jax.core.Tracer)
+
+
+def check_labels(graph, shapes, inputs) -> None:
+    """Class labels fed from `inputs` to a SoftmaxOutput gradient of training graph `graph`
+    (tensor shapes `shapes`): Error naming the input, the node and the first label outside
+    [0, classes) (NaN, infinities), as backend.run's kernel refuses them
+    (ops/loss.py's first_label_out_of_range), checked on the host before the jitted step: a
+    traced step cannot raise on a value. Ignored labels (use_ignore) are exempt; a jitted
+    caller's traced labels cannot be checked."""
+    from ..ops.loss import first_label_out_of_range
+    from .kernels import class_labels
+
+    for node in graph.topo_nodes():
+        if node.op != "_backward_SoftmaxOutput" or len(node.inputs) < 2:
+            continue
+        (src, i), (lab, _) = node.inputs[0], node.inputs[1]
+        if not lab.is_variable or lab.name not in inputs or _traced(inputs[lab.name]):
+            continue
+        out_shape = tuple(shapes[src.name if src.is_variable else src.output_names()[i]])
+        label = np.asarray(inputs[lab.name])
+        if label.shape == out_shape:  # probability labels
+            continue
+        attrs = node.parsed_attrs()
+        read, k = class_labels(attrs, out_shape, label)
+        bad = first_label_out_of_range(read, k, attrs["ignore_label"] if attrs["use_ignore"] else None)
+        if bad is not None:
+            raise Error(f"input '{lab.name}' holds the label {bad}, out of range: node '{node.name}' (SoftmaxOutput "
+                        f"gradient) has {k} classes, so labels must lie in [0, {k})"
+                        + (f" or equal ignore_label {attrs['ignore_label']:g}" if attrs["use_ignore"] else ""))
 
 
 def training_step(model, plan, optimizer_args: Optional[Dict] = None, granularity: Optional[str] = None,

@@ -104,12 +104,28 @@ def _so_gradient(ctx):
     return [ctx.op("_backward_SoftmaxOutput", *args, **attrs), None]
 
 
+def first_label_out_of_range(labels, k: int, ignore=None):
+    """The first class label of `labels` outside [0, k) as the gradient reads it (a float label
+    truncated to an integer; NaN or an infinity as itself), labels equal to `ignore` exempt;
+    None when all lie in range. The kernels' check, and the JAX step's on the host."""
+    lab = np.asarray(labels).reshape(-1)
+    if lab.dtype.kind == "f":
+        odd = ~np.isfinite(lab)
+        if odd.any():
+            return lab[odd][0].item()
+    idx = lab.astype(np.int64)
+    bad = (idx < 0) | (idx >= k)
+    if ignore is not None:
+        bad &= idx != int(ignore)
+    return int(idx[bad][0]) if bad.any() else None
+
+
 def _class_targets(labels, k: int, alpha: float, op: str):
     """One-hot (label-smoothed) targets of shape labels.shape + (k,) for float class indices."""
-    idx = labels.astype(np.int64)
-    if idx.size and (idx.min() < 0 or idx.max() >= k):
-        bad = idx[(idx < 0) | (idx >= k)][0]
+    bad = first_label_out_of_range(labels, k)
+    if bad is not None:
         raise ValueError(f"{op}: label {bad} is out of range [0, {k})")
+    idx = labels.astype(np.int64)
     onehot = np.arange(k) == idx[..., None]
     if alpha == 0.0:
         return onehot.astype(np.float64)
