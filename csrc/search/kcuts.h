@@ -46,6 +46,10 @@ struct SearchOptions {
   /// [tensor][cut] tilings the user fixed ("" = free; empty table = none): see search/pins.h.
   /// Honoured by tofu, bruteforce and data.
   std::vector<std::vector<std::string>> pinned;
+  /// Per tensor: the batch dim of a data input, -1 elsewhere (the data baseline splits the batch
+  /// there and carries it through the graph: search/baselines/data.h); empty: dim 0 of the
+  /// graph inputs that share the largest one's dim 0.
+  std::vector<int> batch_dims;
   /// Testing aid: when set, every cut is also solved by bruteforce on the same problem and
   /// (DP cost, bruteforce cost) of that cut's problem is appended; the DP's choice is kept.
   std::vector<std::pair<double, double>>* cut_check = nullptr;

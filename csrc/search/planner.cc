@@ -30,7 +30,7 @@ Plan plan_graph(const Graph& g, int devices, const std::string& algorithm, Searc
     options.solver = CutSolver::kExternal;  // planner/ilp.py through the binding
   } else if (algorithm == "data") {
     options.solver = CutSolver::kDP;
-    options.constraint = data_parallel_constraint(g);
+    options.constraint = data_parallel_constraint(g, options, devices > 1);
   } else if (std::find(baseline_algorithms().begin(), baseline_algorithms().end(), algorithm) !=
              baseline_algorithms().end()) {
     if (!options.factors.empty() || !options.pinned.empty())

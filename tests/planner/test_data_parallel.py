@@ -51,10 +51,13 @@ def test_data_parallel_batchnorm_is_far_cheaper_than_replicating_it():
 
 
 def test_ops_that_cannot_split_along_the_batch_run_replicated_and_are_named():
-    # The unrolled RNN concatenates its timesteps along dim 0 (step-major): no batch split.
+    # The unrolled RNN concatenates its timesteps along dim 0 (step-major): no batch split. What
+    # follows it (the prediction layer, the loss and their gradients) holds the batch in no
+    # dim, so it runs replicated too rather than split along the steps (issue 31).
     plan = at.plan("rnn-2-64", devices=4, batch=8, algorithm="data")
-    assert plan.replicated_nodes() == ["concat"]
-    assert "replicated ops (no split allowed in some cut): 1: concat (Concat)" in plan.summary()
+    assert plan.replicated_nodes() == ["concat", "pred", "softmax", "softmax_backward0", "pred_backward0",
+                                       "concat_backward0"]
+    assert "replicated ops (no split allowed in some cut): 6: concat (Concat)" in plan.summary()
 
 
 def _small_models():

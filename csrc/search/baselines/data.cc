@@ -1,68 +1,228 @@
 #include "search/baselines/data.h"
 
-#include <map>
 #include <memory>
+#include <numeric>
+#include <sstream>
+#include <string>
 #include <vector>
 
 #include "search/coarsen.h"
+#include "util/error.h"
 
 namespace autotile {
 
-PlanConstraint data_parallel_constraint(const Graph& g) {
-  enum Kind : char { kBatch = 0, kWeight, kFree, kScalar };
-  auto kind = std::make_shared<std::vector<char>>(g.num_tensors(), kBatch);
-  // Weights and whatever is tied to them (their updated values, optimizer states).
+namespace {
+
+// Weights and whatever is tied to them (their updated values, optimizer states): per tensor.
+std::vector<char> weight_classes(const Graph& g) {
   Coarsening c = coarsen(g, std::vector<char>(g.num_nodes(), 0));
-  std::vector<char> weight_class(g.num_tensors(), 0);
+  std::vector<char> tie_is_weight(g.num_tensors(), 0), weight(g.num_tensors(), 0);
   for (TensorId t = 0; t < g.num_tensors(); ++t)
-    if (g.tensor(t).is_param) weight_class[c.tensor_tie[t]] = 1;
-  // The batch size: the most common dim 0 among non-weight tensors (activations and their
-  // gradients far outnumber anything else; an unrolled RNN's data input is (steps, batch), but
-  // its per-step states are (batch, hidden)). Ties go to the larger size.
-  // Tensors whose dim 0 is not the batch (BatchNorm statistics, the RNN's token ids) are left free.
-  std::map<int64_t, int> dim0_count;
-  for (TensorId t = 0; t < g.num_tensors(); ++t) {
-    const Tensor& x = g.tensor(t);
-    if (!weight_class[c.tensor_tie[t]] && !x.shape.empty()) ++dim0_count[x.shape[0]];
+    if (g.tensor(t).is_param) tie_is_weight[c.tensor_tie[t]] = 1;
+  for (TensorId t = 0; t < g.num_tensors(); ++t) weight[t] = tie_is_weight[c.tensor_tie[t]];
+  return weight;
+}
+
+bool weight_gradient(const Graph& g, const std::vector<char>& weight, TensorId t) {
+  TensorId of = g.tensor(t).gradient_of;
+  return of != kNone && weight[of];
+}
+
+// Whether `var` is in the comma list `list` (a node's "__no_split__" attribute).
+bool listed(const std::string& list, const std::string& var) {
+  std::stringstream ss(list);
+  std::string item;
+  while (std::getline(ss, item, ','))
+    if (item == var) return true;
+  return false;
+}
+
+int64_t smallest_prime_factor(int64_t n) {
+  for (int64_t p = 2; p * p <= n; ++p)
+    if (n % p == 0) return p;
+  return n;
+}
+
+std::string describe(const Graph& g, TensorId t, int dim) {
+  std::ostringstream os;
+  os << "'" << g.tensor(t).name << "' (batch dim " << dim << " of " << shape_str(g.tensor(t).shape) << ")";
+  return os.str();
+}
+
+}  // namespace
+
+std::vector<int> input_batch_dims(const Graph& g, const std::vector<int>& given) {
+  const int T = g.num_tensors();
+  if (!given.empty()) {
+    if (static_cast<int>(given.size()) != T) fail("batch_dims has ", given.size(), " entries for ", T, " tensors");
+    for (TensorId t = 0; t < T; ++t) {
+      const Tensor& x = g.tensor(t);
+      if (given[t] < 0) continue;
+      if (x.is_param) fail("batch_dims names the weight '", x.name, "' as a data input");
+      if (x.producer != kNone) fail("batch_dims names '", x.name, "', which is computed, not a graph input");
+      if (given[t] >= static_cast<int>(x.shape.size()))
+        fail("data input '", x.name, "' of shape ", shape_str(x.shape), " has no batch dim ", given[t]);
+    }
+    return given;
   }
-  int64_t batch = -1;
-  int best = 0;
-  for (const auto& [size, count] : dim0_count)
-    if (count >= best) best = count, batch = size;
+  // The C API names no data inputs: the non-weight graph inputs whose dim 0 is that of the
+  // largest of them (data and labels share the batch; BatchNorm statistics, an RNN's token ids
+  // of (steps, batch) do not).
+  std::vector<char> weight = weight_classes(g);
+  std::vector<int> dims(T, -1);
+  auto candidate = [&](TensorId t) {
+    const Tensor& x = g.tensor(t);
+    return x.producer == kNone && !weight[t] && x.gradient_of == kNone && !x.shape.empty();
+  };
+  TensorId largest = kNone;
+  for (TensorId t = 0; t < T; ++t)
+    if (candidate(t) && (largest == kNone || g.tensor(t).num_elements() > g.tensor(largest).num_elements()))
+      largest = t;
+  for (TensorId t = 0; t < T; ++t)
+    if (largest != kNone && candidate(t) && g.tensor(t).shape[0] == g.tensor(largest).shape[0]) dims[t] = 0;
+  return dims;
+}
+
+BatchMap batch_map(const Graph& g, const std::vector<int>& inputs, const StrategyProvider& provider) {
+  const int T = g.num_tensors();
+  std::vector<char> weight = weight_classes(g);
+  BatchMap m;
+  m.dim = inputs;
+  m.dim.resize(T, -1);
+  m.lost.assign(T, 0);
+  m.carries.assign(g.num_nodes(), 0);
+  // Weights, their gradients and what is tied to them never carry the batch (data
+  // parallelism replicates them, or leaves their gradients' reduction to the search).
+  auto open = [&](TensorId t) { return !weight[t] && !weight_gradient(g, weight, t); };
+  std::vector<Shape> ins, outs;
+  for (NodeId n : g.topo_order()) {
+    const Node& node = g.node(n);
+    // A head gradient (the gradient of a non-loss output, fed in) has its output's batch dim.
+    for (TensorId t : node.inputs) {
+      const Tensor& x = g.tensor(t);
+      if (x.producer == kNone && m.dim[t] < 0 && x.gradient_of != kNone && m.dim[x.gradient_of] >= 0 &&
+          g.tensor(x.gradient_of).shape == x.shape)
+        m.dim[t] = m.dim[x.gradient_of];
+    }
+    int64_t common = 0;
+    bool reads_batch = false, reads_lost = false;
+    for (TensorId t : node.inputs) {
+      if (m.dim[t] >= 0) reads_batch = true, common = std::gcd(common, g.tensor(t).shape[m.dim[t]]);
+      reads_lost |= m.lost[t] && open(t);
+    }
+    if (!reads_batch) {
+      if (reads_lost)
+        for (TensorId t : node.outputs) m.lost[t] = open(t);
+      continue;
+    }
+    // The strategies at the smallest split of the batch (they say which dims go together, the
+    // same at every k that divides it); none when the batch is 1.
+    std::vector<int> out_dim(node.outputs.size(), -2);  // -2: no strategy yet; -1: none or several
+    bool carried = false;
+    if (common >= 2 && !node.tdl.empty()) {
+      ins.clear(), outs.clear();
+      for (TensorId t : node.inputs) ins.push_back(g.tensor(t).shape);
+      for (TensorId t : node.outputs) outs.push_back(g.tensor(t).shape);
+      OpStrategies st = provider(g, n, ins, outs, static_cast<int>(smallest_prime_factor(common)));
+      auto veto = node.attrs.find("__no_split__");
+      for (const Strategy& x : st.strategies) {
+        if (veto != node.attrs.end() && listed(veto->second, x.var)) continue;
+        if (x.inputs.size() != node.inputs.size() || x.outputs.size() != node.outputs.size()) continue;
+        bool ok = true;
+        for (size_t i = 0; i < node.inputs.size() && ok; ++i) {
+          int d = m.dim[node.inputs[i]];
+          const InputNeed& need = x.inputs[i];
+          if (d >= 0 && need.read && (need.replicate || need.dim != d)) ok = false;
+        }
+        // the execution graph only sums partials (exec_build.cc)
+        for (const OutputMake& make : x.outputs) ok = ok && !(make.partial && make.reducer != Reducer::kSum);
+        if (!ok) continue;
+        carried = true;
+        for (size_t j = 0; j < x.outputs.size(); ++j) {
+          int d = x.outputs[j].partial ? -1 : x.outputs[j].dim;
+          out_dim[j] = out_dim[j] == -2 || out_dim[j] == d ? d : -1;
+        }
+      }
+    }
+    if (carried) {
+      m.carries[n] = 1, ++m.carriers;
+      for (size_t j = 0; j < node.outputs.size(); ++j)
+        if (out_dim[j] >= 0 && open(node.outputs[j])) m.dim[node.outputs[j]] = out_dim[j];
+    } else {
+      m.stuck.push_back(n);
+      for (TensorId t : node.outputs) m.lost[t] = open(t);
+    }
+  }
+  return m;
+}
+
+PlanConstraint data_parallel_constraint(const Graph& g, const SearchOptions& options, bool strict) {
+  std::vector<int> inputs = input_batch_dims(g, options.batch_dims);
+  BatchMap m = batch_map(g, inputs, options.provider ? options.provider : tdl_strategy_provider());
+  if (strict) {
+    TensorId any = kNone;
+    for (TensorId t = 0; t < g.num_tensors(); ++t) {
+      if (inputs[t] < 0) continue;
+      any = t;
+      // Every reader of this input is stuck: the batch is nowhere split.
+      const Tensor& x = g.tensor(t);
+      NodeId stuck = kNone;
+      bool split = false;
+      for (NodeId n : x.consumers) split |= m.carries[n], stuck = m.carries[n] ? stuck : n;
+      if (!split && stuck != kNone)
+        fail("data parallelism cannot split the batch of input ", describe(g, t, inputs[t]), ": node '",
+             g.node(stuck).name, "' (op ", g.node(stuck).op, ") reads it and has no strategy splitting that dim",
+             x.shape[inputs[t]] < 2 ? " (a batch of 1)" : "", "; plan it with another algorithm (e.g. tofu)");
+    }
+    if (any == kNone)
+      fail("data parallelism needs a data input with a batch dim to split; this graph has none "
+           "(plan it with another algorithm, e.g. tofu)");
+  }
+  enum Kind : char { kBatch = 0, kWeight, kFree, kScalar, kLost };
+  std::vector<char> weight = weight_classes(g);
+  auto kind = std::make_shared<std::vector<char>>(g.num_tensors(), kFree);
+  auto dim = std::make_shared<std::vector<int>>(m.dim);
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const Tensor& x = g.tensor(t);
-    if (weight_class[c.tensor_tie[t]]) (*kind)[t] = kWeight;
-    else if (!x.shape.empty() && x.shape[0] != batch) (*kind)[t] = kFree;
-    else if (x.gradient_of != kNone && weight_class[c.tensor_tie[x.gradient_of]]) (*kind)[t] = kFree;
-    else if (x.shape.empty()) (*kind)[t] = kScalar;
+    char& k = (*kind)[t];
+    if (weight[t]) k = kWeight;
+    else if (weight_gradient(g, weight, t)) k = kFree;
+    else if (x.shape.empty()) k = kScalar;
+    else if (m.dim[t] >= 0) k = kBatch;
+    else if (m.lost[t] && strict) k = kLost;
   }
   PlanConstraint pc;
   pc.name = "data";
-  pc.allow_tiling = [kind](TensorId t, const Tiling& ti, int) {
+  pc.allow_tiling = [kind, dim](TensorId t, const Tiling& ti, int) {
     switch ((*kind)[t]) {
-      case kWeight:
-      case kScalar: return ti.kind == Tiling::kReplicate;
       case kFree: return true;
-      default: return ti.kind == Tiling::kSplit && ti.dim == 0;
+      case kBatch: return ti.kind == Tiling::kSplit && ti.dim == (*dim)[t];
+      default: return ti.kind == Tiling::kReplicate;
     }
   };
   const Graph* gp = &g;
-  pc.allow_strategy = [kind, gp](NodeId n, const NodeOption& o, int) {
+  pc.allow_strategy = [kind, dim, gp](NodeId n, const NodeOption& o, int) {
     const Node& node = gp->node(n);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if ((*kind)[node.inputs[i]] != kBatch) continue;
       if (o.whole) return false;
       const InputNeed& need = o.strategy.inputs[i];
-      if (need.read && (need.replicate || need.dim != 0)) return false;
+      if (need.read && (need.replicate || need.dim != (*dim)[node.inputs[i]])) return false;
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
-      if ((*kind)[node.outputs[i]] != kBatch) continue;
-      if (o.whole || o.strategy.outputs[i].partial || o.strategy.outputs[i].dim != 0) return false;
+      char k = (*kind)[node.outputs[i]];
+      // what a stuck node computed from the batch is computed whole, not split another way
+      if (k == kLost && !o.whole) return false;
+      if (k != kBatch) continue;
+      const OutputMake& make = o.strategy.outputs[i];
+      if (o.whole || make.partial || make.dim != (*dim)[node.outputs[i]]) return false;
     }
     return true;
   };
-  pc.explain = [kind](TensorId t) -> std::string {
-    return (*kind)[t] == kBatch ? " (data parallelism splits it along dim 0, which the device count must divide)" : "";
+  pc.explain = [kind, dim](TensorId t) -> std::string {
+    if ((*kind)[t] != kBatch) return "";
+    return " (data parallelism splits it along its batch dim " + std::to_string((*dim)[t]) +
+           ", which the device count must divide)";
   };
   return pc;
 }

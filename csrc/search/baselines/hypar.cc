@@ -1,6 +1,7 @@
 #include "search/baselines/hypar.h"
 
 #include <limits>
+#include <utility>
 
 #include "search/baselines/cut_driver.h"
 #include "search/baselines/data.h"
@@ -52,18 +53,18 @@ double elements(const Shape& s) {
 Plan hypar_plan(const Graph& g, int devices, const SearchOptions& options) {
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   auto view = layer_view(g, provider);
-  PlanConstraint data = data_parallel_constraint(g);
-  // Batch tensors (those the data rules split along dim 0) touched by each layer's nodes.
-  auto batch_of_layer = std::make_shared<std::vector<std::vector<TensorId>>>(view->layers.size());
+  PlanConstraint data = data_parallel_constraint(g, options);
+  const BatchMap batch = batch_map(g, input_batch_dims(g, options.batch_dims), provider);
+  // Batch tensors (those the data rules split along their batch dim) touched by each layer's nodes.
+  auto batch_of_layer = std::make_shared<std::vector<std::vector<std::pair<TensorId, int>>>>(view->layers.size());
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     int l = view->node_layer[n];
     if (view->layers.empty()) break;
     auto& list = (*batch_of_layer)[l < 0 ? 0 : l];
     for (const auto* ts : {&g.node(n).inputs, &g.node(n).outputs})
       for (TensorId t : *ts)
-        if (view->weight_of[t] == kNone && data.allow_tiling(t, Tiling::split(0), 0) &&
-            !data.allow_tiling(t, Tiling::replicate(), 0))
-          list.push_back(t);
+        if (view->weight_of[t] == kNone && batch.dim[t] >= 0 && !g.tensor(t).shape.empty())
+          list.emplace_back(t, batch.dim[t]);
   }
   return staged_plan(g, devices, options, "hypar", [view, data, batch_of_layer](const CutContext& ctx) {
     const auto& layers = view->layers;
@@ -73,9 +74,9 @@ Plan hypar_plan(const Graph& g, int devices, const SearchOptions& options) {
       for (TensorId w : L.weights) cost[l].intra_dp += elements(ctx.s.tensor_shape[w]);
       cost[l].intra_mp = L.output == kNone ? 0 : elements(ctx.s.tensor_shape[L.output]);
       cost[l].inter = L.input == kNone ? 0 : elements(ctx.s.tensor_shape[L.input]);
-      for (TensorId t : (*batch_of_layer)[l]) {
+      for (const auto& [t, d] : (*batch_of_layer)[l]) {
         const Shape& sh = ctx.s.tensor_shape[t];
-        if (sh.empty() || sh[0] % ctx.k != 0) cost[l].dp_ok = false;
+        if (sh[d] % ctx.k != 0) cost[l].dp_ok = false;
       }
     }
     std::vector<char> mp = hypar_partition(cost);

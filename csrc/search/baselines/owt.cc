@@ -11,7 +11,7 @@ Plan one_weird_trick_plan(const Graph& g, int devices, const SearchOptions& opti
   auto view = layer_view(g, provider);
   std::vector<char> mp;
   for (const Layer& L : view->layers) mp.push_back(L.kind == LayerKind::kFC);
-  PlanConstraint data = data_parallel_constraint(g);
+  PlanConstraint data = data_parallel_constraint(g, options);
   return staged_plan(g, devices, options, "owt", [view, mp, data](const CutContext& ctx) {
     return layerwise_constraint(*view, data, ctx, mp, "owt");
   });

@@ -59,6 +59,7 @@ cdef extern from "search/kcuts.h" namespace "autotile":
         cbool refine
         vector[int] factors
         vector[vector[string]] pinned
+        vector[int] batch_dims
         vector[pair[double, double]]* cut_check
     CPlan c_price_plan "autotile::price_plan"(const CGraph&, int, const vector[vector[string]]&,
                                              const vector[vector[string]]&, const CSearchOptions&) except +
@@ -224,7 +225,7 @@ cdef void _set_layout(CSearchOptions* opts, factors, pinned) except *:
 
 def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,
                strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None, cut_solver=None,
-               memory_weight=0.0, refine=True):
+               memory_weight=0.0, refine=True, batch_dims=None):
     """Plan the core graph on `devices` devices (csrc/search).
 
     algorithm: "tofu" (recursive k-cuts with the one-cut DP), "bruteforce" (the exhaustive
@@ -254,6 +255,8 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     _set_layout(&opts, factors, pinned)
     opts.memory_weight = float(memory_weight)
     opts.refine = bool(refine)
+    for d in (batch_dims or ()):
+        opts.batch_dims.push_back(int(d))
     if cut_solver is not None:
         opts.external_solver = c_external_solver(_external_trampoline, <void*>solver_box)
     cdef CPlan p

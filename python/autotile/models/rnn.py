@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import List
 
 from ..symbol.symbol import Variable
-from ._layers import check_positive, data_input, op, softmax_head
+from ._layers import check_positive, op
 
 
 def lstm_cell(x, h, c, layer: int, t: int, hidden: int, weights: dict):
@@ -50,7 +50,9 @@ def rnn(layers: int, hidden: int, steps: int = 20, batch: int = 32, vocab: int =
     layer's outputs (steps*batch, hidden) -> FullyConnected ``pred`` (vocab) -> SoftmaxOutput
     with label ``softmax_label`` (steps*batch,), step-major like the Concat."""
     check_positive("rnn", layers=layers, hidden=hidden, steps=steps, batch=batch, vocab=vocab)
-    data = data_input((steps, batch))
+    # the batch is dim 1 of the token ids; the step-major labels have no batch dim (data
+    # parallelism splits the batch where the inputs bind it: planner.data_batch_dims)
+    data = Variable("data", shape=(steps, batch), batch_dim=1)
     embed = op("Embedding", data, input_dim=vocab, output_dim=hidden, name="embed")
     sliced = op("SliceChannel", embed, num_outputs=steps, axis=0, squeeze_axis=True, name="embed_slice")
     inputs: List = [sliced[t] for t in range(steps)]
@@ -64,4 +66,5 @@ def rnn(layers: int, hidden: int, steps: int = 20, batch: int = 32, vocab: int =
         inputs = outputs
     merged = op("Concat", *inputs, dim=0, name="concat") if steps > 1 else inputs[0]
     pred = op("FullyConnected", merged, num_hidden=vocab, name="pred")
-    return softmax_head(pred, (steps * batch,))
+    label = Variable("softmax_label", shape=(steps * batch,), batch_dim="none")
+    return op("SoftmaxOutput", pred, label, name="softmax")

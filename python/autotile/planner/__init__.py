@@ -6,6 +6,8 @@ import os
 import time
 from typing import Dict, Optional, Sequence
 
+import numpy as np
+
 from ..errors import Error
 from ..model_input import as_symbol
 from ..ops.registry import _parse_shape
@@ -16,24 +18,49 @@ ALGORITHMS = ("tofu", "soybean", "data", "model", "owt", "hypar", "spartan", "al
               "bruteforce", "ilp")
 
 
+def declared_batch_dim(node):
+    """The batch dim a data input declares (its ``__batch_dim__`` attribute, e.g.
+    ``Variable("data", shape=(steps, batch), batch_dim=1)``; "none" for an input without one,
+    e.g. an RNN's step-major labels), 0 when it declares none."""
+    text = node.attrs.get("__batch_dim__") if node is not None else None
+    if text is None:
+        return 0
+    if str(text).strip().lower() in ("none", "-1", ""):
+        return None
+    try:
+        dim = int(text)
+    except ValueError:
+        dim = -1
+    if dim < 0:
+        raise Error(f"input '{node.name}': __batch_dim__ must be a dim (0, 1, ...) or 'none', got {text!r}")
+    return dim
+
+
 def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], data_names: Sequence[str],
                 override_batch: bool = True):
-    """Shapes of the data inputs: as given, else their declared shapes, with dim 0 set to
-    `batch` when `override_batch` (a Symbol the caller built; zoo models and ONNX files are
-    already built for the batch, and an RNN's batch is not its dim 0)."""
+    """Shapes of the data inputs: as given, else their declared shapes, with the batch dim
+    (:func:`declared_batch_dim`, dim 0 unless the input declares another) set to `batch` when
+    `override_batch` (a Symbol the caller built; zoo models and ONNX files are already built
+    for the batch)."""
     from ..symbol.infer import _declared_shape
 
     by_name = {n.name: n for n in sym.topo_nodes() if n.is_variable}
     result = {}
     for name in data_names:
-        declared = _declared_shape(by_name[name]) if name in by_name else None
+        node = by_name.get(name)
+        declared = _declared_shape(node) if node is not None else None
+        bd = declared_batch_dim(node)
         if shapes and name in shapes:
             shape = tuple(int(d) for d in shapes[name])
-            if batch is not None and shape and shape[0] != batch:
+            if batch is not None and bd is not None and len(shape) > bd and shape[bd] != batch:
                 raise Error(f"batch={batch} contradicts the shape {shape} given for input '{name}'")
         elif declared is not None:
-            shape = declared if batch is None or not override_batch else (batch,) + tuple(declared[1:])
-        elif batch is not None and override_batch and _unknown_batch_only(by_name.get(name)):
+            shape = tuple(declared)
+            if batch is not None and override_batch and bd is not None:
+                if bd >= len(shape):
+                    raise Error(f"input '{name}' of shape {shape} has no batch dim {bd} to set to batch={batch}")
+                shape = shape[:bd] + (batch,) + shape[bd + 1:]
+        elif batch is not None and override_batch and bd == 0 and _unknown_batch_only(node):
             # declared as MXNet writes an unknown batch, e.g. (0, 784): `batch` completes it
             shape = (batch,) + tuple(_parse_shape(by_name[name].attrs["__shape__"])[1:])
         else:
@@ -45,6 +72,32 @@ def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], d
                 raise Error(f"shapes names '{name}', which is not an input of the model")
             result[name] = tuple(shapes[name])
     return result
+
+
+def data_batch_dims(sym, data_names: Sequence[str], in_shapes: Dict[str, tuple],
+                    batch: Optional[int] = None) -> Dict[str, int]:
+    """The dim each data input binds the batch to, where data parallelism splits it: the
+    declared batch dim (:func:`declared_batch_dim`) of every data input whose size there is the
+    batch (`batch`, else the size most data inputs have there; on a tie that of the largest
+    input, whose batch the labels follow). Inputs without one (a (1, seq) position input,
+    step-major labels) are left out."""
+    by_name = {n.name: n for n in sym.topo_nodes() if n.is_variable}
+    dims = {}
+    for name in data_names:
+        shape = in_shapes.get(name)
+        bd = declared_batch_dim(by_name.get(name))
+        if shape is not None and bd is not None and bd < len(shape):
+            dims[name] = bd
+        elif shape is not None and bd is not None and name in by_name and "__batch_dim__" in by_name[name].attrs:
+            raise Error(f"input '{name}' of shape {tuple(shape)} has no batch dim {bd}")
+    if batch is None:
+        counts: Dict[int, list] = {}
+        for name, d in dims.items():
+            entry = counts.setdefault(in_shapes[name][d], [0, 0])
+            entry[0] += 1
+            entry[1] = max(entry[1], int(np.prod(in_shapes[name])))
+        batch = max(counts, key=lambda size: tuple(counts[size])) if counts else None
+    return {name: d for name, d in dims.items() if in_shapes[name][d] == batch}
 
 
 def _unknown_batch_only(node) -> bool:
@@ -188,6 +241,12 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     # RNN's Concat of its timesteps, a BatchNorm of 3 channels on 2 devices), as users of data
     # parallelism expect; Plan.replicated_nodes() and the summary name them.
     fallback = replicate_fallback or algorithm == "data"
+    # Where the batch is: the data baselines split it there and carry it through the graph.
+    batch_dims = [-1] * len(lowered.tensor_names)
+    tensor_id = {name: i for i, name in enumerate(lowered.tensor_names)}
+    for name, d in data_batch_dims(sym, tg.data_names, in_shapes, batch).items():
+        if name in tensor_id:
+            batch_dims[tensor_id[name]] = d
     # A cut too wide for the exact DP (DenseNet's dense blocks) goes to the integer program
     # with a time limit; `wide` collects its stats (cut, gap) for the plan.
     from . import ilp
@@ -200,7 +259,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         try:
             raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
                                    fallback, factors=factors, pinned=pins, memory_weight=memory_weight,
-                                   cut_solver=wide_solver, refine=bool(refine))
+                                   cut_solver=wide_solver, refine=bool(refine), batch_dims=batch_dims)
             raw["wide_cuts"] = list(wide)  # the budget search may keep a plan other than its last
             return raw
         except Error as e:
