@@ -1,0 +1,174 @@
+"""Mixture-of-experts routing ops (issue 31, section 5): OneHot and ScatterElements have static
+shapes and import (OneHot as comparisons with a constant range, ScatterElements as ScatterND of
+full index tuples), equal to onnxruntime and trained on 2 devices as on 1; TopK on run-time
+values and NonZero (an output shape that depends on the data) are refused with an Error that
+names the node and op, says that data-dependent routing is not supported, and what is (a
+dense mixture of experts). On constants they still fold."""
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+pytest.importorskip("autotile._core")
+
+from onnx import TensorProto, helper  # noqa: E402
+
+import autotile as at  # noqa: E402
+from autotile.errors import Error  # noqa: E402
+from onnx_models import assert_matches_ort, make_model, run_ort  # noqa: E402
+
+RNG = np.random.default_rng(31)
+mk = helper.make_node
+I64 = TensorProto.INT64
+
+
+def _i(*v):
+    return np.array(v, np.int64)
+
+
+@pytest.mark.parametrize("axis", [-1, 0, 1])
+def test_one_hot_of_run_time_indices_equals_onnxruntime(axis):
+    """Negative indices count from the end; those outside [-depth, depth) give all off values."""
+    ids = _i(0, 4, -1, 2, -5, 7, 3, -6).reshape(2, 4)
+    nodes = [mk("OneHot", ["ids", "depth", "values"], ["y"], axis=axis)]
+    model = make_model(nodes, {"ids": (2, 4)}, ["y"], {"depth": _i(5), "values": np.array([-0.5, 2.0], np.float32)},
+                       dtypes={"ids": I64})
+    assert_matches_ort(model, {"ids": ids})
+
+
+def _routing_model():
+    """Tokens x (N, D) routed by a given expert id per token: y = sum_e onehot(e)[n, e] *
+    (x W_e)[n, :], written as Einsum-free MatMuls: gate (N, E) = OneHot(ids); h (E, N, H) =
+    x . W (E, D, H); y = sum_e gate^T[e, n, None] * h[e]."""
+    n, d, e, h = 6, 4, 3, 5
+    inits = {"W": (RNG.standard_normal((e, d, h)) * 0.5).astype(np.float32), "depth": _i(e),
+             "values": np.array([0.0, 1.0], np.float32), "perm": _i(1, 0)}
+    nodes = [mk("OneHot", ["ids", "depth", "values"], ["gate"], axis=0),  # (E, N)
+             mk("Unsqueeze", ["gate", "last"], ["g3"]),  # (E, N, 1)
+             mk("MatMul", ["x", "W"], ["hx"]),  # (E, N, H)
+             mk("Mul", ["g3", "hx"], ["weighted"]),
+             mk("ReduceSum", ["weighted", "zero"], ["y"], keepdims=0)]
+    inits.update({"last": _i(2), "zero": _i(0)})
+    del inits["perm"]
+    return make_model(nodes, {"x": (n, d), "ids": (n,)}, ["y"], inits, dtypes={"ids": I64}), n, d, e
+
+
+def test_one_hot_routing_trains_on_2_devices_as_on_1():
+    model, n, d, e = _routing_model()
+    x = RNG.standard_normal((n, d)).astype(np.float32)
+    ids = RNG.integers(0, e, n).astype(np.int64)
+    assert_matches_ort(model, {"x": x, "ids": ids})
+    sym = at.onnx.load(model)
+    params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in sym.params.items()}
+    inputs = {sym.onnx_names["x"]: x.astype(np.float64), sym.onnx_names["ids"]: ids}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    res = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
+    (w,) = [k for k in ref.grads if ref.grads[k].shape == (e, d, 5)]
+    # d sum(y) / d W[e] = x[ids == e]^T . ones: experts no token chose get no gradient
+    want = np.stack([np.outer(x[ids == k].astype(np.float64).sum(0), np.ones(5)) for k in range(e)])
+    np.testing.assert_allclose(ref.grads[w], want, rtol=1e-12, atol=1e-12)
+    for k, g in ref.grads.items():
+        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+@pytest.mark.parametrize("axis,reduction,const", [(0, "none", False), (1, "none", False), (1, "add", False),
+                                                  (-1, "add", True), (0, "none", True)])
+def test_scatter_elements_equals_onnxruntime(axis, reduction, const):
+    data = RNG.standard_normal((4, 6)).astype(np.float32)
+    shape = (2, 6) if axis == 0 else (4, 3)
+    size = data.shape[axis]
+    if reduction == "none":  # distinct targets: ONNX leaves the order of duplicates open
+        idx = np.stack([RNG.permutation(size)[:shape[axis]] for _ in range(shape[1 - axis])], axis=1 - axis)
+        idx = idx.reshape(shape)
+    else:
+        idx = RNG.integers(-size, size, shape)
+    idx = idx.astype(np.int64)
+    upd = RNG.standard_normal(shape).astype(np.float32)
+    nodes = [mk("ScatterElements", ["data", "idx", "upd"], ["y"], axis=axis, reduction=reduction)]
+    inputs = {"data": data.shape, "upd": shape}
+    inits = {"idx": idx} if const else None
+    if not const:
+        inputs["idx"] = shape
+    model = make_model(nodes, inputs, ["y"], inits, opset=16, dtypes={"idx": I64})
+    feeds = {"data": data, "upd": upd} if const else {"data": data, "upd": upd, "idx": idx}
+    assert_matches_ort(model, feeds)
+
+
+def test_scatter_elements_trains_on_2_devices_as_on_1():
+    """Gradients reach the data (not where overwritten) and the updates (gathered)."""
+    idx = _i(2, 0, 1, 3, 0, 2).reshape(2, 3)
+    nodes = [mk("MatMul", ["x", "W"], ["data"]), mk("Mul", ["x2", "V"], ["upd"]),
+             mk("ScatterElements", ["data", "idx", "upd"], ["s"], axis=1), mk("Tanh", ["s"], ["y"])]
+    inits = {"W": RNG.standard_normal((3, 4)).astype(np.float32), "V": RNG.standard_normal((2, 3)).astype(np.float32)}
+    model = make_model(nodes, {"x": (2, 3), "x2": (2, 3), "idx": (2, 3)}, ["y"], inits, opset=13,
+                       dtypes={"idx": I64})
+    feeds = {"x": RNG.standard_normal((2, 3)).astype(np.float32), "x2": RNG.standard_normal((2, 3)).astype(np.float32),
+             "idx": idx}
+    assert_matches_ort(model, feeds)
+    sym = at.onnx.load(model)
+    params = {k: v.astype(np.float64) for k, v in sym.params.items()}
+    inputs = {sym.onnx_names[k]: (v.astype(np.float64) if v.dtype.kind == "f" else v) for k, v in feeds.items()}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    # oracle: NumPy's put_along_axis and the chain rule by hand
+    x, x2 = feeds["x"].astype(np.float64), feeds["x2"].astype(np.float64)
+    w, v = inits["W"].astype(np.float64), inits["V"].astype(np.float64)
+    s = x @ w
+    np.put_along_axis(s, idx, x2 * v, axis=1)
+    ds = 1.0 - np.tanh(s) ** 2
+    kept = np.ones_like(s)
+    np.put_along_axis(kept, idx, 0.0, axis=1)
+    np.testing.assert_allclose(ref.outputs[0], np.tanh(s), rtol=1e-12)
+    (gw,) = [k for k in ref.grads if ref.grads[k].shape in ((3, 4), (4, 3))]
+    want_w = x.T @ (ds * kept)
+    got_w = ref.grads[gw] if ref.grads[gw].shape == (3, 4) else ref.grads[gw].T
+    np.testing.assert_allclose(got_w, want_w, rtol=1e-10, atol=1e-12)
+    (gv,) = [k for k in ref.grads if ref.grads[k].shape == (2, 3)]
+    np.testing.assert_allclose(ref.grads[gv], x2 * np.take_along_axis(ds, idx, axis=1), rtol=1e-10, atol=1e-12)
+    res = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
+    for k, g in ref.grads.items():
+        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+def _moe_top_k():
+    """Top-2 routing: logits = x . Wg; (vals, experts) = TopK(logits, 2)."""
+    nodes = [mk("MatMul", ["x", "Wg"], ["logits"]), mk("TopK", ["logits", "k"], ["vals", "experts"], axis=-1,
+                                                         name="router_topk")]
+    return make_model(nodes, {"x": (6, 4)}, ["vals", "experts"],
+                      {"Wg": RNG.standard_normal((4, 3)).astype(np.float32), "k": _i(2)}, dtypes={"experts": I64})
+
+
+def test_top_k_routing_is_refused_saying_what_is_supported():
+    model = _moe_top_k()
+    run_ort(model, {"x": RNG.standard_normal((6, 4)).astype(np.float32)})  # a valid model
+    with pytest.raises(Error) as e:
+        at.onnx.load(model)
+    msg = str(e.value)
+    for word in ("router_topk", "TopK", "data-dependent", "not supported", "dense"):
+        assert word in msg, msg
+
+
+@pytest.mark.parametrize("op", ["NonZero", "Compress", "Unique"])
+def test_data_dependent_shapes_are_refused(op):
+    inputs = {"x": (4, 6)}
+    nodes = [mk("Greater", ["x", "zero"], ["mask"])]
+    if op == "NonZero":
+        nodes.append(mk("NonZero", ["mask"], ["y"], name="where_routed"))
+    elif op == "Compress":
+        nodes += [mk("ReduceMax", ["x"], ["rm"], axes=[1], keepdims=0), mk("Greater", ["rm", "zero"], ["rows"]),
+                  mk("Compress", ["x", "rows"], ["y"], axis=0, name="where_routed")]
+    else:
+        nodes.append(mk("Unique", ["x"], ["y"], name="where_routed"))
+    model = make_model(nodes, inputs, ["y"], {"zero": np.array(0.0, np.float32)})
+    with pytest.raises(Error) as e:
+        at.onnx.load(model)
+    msg = str(e.value)
+    for word in ("where_routed", op, "depends on the data", "not supported", "dense"):
+        assert word in msg, msg
+
+
+def test_top_k_and_non_zero_of_constants_still_fold():
+    c = RNG.standard_normal((4, 6)).astype(np.float32)
+    nodes = [mk("TopK", ["c", "k"], ["v", "i"], axis=1), mk("NonZero", ["c"], ["nz"]), mk("Cast", ["nz"], ["f"], to=1),
+             mk("ReduceSum", ["f"], ["s"], keepdims=1), mk("Add", ["v", "x"], ["a"]), mk("Mul", ["a", "s"], ["y"])]
+    model = make_model(nodes, {"x": (4, 2)}, ["y"], {"c": c, "k": _i(2)})
+    assert_matches_ort(model, {"x": RNG.standard_normal((4, 2)).astype(np.float32)})
