@@ -17,6 +17,7 @@ import torch.nn as nn  # noqa: E402
 
 import autotile as at  # noqa: E402
 import autotile.torch as att  # noqa: E402
+from autotile.torch.step_check import placement_text  # noqa: E402
 from hostile_util import raises_naming  # noqa: E402
 
 TOL = 1e-5  # relative to the plain step's largest magnitude
@@ -48,12 +49,39 @@ class TwoWays(nn.Module):
         return torch.relu(x @ self.w + self.b) @ self.w.t()
 
 
+class ReadsTransposed(nn.Module):
+    """``x @ W`` with a non-square W: the import holds it as ``W_T`` (16 x 8), the module as 8 x 16."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(8, 16) / 4)
+
+    def forward(self, x):
+        return torch.tanh(x @ self.w)
+
+
+class Buffered(nn.Module):
+    """A registered (untrained) scale and a BatchNorm1d (running statistics updated in the step)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.bn = nn.BatchNorm1d(8)
+        self.out = nn.Linear(8, 3)
+        self.register_buffer("scale", torch.linspace(0.5, 2, 8))
+
+    def forward(self, x):
+        return self.out(torch.relu(self.bn(self.fc(x))) * self.scale)
+
+
 def _plain_step(module, inputs, lr=0.1):
-    """{parameter name (every owner): (gradient, updated value)} of the plain module's step."""
+    """{parameter name (every owner): (gradient, updated value)} of the plain module's step,
+    and {buffer: value after it}."""
     ref = copy.deepcopy(module)
     att.sgd_step(ref, inputs, lr)
-    return {n: (p.grad.numpy().copy(), p.detach().numpy().copy())
-            for n, p in ref.named_parameters(remove_duplicate=False)}
+    return ({n: (p.grad.numpy().copy(), p.detach().numpy().copy())
+             for n, p in ref.named_parameters(remove_duplicate=False)},
+            {n: b.numpy().copy() for n, b in ref.named_buffers()})
 
 
 def _parallel_step(rank, module, plan, sym, inputs, lr=0.1):
@@ -62,14 +90,20 @@ def _parallel_step(rank, module, plan, sym, inputs, lr=0.1):
     mod = att.parallelize(copy.deepcopy(module), plan, sym)
     att.sgd_step(mod, inputs, lr)
     named = list(mod.named_parameters(remove_duplicate=False))
+    state = mod.autotile
     return {"step": {n: (p.grad.full_tensor().numpy(), p.full_tensor().detach().numpy()) for n, p in named},
+            "buffers": {n: b.full_tensor().numpy() for n, b in mod.named_buffers()},
+            "params": dict(state.params), "transposed": sorted(state.transposed), "views": dict(state.views),
             "shared": sorted(sorted(n for n, q in named if q is p) for _, p in named),
-            "layout": {n: ([str(x) for x in p.placements], tuple(p.to_local().shape)) for n, p in named}}
+            "layout": {n: ([placement_text(x) for x in p.placements], tuple(p.to_local().shape)) for n, p in named}}
 
 
 def _check_against_plain(module, plan, sym, inputs, got):
-    want = _plain_step(module, inputs)
+    want, buffers = _plain_step(module, inputs)
     for rank_result in got:
+        assert sorted(rank_result["buffers"]) == sorted(buffers)
+        for name, value in buffers.items():
+            assert np.allclose(rank_result["buffers"][name], value, rtol=1e-5, atol=1e-6), name
         assert sorted(rank_result["step"]) == sorted(want)
         for name, (grad, value) in want.items():
             g, v = rank_result["step"][name]
@@ -129,3 +163,70 @@ def test_compare_step_reports_an_untied_parameter_rather_than_failing_on_its_nam
     report = att.run_local(job, 2, timeout=120)[0]
     assert report["diff"]["grad"] > 0.1 * report["scale"]["grad"], report
     assert report["worst"]["grad"] in ("emb.weight", "head.weight"), report["worst"]
+
+
+def _laid_out_as_planned(plan, r):
+    """Each module parameter's placements are its plan tensor's (``plan.to_dtensor()``; Shard(0)
+    and Shard(1) swapped where the plan holds the weight transposed) and its local shape the
+    plan's tile of that tensor; parameters the plan does not train are replicated."""
+    expect = plan.to_dtensor()["placements"]
+    for pname, (placements, local) in r["layout"].items():
+        tensor = r["params"].get(pname)
+        if tensor is None:
+            assert set(placements) == {"Replicate()"}, pname
+            continue
+        row, tile = list(expect[tensor]), list(plan.tile_shape(tensor))
+        if pname in r["transposed"]:
+            row = [{"Shard(0)": "Shard(1)", "Shard(1)": "Shard(0)"}.get(x, x) for x in row]
+            tile = tile[::-1]
+        assert (list(placements), list(local)) == (row, tile), (pname, tensor)
+
+
+def test_a_weight_read_in_two_orientations_and_buffers():
+    """``x @ W`` and ``h @ W.T`` import as two plan tensors of one parameter (was: 'module
+    parameter w matches two plan tensors'); ``x @ W`` alone holds a non-square W transposed
+    (was: refused, 'has shape (8, 16) but plan tensor w_T has shape (16, 8)'); a registered
+    buffer and BatchNorm1d's running statistics (were: trained by the plan and refused by
+    parallelize, or a raw 'mixed torch.Tensor and DTensor' in rank 0's traceback). Each step
+    equals the plain module's, buffers included; each parameter is laid out as planned."""
+    torch.manual_seed(0)
+    cases = []
+    for module, kw in ((TwoWays(), {}), (ReadsTransposed(), {}), (Buffered(), {}),
+                       (Buffered(), {"algorithm": "data"})):
+        x = torch.randn(4, 8)
+        sym = att.export(module, x)
+        cases.append((module, at.plan(sym, devices=2, shapes={"x": (4, 8)}, **kw), sym, (x,)))
+    two, one, buffered = cases[0][1], cases[1][1], cases[2][1]
+    assert {"w", "w_T"} <= set(two.param_names) and one.param_names == ["w_T"]
+    assert sorted(buffered.param_names) == sorted(n for n, _ in Buffered().named_parameters())
+
+    def job(rank):
+        return [_parallel_step(rank, *case) for case in cases]
+
+    results = att.run_local(job, 2, timeout=120)
+    for j, case in enumerate(cases):
+        got = [r[j] for r in results]
+        _check_against_plain(*case, got)
+        for r in got:
+            _laid_out_as_planned(case[1], r)
+    r = results[0]
+    assert r[0]["params"] == {"w": "w", "b": "b"} and r[0]["views"] == {"w_T": ("w", "transposed")}
+    assert r[1]["params"] == {"w": "w_T"} and r[1]["transposed"] == ["w"]
+
+
+def test_export_leaves_the_module_as_it_was_and_names_missing_inputs():
+    """export ran the module once in training mode: BatchNorm's running statistics moved
+    (num_batches_tracked 0 -> 1) before any step; each submodule's mode is restored as it was.
+    export(module) without inputs was a raw error from the exporter."""
+    torch.manual_seed(0)
+    m = Buffered()
+    m.bn.eval()  # a submodule in its own mode, under a module in training mode
+    m.bn.train()
+    m.out.eval()
+    before = {n: b.clone() for n, b in m.named_buffers()}
+    att.export(m, torch.randn(4, 8))
+    for n, b in m.named_buffers():
+        assert torch.equal(b, before[n]), n
+    assert m.training and m.bn.training and not m.out.training
+    raises_naming(lambda: att.export(m), "Buffered", "example inputs", "x")
+    raises_naming(lambda: att.export(lambda x: x, torch.randn(2)), "nn.Module", "function")

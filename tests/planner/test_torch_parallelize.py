@@ -176,11 +176,32 @@ def _run(module, shape, plans, seed=0):
     return built, results, sym
 
 
-def _check(results, j):
+def _params_as_planned(plan, r):
+    """Every parameter the plan trains is a DTensor with the plan's placements
+    (``plan.to_dtensor()``'s, or ``plan_layout``'s where parallelize regrouped the mesh) and,
+    on this rank, the plan's tile shape (``plan.tile_shape``); the others are replicated.
+    (Issue 31: a parallelize replicating every parameter passed every other check here.)"""
+    exported = plan.to_dtensor()
+    expect = exported if exported["mesh"]["shape"] == r["mesh"]["shape"] else att.plan_layout(plan)
+    assert set(r["params"].values()) <= set(plan.param_names) and r["params"]
+    for pname, (placements, local) in r["layout"].items():
+        tensor = r["params"].get(pname)
+        if tensor is None:
+            assert set(placements) == {"Replicate()"}, (pname, placements)
+            continue
+        row, tile = list(expect["placements"][tensor]), list(plan.tile_shape(tensor))
+        if pname in r["transposed"]:
+            row = [{"Shard(0)": "Shard(1)", "Shard(1)": "Shard(0)"}.get(x, x) for x in row]
+            tile = tile[::-1]
+        assert (list(placements), list(local)) == (row, tile), (pname, tensor, placements, local, row, tile)
+
+
+def _check(results, j, plan):
     for per_rank in results:
         r = per_rank[j]
         for k in ("output", "grad", "param"):
             assert r["diff"][k] <= TOL * max(1.0, r["scale"][k]), (k, r["diff"], r["scale"])
+        _params_as_planned(plan, r)
     return results[0][j]
 
 
@@ -194,7 +215,7 @@ def test_mlp_step_on_8_gloo_processes_tofu_data_and_rules():
     plans, results, sym = _run(module, (64, 784), [
         {"devices": 8}, {"devices": 8, "algorithm": "data"},
         {"mesh": {"batch": 2, "model": 4}, "layout": {"fc1.weight": {0: "model"}, "data": {0: "batch"}}}])
-    tofu, data, rules = _check(results, 0), _check(results, 1), _check(results, 2)
+    tofu, data, rules = (_check(results, j, plans[j]) for j in range(3))
     assert tofu["mesh"]["shape"] == [8] and data["mesh"]["shape"] == [8] and rules["mesh"]["shape"] == [2, 4]
     assert not tofu["unmapped"] and not data["unmapped"]
     rep = data["report"]
@@ -232,18 +253,18 @@ def test_transformer_block_and_cnn_steps_on_8_gloo_processes():
         {"devices": 8, "algorithm": "data"},
         {"mesh": {"batch": 2, "model": 4}, "layout": megatron_rules()},
         {"devices": 8}])
-    data = _check(results, 0)
+    data = _check(results, 0, plans[0])
     ff2_bias = 2 * 7 * 32 * 4  # DTensor leaves the last bias gradient unreduced (see the MLP test)
     assert data["report"]["total_bytes"] == pytest.approx(plans[0].comm_bytes - ff2_bias)
-    rules = _check(results, 1)
+    rules = _check(results, 1, plans[1])
     assert rules["mesh"] == {"shape": [2, 4], "dim_names": ["batch", "model"]}
     assert rules["redistributed"], "the rules plan lays activations out unlike DTensor's propagation"
     _tiles_as_planned(plans[1], rules)
-    tofu = _check(results, 2)  # batch 16: the tofu plan's parameters fit a 4 x 2 mesh
+    tofu = _check(results, 2, plans[2])  # batch 16: the tofu plan's parameters fit a 4 x 2 mesh
     assert tofu["mesh"]["shape"] == [4, 2] and tofu["redistributed"]
     _tiles_as_planned(plans[2], tofu)
-    _, results, _ = _run(zoo.CNN(), (16, 1, 8, 8), [{"devices": 8, "algorithm": "data"}])
-    _check(results, 0)
+    plans, results, _ = _run(zoo.CNN(), (16, 1, 8, 8), [{"devices": 8, "algorithm": "data"}])
+    _check(results, 0, plans[0])
 
 
 def test_run_local_names_the_failing_rank():

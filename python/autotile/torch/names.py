@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import inspect
 import io
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -174,12 +175,21 @@ def export(module, *args, opset: int = 17, **load_kwargs):
         raise Error("autotile.torch.export needs the onnx package: pip install 'autotile[onnx]'") from None
     from .. import onnx as at_onnx
 
+    if not isinstance(module, torch.nn.Module):
+        raise Error(f"autotile.torch.export takes an nn.Module and its example inputs, got module of type "
+                    f"{type(module).__name__}")
     args = tuple(args)
+    if not args:
+        raise Error(f"autotile.torch.export({type(module).__name__}) needs example inputs, one per argument of "
+                    f"forward{tuple(forward_arg_names(module))}: export(module, x, ...)")
     input_names = forward_arg_names(module, len(args))
-    calls = record_calls(module, args)
-    was_training = module.training
+    # the export runs the module twice: in eval mode (as the exporter traces it), each module's
+    # mode and every buffer (BatchNorm's running statistics) restored after
+    modes = [(m, m.training) for m in module.modules()]
+    buffers = [(b, b.detach().clone()) for b in module.buffers()]
     module.eval()
     try:
+        calls = record_calls(module, args)
         with torch.no_grad():
             out = module(*args)
         n_out = len(flat_tensors(out))
@@ -193,8 +203,18 @@ def export(module, *args, opset: int = 17, **load_kwargs):
                               input_names=input_names, output_names=output_names,
                               keep_initializers_as_inputs=True)
     finally:
-        module.train(was_training)
+        for m, mode in modes:
+            m.training = mode
+        with torch.no_grad():
+            for b, kept in buffers:
+                b.copy_(kept)
     model = onnx.load_from_string(buf.getvalue())
+    if "trainable" not in load_kwargs:
+        # what the module trains: its parameters that want a gradient, not its buffers (BatchNorm's
+        # running statistics, a registered scale), which the import's own rule would train
+        inits = {t.name for t in model.graph.initializer}
+        want = {n for n, p in module.named_parameters(remove_duplicate=False) if p.requires_grad}
+        load_kwargs["trainable"] = [re.sub(r"([*?[])", r"[\1]", n) for n in sorted(want & inits)]
     sym = at_onnx.load(model, **load_kwargs)
     sym.torch_map = module_map(model, sym.onnx_names, calls, input_names)
     return sym

@@ -114,57 +114,97 @@ def _placements(row):
                  for p in row)
 
 
-def match_parameters(module, plan, model=None) -> Dict[str, str]:
-    """``{module parameter name: plan tensor name}`` for every trainable tensor of the plan.
-    By the ONNX initializer name each plan parameter came from (the TorchScript exporter
-    keeps ``named_parameters()`` names); a plan parameter whose initializer has no such name
-    (an export with constant folding names a Linear weight it transposed ``onnx::MatMul_94``;
-    the import transposes it back) is matched by value against the module's parameters when
-    `model` (the imported Symbol) carries its value. Error naming the tensor when none
-    matches, the shapes differ, or two plan tensors claim one parameter."""
+def _orientation(p, shape: tuple, value, by_value_only: bool = False) -> Optional[str]:
+    """How a plan tensor of `shape` (and `value`, when the Symbol carries it) holds module
+    parameter `p`: ``"stored"``, ``"transposed"`` (a 2-D weight the import keeps as its
+    transpose, as ``x @ W`` reads it) or None. The values decide a square weight; without
+    them (or with a module trained since its export) the shapes decide, stored first."""
+    have = tuple(p.shape)
+    stored, trans = have == shape, len(have) == 2 and have[::-1] == shape
+    if value is not None and (stored or trans):
+        v, mine = np.asarray(value), p.detach().cpu().numpy()
+        if stored and np.array_equal(mine, v):
+            return "stored"
+        if trans and np.array_equal(mine.T, v):
+            return "transposed"
+    if by_value_only:
+        return None
+    return "stored" if stored else ("transposed" if trans else None)
+
+
+def _match(module, plan, model=None):
+    """``(params, transposed, views)``: module parameter -> the plan tensor giving its layout;
+    the module parameters that tensor holds transposed; the other plan tensors holding a
+    module parameter (a weight read in two orientations: ``x @ W`` and ``h @ W.T`` import as
+    ``W_T`` and ``W``), plan tensor -> (module parameter, orientation)."""
     params = dict(module.named_parameters())
     tmap: Optional[ModuleMap] = getattr(model, "torch_map", None)
     onnx_of = dict(tmap.params) if tmap else {}
     if model is not None and not onnx_of:
         onnx_of = {v: k for k, v in getattr(model, "onnx_names", {}).items()}
     values = getattr(model, "params", None) or {}
-    out: Dict[str, str] = {}
+    held: Dict[str, list] = {}  # module parameter -> [(plan tensor, orientation)]
     for name in plan.param_names:
         shape = tuple(plan.tensor_shapes[name])
-        found = None
+        value = values.get(name)
+        found, how = None, None
         for cand in (onnx_of.get(name), name):
             if cand in params:
                 found = cand
+                how = _orientation(params[found], shape, value)
+                if how is None:
+                    raise Error(f"module parameter '{found}' has shape {tuple(params[found].shape)} but plan "
+                                f"tensor '{name}' has shape {shape}")
                 break
-        if found is None and name in values:
-            want = np.asarray(values[name])
-            for pname, p in params.items():
-                v = p.detach().cpu().numpy()
-                if v.shape == want.shape and np.array_equal(v, want) and pname not in out:
+        if found is None and value is not None:
+            # by value: a parameter no plan tensor holds yet first (equal values: two fresh LayerNorms)
+            for pname, p in sorted(params.items(), key=lambda kv: kv[0] in held):
+                how = _orientation(p, shape, value, by_value_only=True)
+                if how is not None:
                     found = pname
                     break
         if found is None:
             raise Error(f"plan tensor '{name}' (ONNX initializer '{onnx_of.get(name, name)}', shape {shape}) has "
                         f"no parameter in {type(module).__name__}: no named_parameters() entry of that name or "
                         f"value (export with autotile.torch.export, which keeps the names)")
-        pname = found
-        have = tuple(params[pname].shape)
-        if have != shape:
-            raise Error(f"module parameter '{pname}' has shape {have} but plan tensor '{name}' has shape {shape}")
-        if pname in out:
-            raise Error(f"module parameter '{pname}' matches two plan tensors, '{out[pname]}' and '{name}'")
-        out[pname] = name
-    return out
+        held.setdefault(found, []).append((name, how))
+    out, transposed, views = {}, set(), {}
+    for pname, tensors in held.items():
+        stored = [t for t, how in tensors if how == "stored"]
+        if len(stored) > 1:
+            raise Error(f"module parameter '{pname}' matches two plan tensors, '{stored[0]}' and '{stored[1]}'")
+        first, how = next((t, h) for t, h in tensors if h == "stored") if stored else tensors[0]
+        out[pname] = first
+        if how == "transposed":
+            transposed.add(pname)
+        views.update({t: (pname, h) for t, h in tensors if t != first})
+    return out, transposed, views
+
+
+def match_parameters(module, plan, model=None) -> Dict[str, str]:
+    """``{module parameter name: plan tensor name}`` for every trainable tensor of the plan.
+    By the ONNX initializer name each plan parameter came from (the TorchScript exporter
+    keeps ``named_parameters()`` names); a plan parameter whose initializer has no such name
+    (an export with constant folding names a Linear weight it transposed ``onnx::MatMul_94``;
+    the import transposes it back) is matched by value against the module's parameters when
+    `model` (the imported Symbol) carries its value. A weight the plan holds transposed
+    (``x @ W`` imports as ``W_T``) maps to that tensor; one it holds both ways maps to the
+    tensor as stored (``Parallelized.views`` lists the other). Error naming the tensor when
+    none matches, the shapes differ, or two plan tensors claim one parameter as stored."""
+    return _match(module, plan, model)[0]
 
 
 class Parallelized:
     """What :func:`parallelize` did: the mesh, the layout, parameter and activation mapping
-    (``params``: module parameter -> plan tensor; ``activations``: (module, call) -> plan
-    tensors), and the hook handles (``remove()`` takes the hooks off)."""
+    (``params``: module parameter -> plan tensor, ``transposed``: the parameters that tensor
+    holds transposed, ``views``: other plan tensors holding a parameter; ``activations``:
+    (module, call) -> plan tensors), and the hook handles (``remove()`` takes the hooks off)."""
 
-    def __init__(self, module, plan, mesh, layout, params, tmap):
+    def __init__(self, module, plan, mesh, layout, params, tmap, transposed=(), views=None):
         self.module, self.plan, self.mesh, self.layout = module, plan, mesh, layout
         self.params = params
+        self.transposed = set(transposed)
+        self.views = dict(views or {})
         self.map: Optional[ModuleMap] = tmap
         #: (module, k) -> plan tensor per output of its k-th call; the calls left unmapped
         self.activations, self.unmapped = tmap.resolve(plan.tensor_shapes) if tmap else ({}, [])
@@ -176,6 +216,18 @@ class Parallelized:
     def placements(self, tensor: str):
         """The plan's DTensor placements of `tensor` (objects)."""
         return _placements(self.layout["placements"][tensor])
+
+    def param_placements(self, name: str) -> list:
+        """The placements (strings) module parameter `name` gets: its plan tensor's, with
+        ``Shard(0)`` and ``Shard(1)`` swapped where the plan holds it transposed; replicated
+        when the plan does not train it."""
+        if name not in self.params:
+            return ["Replicate()"] * self.mesh.ndim
+        row = self.layout["placements"][self.params[name]]
+        if name in self.transposed:
+            swap = {"Shard(0)": "Shard(1)", "Shard(1)": "Shard(0)"}
+            row = [swap.get(r, r) for r in row]
+        return list(row)
 
     def remove(self) -> None:
         for h in self.handles:
@@ -194,8 +246,9 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
 
     - Every plan parameter becomes a DTensor with the plan's placements, found among
       ``module.named_parameters()`` by its ONNX initializer name (:func:`match_parameters`);
-      rank 0's values are the ones distributed. Module parameters the plan does not train
-      are replicated.
+      rank 0's values are the ones distributed. A parameter several modules own (tied
+      weights) is one DTensor they all point at. Module parameters the plan does not train,
+      and buffers, are replicated.
     - A forward pre-hook makes each plain tensor argument of ``module(...)`` a DTensor with
       the plan's layout of that input: every rank passes the whole tensor and keeps its own
       shard (no communication).
@@ -206,41 +259,47 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
 
     The returned module carries ``module.autotile`` (a :class:`Parallelized`)."""
     torch, dist = _torch()
-    from torch.distributed.tensor import DTensor, distribute_tensor
+    from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
     if model is None:
         model = _export_for(module, plan)
     mesh, layout = device_mesh(plan, device_type, granularity)
-    pmap = match_parameters(module, plan, model)
+    pmap, transposed, views = _match(module, plan, model)
     tmap = getattr(model, "torch_map", None)
-    state = Parallelized(module, plan, mesh, layout, pmap, tmap)
+    state = Parallelized(module, plan, mesh, layout, pmap, tmap, transposed, views)
     owners = {}
     for q, sub in module.named_modules():
         for pname, _ in sub.named_parameters(recurse=False):
             owners[f"{q}.{pname}" if q else pname] = (sub, pname)
     for full, (sub, pname) in owners.items():
         if full in pmap and isinstance(sub, torch.nn.modules.conv._ConvNd) and \
-                any(r.startswith("Shard(") for r in layout["placements"][pmap[full]]):
+                any(r.startswith("Shard(") for r in state.param_placements(full)):
             raise Error(f"plan splits parameter '{full}' of {type(sub).__name__} module "
                         f"'{full.rsplit('.', 1)[0] if '.' in full else ''}' "
-                        f"({' '.join(layout['placements'][pmap[full]])}): DTensor's convolution lays its "
+                        f"({' '.join(state.param_placements(full))}): DTensor's convolution lays its "
                         f"output out as its input and ignores the weight's placements, so only plans that "
                         f"replicate convolution parameters run (e.g. algorithm='data', or layout rules "
                         f"replicating '*conv*')")
     # a tensor several modules own (an LM head tied to the embedding) becomes one DTensor
     # parameter that every owner points at: its gradient is the sum over all its uses
-    plan_of = {id(getattr(sub, pname)): pmap[full] for full, (sub, pname) in owners.items() if full in pmap}
+    plan_of = {id(getattr(sub, pname)): full for full, (sub, pname) in owners.items() if full in pmap}
     made: Dict[int, object] = {}
     for full, (sub, pname) in owners.items():
         p = getattr(sub, pname)
         if id(p) not in made:
-            if id(p) in plan_of:
-                placements = _placements(layout["placements"][plan_of[id(p)]])
-            else:
-                placements = tuple(_placements(["Replicate()"] * mesh.ndim))
+            placements = _placements(state.param_placements(plan_of.get(id(p), full)))
             dt = distribute_tensor(p.detach(), mesh, placements)
             made[id(p)] = torch.nn.Parameter(dt, requires_grad=p.requires_grad)
         sub.register_parameter(pname, made[id(p)])
+    # buffers (a registered scale, BatchNorm's running statistics) are replicated: DTensor ops
+    # refuse a plain tensor beside a DTensor; the plan does not train them (export's trainable=)
+    for q, sub in module.named_modules():
+        for bname, b in list(sub.named_buffers(recurse=False)):
+            if b is None or isinstance(b, DTensor):
+                continue
+            if id(b) not in made:
+                made[id(b)] = distribute_tensor(b, mesh, _placements(["Replicate()"] * mesh.ndim))
+            sub.register_buffer(bname, made[id(b)], persistent=bname not in sub._non_persistent_buffers_set)
 
     inputs = dict(tmap.inputs) if tmap else {n: n for n in plan.input_shapes}
     arg_names = forward_arg_names(module)
@@ -261,6 +320,24 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         return args, kwargs
 
     state.handles.append(module.register_forward_pre_hook(root_pre, with_kwargs=True))
+
+    def norm_pre(mod, args):
+        # DTensor splits batch norm by channel or runs it replicated: a running statistic laid
+        # out otherwise than the channels would be updated in a redistributed copy and the
+        # update lost (a tofu plan splitting BatchNorm1d's features kept the old running mean)
+        x = args[0] if args else None
+        if not (mod.training and mod.track_running_stats and isinstance(x, DTensor)):
+            return None
+        want = tuple(Shard(0) if p.is_shard() and p.dim == 1 else Replicate() for p in x.placements)
+        for bname in ("running_mean", "running_var"):
+            b = getattr(mod, bname, None)
+            if isinstance(b, DTensor) and tuple(b.placements) != want:
+                mod.register_buffer(bname, b.redistribute(b.device_mesh, want))
+        return None
+
+    for sub in module.modules():
+        if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm):
+            state.handles.append(sub.register_forward_pre_hook(norm_pre))
     if activations and tmap is not None:
         names = {id(m): q for q, m in module.named_modules()}
 

@@ -20,6 +20,14 @@ def sgd_step(module, inputs: Sequence, lr: float):
     return out
 
 
+def placement_text(p) -> str:
+    """A DTensor placement as the layout exports write it: ``Shard(d)``, ``Replicate()``,
+    ``Partial()``."""
+    if p.is_shard():
+        return f"Shard({p.dim})"
+    return "Partial()" if p.is_partial() else "Replicate()"
+
+
 def _full(t):
     from torch.distributed.tensor import DTensor
 
@@ -32,9 +40,12 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
     largest absolute differences of the output, every parameter's gradient and every updated
     parameter (``diff``; ``worst``: the parameter of the largest, each owner of a tied tensor
     by its own name) and the largest magnitudes of the plain step's (``scale``),
-    DTensor's collective counts and bytes, and what the hooks did. Call on every rank of a
-    group of ``plan.devices``."""
+    DTensor's collective counts and bytes, what the hooks did, and how the parameters were
+    laid out (``params``: module parameter -> plan tensor, ``transposed``, ``layout``:
+    parameter -> (placements, this rank's local shape)). Call on every rank of a group of
+    ``plan.devices``."""
     import torch
+    from torch.distributed.tensor import DTensor
 
     from .comm import measure
     from .parallel import parallelize
@@ -65,6 +76,9 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
                 if worst[kind] is None or d > diff[kind]:
                     diff[kind], worst[kind] = max(diff[kind], d), name
     state = mod.autotile
+    layout = {name: ([placement_text(x) for x in p.placements], list(p.to_local().shape))
+              for name, p in got.items() if isinstance(p, DTensor)}
     return {"rank": rank, "diff": diff, "worst": worst, "scale": scale, "report": report, "mesh": state.layout["mesh"],
+            "params": dict(state.params), "transposed": sorted(state.transposed), "layout": layout,
             "redistributed": [(q, k, name, str(a), str(b)) for q, k, name, a, b in state.redistributed],
             "unmapped": list(state.unmapped), "unexpressed": list(state.layout["unexpressed"])}
