@@ -129,21 +129,81 @@ def test_scatter_elements_trains_on_2_devices_as_on_1():
         np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
 
 
-def _moe_top_k():
-    """Top-2 routing: logits = x . Wg; (vals, experts) = TopK(logits, 2)."""
-    nodes = [mk("MatMul", ["x", "Wg"], ["logits"]), mk("TopK", ["logits", "k"], ["vals", "experts"], axis=-1,
-                                                         name="router_topk")]
-    return make_model(nodes, {"x": (6, 4)}, ["vals", "experts"],
-                      {"Wg": RNG.standard_normal((4, 3)).astype(np.float32), "k": _i(2)}, dtypes={"experts": I64})
+@pytest.mark.parametrize("k,axis,largest", [(2, -1, 1), (3, 0, 0), (5, 1, 1)])
+def test_top_k_equals_onnxruntime(k, axis, largest):
+    """Ties (small integers) come out lower index first, as in onnxruntime."""
+    x = RNG.integers(-3, 4, (4, 5)).astype(np.float32)
+    nodes = [mk("TopK", ["x", "k"], ["v", "i"], axis=axis, largest=largest)]
+    model = make_model(nodes, {"x": (4, 5)}, ["v", "i"], {"k": _i(k)}, opset=11, dtypes={"i": I64})
+    assert_matches_ort(model, {"x": x})
 
 
-def test_top_k_routing_is_refused_saying_what_is_supported():
-    model = _moe_top_k()
-    run_ort(model, {"x": RNG.standard_normal((6, 4)).astype(np.float32)})  # a valid model
+N, D, E, H = 6, 4, 3, 5
+
+
+def _top2_moe():
+    """Top-2 routing in its static form: logits = x . Wg; (vals, experts) = TopK(logits, 2);
+    gates = softmax(vals); weight (N, E) = sum_k OneHot(experts)[n, k, :] * gates[n, k]; every
+    expert runs on every token, h (E, N, H) = x . W; y = sum_e weight^T[e, n] * h[e, n, :]."""
+    inits = {"Wg": RNG.standard_normal((D, E)).astype(np.float32), "W": (RNG.standard_normal((E, D, H)) * 0.5).astype(
+        np.float32), "k": _i(2), "depth": _i(E), "values": np.array([0.0, 1.0], np.float32), "ax1": _i(1),
+        "ax0": _i(0), "last": _i(-1)}
+    nodes = [mk("MatMul", ["x", "Wg"], ["logits"]), mk("TopK", ["logits", "k"], ["vals", "experts"], axis=-1),
+             mk("Softmax", ["vals"], ["gates"], axis=-1), mk("OneHot", ["experts", "depth", "values"], ["oh"], axis=-1),
+             mk("Unsqueeze", ["gates", "last"], ["g3"]), mk("Mul", ["oh", "g3"], ["ohg"]),
+             mk("ReduceSum", ["ohg", "ax1"], ["weight"], keepdims=0), mk("Transpose", ["weight"], ["wt"], perm=[1, 0]),
+             mk("Unsqueeze", ["wt", "last"], ["wt3"]), mk("MatMul", ["x", "W"], ["h"]), mk("Mul", ["wt3", "h"], ["hw"]),
+             mk("ReduceSum", ["hw", "ax0"], ["y"], keepdims=0)]
+    return make_model(nodes, {"x": (N, D)}, ["y"], inits, opset=13), inits
+
+
+def _numpy_top2(x, wg, w):
+    logits = x @ wg
+    experts = np.argsort(-logits, axis=1, kind="stable")[:, :2]
+    vals = np.take_along_axis(logits, experts, 1)
+    gates = np.exp(vals - vals.max(1, keepdims=True))
+    gates /= gates.sum(1, keepdims=True)
+    weight = np.zeros((N, E))
+    np.put_along_axis(weight, experts, gates, 1)
+    return np.einsum("ne,end->nd", weight, np.einsum("nd,edh->enh", x, w))
+
+
+def test_top2_routing_trains_on_2_devices_as_on_1():
+    model, inits = _top2_moe()
+    x = RNG.standard_normal((N, D)).astype(np.float32)
+    assert_matches_ort(model, {"x": x})
+    sym = at.onnx.load(model)
+    params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in sym.params.items()}
+    inputs = {sym.onnx_names["x"]: x.astype(np.float64)}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    x64, wg, w = x.astype(np.float64), inits["Wg"].astype(np.float64), inits["W"].astype(np.float64)
+    np.testing.assert_allclose(ref.outputs[0], _numpy_top2(x64, wg, w), rtol=1e-12, atol=1e-12)
+    # the gate's gradient flows through TopK's values: central differences of the NumPy copy
+    (gname,) = [k for k in ref.grads if ref.grads[k].shape in ((D, E), (E, D))]
+    got = ref.grads[gname] if ref.grads[gname].shape == (D, E) else ref.grads[gname].T
+    fd, eps = np.zeros((D, E)), 1e-6
+    for idx in np.ndindex(D, E):
+        step = np.zeros((D, E))
+        step[idx] = eps
+        fd[idx] = (_numpy_top2(x64, wg + step, w).sum() - _numpy_top2(x64, wg - step, w).sum()) / (2 * eps)
+    assert np.abs(fd).max() > 1e-3
+    np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
+    res = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
+    np.testing.assert_allclose(res.outputs[0], ref.outputs[0], rtol=1e-12, atol=1e-13)
+    for k, g in ref.grads.items():
+        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+def test_top_k_with_a_run_time_k_is_refused_saying_what_is_supported():
+    """K read from the data: the output shape would depend on it."""
+    nodes = [mk("Shape", ["x"], ["shape"]), mk("Gather", ["shape", "one"], ["cols"]),
+             mk("Cast", ["n"], ["kn"], to=TensorProto.INT64),
+             mk("TopK", ["x", "kn"], ["v", "i"], axis=-1, name="router_topk")]
+    model = make_model(nodes, {"x": (6, 4), "n": (1,)}, ["v", "i"], {"one": _i(1)}, dtypes={"i": I64})
     with pytest.raises(Error) as e:
         at.onnx.load(model)
     msg = str(e.value)
-    for word in ("router_topk", "TopK", "data-dependent", "not supported", "dense"):
+    for word in ("router_topk", "TopK", "kn", "data-dependent", "not supported", "dense"):
         assert word in msg, msg
 
 

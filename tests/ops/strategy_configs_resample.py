@@ -2,7 +2,7 @@
 operators): Deconvolution (groups 1, 2 and depthwise; stride 1, 2 and 3; pad; dilation;
 output padding, negative and past the stride as ONNX's asymmetric pads give), resize
 (nearest and linear, every coordinate transformation, up and down), argmax/argmin
-(keepdims, select_last_index) and ScatterND (reductions none and add)."""
+(keepdims, select_last_index), ScatterND (reductions none and add) and topk (issue 31)."""
 from __future__ import annotations
 
 from typing import List
@@ -57,6 +57,9 @@ def index_cases() -> List[Case]:
                        [In((6, 4, 3)), In((2, 2, 2), "index:4", data=True), In((2, 2, 3))]),
                   Case("ScatterND", {"reduction": reduction},
                        [In((6, 4)), In((3, 1), "index:6", data=True), In((3, 4))])]
+    # topk: the searched axis is vetoed; the others split (its backward op with it)
+    cases += [Case("topk", {"k": 2, "axis": 1}, [In((4, 6, 3))]),
+              Case("topk", {"k": 3, "axis": 0, "largest": False}, [In((6, 4))])]
     return cases
 
 

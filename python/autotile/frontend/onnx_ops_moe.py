@@ -6,11 +6,13 @@
 - ScatterElements (and the deprecated Scatter) -> ScatterND with a full index tuple per
   element: the scattered axis takes the indices, every other axis its position (constant
   ranges). Reductions none, add, mul, max, min; gradients for none and add (ops/scatter_nd.py).
-- TopK on run-time values, and NonZero / Compress / Unique (an output whose shape depends on
-  the data) are refused: autotile plans static shapes and a fixed routing. What it does take is
-  a dense mixture of experts (every expert on every token, weighted by the gate), or one whose
-  routing is given as OneHot / ScatterElements of indices the model receives. On constants
-  these ops fold at import, before any converter runs.
+- TopK with a constant K -> topk (values and int64 indices, ties by lower index first; the
+  values' gradient goes back to where they came from): top-k routing in a static form, every
+  expert computed and the unchosen ones weighted 0. A K computed at run time, and NonZero /
+  Compress / Unique (an output whose shape depends on the data) are refused: autotile plans
+  static shapes. What it does take: a dense mixture of experts (every expert on every token,
+  weighted by the gate), top-k routing in the static form above, or routing given as indices
+  and applied with OneHot / ScatterElements. On constants these ops fold at import.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ import numpy as np
 
 from .onnx_registry import _norm_axis, check_index_range, converter
 
-_STATIC = ("autotile plans static shapes and a fixed routing; a dense mixture of experts (every expert on "
-           "every token, weighted by the gate's softmax) is supported, as is routing given to the model as "
+_STATIC = ("autotile plans static shapes; what is supported is a dense mixture of experts (every expert on "
+           "every token, weighted by the gate), top-k routing with a constant k (TopK, then OneHot of its "
+           "indices: every expert computed, the unchosen ones weighted 0), and routing given to the model as "
            "indices and applied with OneHot, GatherElements or ScatterElements")
 
 
@@ -37,11 +40,19 @@ def _folded(ctx):
 
 @converter("TopK")
 def top_k(ctx):
-    outs = _folded(ctx)
-    if outs is not None:
-        return outs
-    raise ctx.error("TopK of run-time values (mixture-of-experts top-k routing) is not supported: which elements "
-                    f"it selects is data-dependent routing; {_STATIC}")
+    if ctx.opset >= 10 and not ctx.is_const(1):
+        raise ctx.error(f"K '{ctx.input_name(1)}' is computed at run time, so the output shape depends on the data "
+                        f"(data-dependent routing), which is not supported; {_STATIC}")
+    k = int(np.asarray(ctx.const(1, "K")).ravel()[0]) if ctx.opset >= 10 else int(ctx.attr("k"))
+    dims = ctx.dims(0)
+    axis = _norm_axis(ctx, int(ctx.attr("axis", -1)), None if dims is None else len(dims))
+    size = dims[axis] if dims is not None and isinstance(dims[axis], int) else None
+    if k < 1 or (size is not None and k > size):
+        raise ctx.error(f"K={k} must be in [1, {size if size is not None else 'the axis size'}] "
+                        f"(axis {axis} of '{ctx.input_name(0)}')")
+    # sorted=0 leaves the order open: the sorted order is one of the valid answers
+    out = ctx.op("topk", ctx.input(0), k=k, axis=axis, largest=bool(ctx.attr("largest", 1)))
+    return [out[0], out[1]]
 
 
 def _data_dependent_shape(ctx):
@@ -81,13 +92,12 @@ def one_hot(ctx):
     # index i is class i, and so is i - depth (counted from the end); other values match nothing
     hit = ctx.op("broadcast_equal", ids, ctx.param(positions, None, "classes"), suffix="hit")
     hit_end = ctx.op("broadcast_equal", ids, ctx.param(positions - depth, None, "classes_end"), suffix="hit_end")
-    out = ctx.op("Cast", ctx.op("elemwise_add", hit, hit_end, suffix="hits"), dtype=str(values.dtype), suffix="cast")
-    off, on = values[0].item(), values[1].item()
-    if on - off != 1:
-        out = ctx.op("_mul_scalar", out, scalar=float(on - off), suffix="scale")
-    if off != 0:
-        out = ctx.op("_plus_scalar", out, scalar=float(off), suffix="shift")
-    return [out]
+    hits = ctx.op("elemwise_add", hit, hit_end, suffix="hits")
+    # off and on as (constant) tensors: a run in another float type takes them in that type
+    ones = (1,) * (rank + 1)
+    off = ctx.param(values[:1].reshape(ones), None, "off")
+    on = ctx.param(values[1:].reshape(ones), None, "on")
+    return [ctx.op("where", hits, on, off)]
 
 
 # ----------------------------------------------------------------------------- ScatterElements
