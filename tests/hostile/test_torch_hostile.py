@@ -230,3 +230,75 @@ def test_export_leaves_the_module_as_it_was_and_names_missing_inputs():
     assert m.training and m.bn.training and not m.out.training
     raises_naming(lambda: att.export(m), "Buffered", "example inputs", "x")
     raises_naming(lambda: att.export(lambda x: x, torch.randn(2)), "nn.Module", "function")
+
+
+def _fails_on_rank_1(how):
+    """A function whose rank 1 fails (`how`) while rank 0 waits for it in an all-reduce."""
+
+    def fn(rank):
+        import ctypes
+        import os
+        import signal
+
+        import torch.distributed as dist
+
+        if rank == 1:
+            if how == "raise":
+                raise ValueError("boom on rank one")
+            if how == "exit":
+                os._exit(3)
+            if how == "kill":
+                os.kill(os.getpid(), signal.SIGKILL)
+            if how == "segfault":
+                ctypes.string_at(0)
+        t = torch.ones(4)
+        dist.all_reduce(t)
+        return float(t.sum())
+
+    return fn
+
+
+@pytest.mark.parametrize("how, says", [
+    ("raise", r"rank 1 of 2 raised ValueError: boom on rank one"),
+    ("exit", r"rank 1 of 2 exited with code 3"),
+    ("kill", r"rank 1 of 2 was killed by signal SIGKILL"),
+    ("segfault", r"rank 1 of 2 was killed by signal SIGSEGV")])
+def test_run_local_names_the_rank_that_failed_not_the_one_left_waiting(how, says):
+    """Rank 0, waiting in an all-reduce, sees gloo's connection reset; the report was 'rank 0
+    of 2 failed' with that traceback. It names rank 1 and what happened to it."""
+    with pytest.raises(at.Error, match=says) as e:
+        att.run_local(_fails_on_rank_1(how), 2, timeout=60)
+    assert "rank 0 of 2" not in str(e.value).split("\n")[0], str(e.value)[:400]
+
+
+def test_run_local_keeps_to_its_timeout_and_names_the_ranks_still_running():
+    """timeout=4 with 3 ranks, rank 2 sleeping: was 21 s for timeout=8 (5 s joins per rank)."""
+    import time
+
+    def fn(rank):
+        if rank == 2:
+            time.sleep(120)
+        return rank
+
+    start = time.monotonic()
+    with pytest.raises(at.Error, match=r"rank 2 of 3 returned nothing within 4 s"):
+        att.run_local(fn, 3, timeout=4)
+    assert time.monotonic() - start < 4 + 3
+
+
+@pytest.mark.parametrize("kw, names", [
+    ({"nprocs": 0}, "nprocs"), ({"nprocs": -1}, "nprocs"), ({"nprocs": 1.5}, "nprocs"), ({"nprocs": "2"}, "nprocs"),
+    ({"nprocs": True}, "nprocs"), ({"nprocs": 2, "timeout": -1}, "timeout"),
+    ({"nprocs": 2, "timeout": float("nan")}, "timeout"), ({"nprocs": 2, "threads": 0}, "threads"),
+    ({"nprocs": 2, "start_method": "thread"}, "start_method")])
+def test_run_local_refuses_bad_arguments_by_name(kw, names):
+    kw = dict(kw)
+    nprocs = kw.pop("nprocs")
+    raises_naming(lambda: att.run_local(lambda rank: rank, nprocs, **kw), names)
+
+
+def test_run_local_returns_tensors():
+    """A rank returning a torch tensor: was a FileNotFoundError in the parent (the tensor went
+    through shared memory of a process that had exited)."""
+    got = att.run_local(lambda rank: torch.full((3,), float(rank)), 2, timeout=60)
+    assert [g.tolist() for g in got] == [[0.0] * 3, [1.0] * 3]
