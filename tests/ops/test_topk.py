@@ -45,3 +45,34 @@ def test_tdl():
     dy = np.random.default_rng(3).standard_normal((4, 3))
     check_tdl("_backward_topk", [dy, np.argsort(x, axis=1)[:, :3]], {"axis": 1, "size": 6},
               perturb={1: lambda r, s: np.argsort(r.random((s[0], 6)), axis=1)[:, :s[1]]})
+
+
+@pytest.mark.parametrize("op,attrs", [("topk", {"k": 2, "axis": 1, "largest": True}),
+                                      ("topk", {"k": 3, "axis": 0, "largest": False}),
+                                      ("_backward_topk", {"axis": 1, "size": 6}),
+                                      ("_backward_topk", {"axis": 0, "size": 4})])
+def test_jax_step_kernels_equal_numpy(op, attrs):
+    """jax/kernels.py's topk and _backward_topk, jitted (and on NumPy), equal the registry's."""
+    jax = pytest.importorskip("jax")
+    import jax.numpy as jnp
+
+    from autotile.jax.step import _kernel
+    from autotile.ops.registry import KernelContext, get
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(-3, 4, (4, 6)).astype(np.float32)  # ties
+    if op == "topk":
+        args = [x]
+    else:
+        k = 2
+        shape = (4, k) if attrs["axis"] == 1 else (k, 6)
+        idx = np.argsort(rng.random((4, 6)), axis=attrs["axis"])
+        idx = idx[:, :k] if attrs["axis"] == 1 else idx[:k]
+        args = [rng.standard_normal(shape).astype(np.float32), idx.astype(np.int64)]
+    kernel = _kernel(op, get(op))
+    want = get(op).forward(attrs, args, KernelContext(is_train=True))
+    got = jax.jit(lambda *a: kernel(attrs, list(a), KernelContext(is_train=True, xp=jnp, key=None, out=None)))(*args)
+    on_numpy = kernel(attrs, args, KernelContext(is_train=True, xp=np, key=None, out=None))
+    for g, n, w in zip(got, on_numpy, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6, atol=1e-6)
+        np.testing.assert_array_equal(n, w)

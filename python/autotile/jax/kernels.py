@@ -393,8 +393,34 @@ def gather_elements_backward(attrs, inputs, ctx):
     return [xp.zeros(shape, dy.dtype).at[where].add(dy, mode="drop")]
 
 
+def topk(attrs, inputs, ctx):
+    """topk (ops/topk.py): argsort with stable=True, as jax.numpy spells it; ties lower index
+    first, the largest by a stable sort of the reversed axis, reversed."""
+    xp, x = ctx.xp, inputs[0]
+    axis = attrs["axis"] % x.ndim
+    if attrs["largest"]:
+        order = x.shape[axis] - 1 - xp.flip(xp.argsort(xp.flip(x, axis=axis), axis=axis, stable=True), axis=axis)
+    else:
+        order = xp.argsort(x, axis=axis, stable=True)
+    idx = xp.take(order, xp.arange(attrs["k"]), axis=axis)
+    return [xp.take_along_axis(x, idx, axis=axis), idx.astype(xp.int64)]
+
+
+def topk_backward(attrs, inputs, ctx):
+    """_backward_topk: dy put at the indices along the axis, as a sum over the k ranks of dy
+    times (index == position): no write into a buffer (JAX arrays are immutable)."""
+    xp = ctx.xp
+    dy, idx = inputs
+    axis = attrs["axis"] % dy.ndim
+    positions = xp.arange(attrs["size"]).reshape((attrs["size"],) + (1,) * (dy.ndim - axis - 1))
+    hit = xp.expand_dims(idx, axis + 1) == positions  # rank j of idx, then position p
+    return [(xp.expand_dims(dy, axis + 1) * hit.astype(dy.dtype)).sum(axis=axis)]
+
+
 #: op name -> kernel for the JAX step (ahead of backend/gpu_kernels.KERNELS)
 KERNELS = {
+    "topk": topk,
+    "_backward_topk": topk_backward,
     "take": take,
     "_backward_take": take_backward,
     "gather_nd": gather_nd,
