@@ -36,6 +36,17 @@ def test_one_hot_of_run_time_indices_equals_onnxruntime(axis):
     assert_matches_ort(model, {"ids": ids})
 
 
+@pytest.mark.parametrize("dtype,elem", [(np.int32, TensorProto.INT32), (np.float32, TensorProto.FLOAT)])
+def test_one_hot_of_int32_and_float_indices_equals_onnxruntime(dtype, elem):
+    ids = np.array([[0, 4, -1], [2, -5, 3]], dtype)
+    nodes = [mk("OneHot", ["ids", "depth", "values"], ["y"], axis=1)]
+    # onnxruntime's kernels: (int32 ids, int32 depth), (float ids, float depth), float values
+    model = make_model(nodes, {"ids": (2, 3)}, ["y"], {"depth": np.array([5], dtype),
+                                                       "values": np.array([1.0, -3.0], np.float32)},
+                       dtypes={"ids": elem})
+    assert_matches_ort(model, {"ids": ids})
+
+
 def _routing_model():
     """Tokens x (N, D) routed by a given expert id per token: y = sum_e onehot(e)[n, e] *
     (x W_e)[n, :], written as Einsum-free MatMuls: gate (N, E) = OneHot(ids); h (E, N, H) =

@@ -4,8 +4,9 @@ and pooling and the shape ops: one small function per ONNX op type, registered i
 
 Each returns one value per ONNX output: a single-output Symbol built from registered
 (MXNet-named) autotile ops, a NumPy array (a constant, e.g. the value of Shape) or None (an
-output autotile does not compute, such as Dropout's mask). Attributes that moved to inputs in later opsets (Split's
-split, Squeeze/Unsqueeze/Reduce axes, Reshape's shape, Dropout's ratio) are read from where
+output autotile does not compute, such as Dropout's mask). Slice, Split and Concat are in
+onnx_ops_slice. Attributes that moved to inputs in later opsets (Squeeze/Unsqueeze/Reduce axes,
+Reshape's shape, Dropout's ratio) are read from where
 the model's opset puts them and must be constants.
 """
 from __future__ import annotations

@@ -83,7 +83,7 @@ def one_hot(ctx):
     axis = _norm_axis(ctx, int(ctx.attr("axis", -1)), rank + 1)
     dtype = ctx.imp.elem_type(ctx.input_name(0)) or np.dtype(np.int64)
     ids = ctx.input(0)
-    if np.dtype(dtype).kind == "f":  # non-integer indices are cast to int64 first (ONNX spec)
+    if np.dtype(dtype).kind != "i":  # float indices are cast to int64 (ONNX spec); unsigned too (i - depth)
         ids, dtype = ctx.op("Cast", ids, dtype="int64", suffix="ids"), np.dtype(np.int64)
     ids = ctx.op("expand_dims", ids, axis=axis, suffix="ids_axis")
     shape = [1] * (rank + 1)

@@ -1,7 +1,8 @@
 """The converter registry of the ONNX importer and the helpers every converter family shares.
 
 Each family module (onnx_ops: constants, dense, conv/pool, shapes; onnx_ops_index; onnx_ops_math;
-onnx_ops_nn; onnx_ops_rnn) registers its converters here with :func:`converter` and imports the
+onnx_ops_nn; onnx_ops_rnn; onnx_ops_slice: Slice, Split, Concat; onnx_ops_moe: OneHot,
+ScatterElements, TopK) registers its converters here with :func:`converter` and imports the
 shared helpers from here; this module imports none of them, so the families form no import
 circle. onnx_converters imports every family once, which fills :data:`CONVERTERS`.
 
