@@ -302,3 +302,21 @@ def test_run_local_returns_tensors():
     through shared memory of a process that had exited)."""
     got = att.run_local(lambda rank: torch.full((3,), float(rank)), 2, timeout=60)
     assert [g.tolist() for g in got] == [[0.0] * 3, [1.0] * 3]
+
+
+def test_measure_outside_a_process_group_and_beside_plan_with_a_bad_report():
+    """Were a raw ValueError from torch.distributed ('Default process group has not been
+    initialized') and KeyError / TypeError / AttributeError."""
+    raises_naming(lambda: att.measure(lambda: 1), "measure", "process group")
+    raises_naming(lambda: att.measure("not callable"), "measure", "callable")
+    m, x = TiedLM(), torch.randint(0, 16, (4, 6))
+    plan = at.plan(att.export(m, x), devices=2, shapes={"ids": (4, 6)})
+    good = {"counts": {"all_reduce": 1}, "bytes": {"all-reduce": 8.0}, "total_bytes": 8.0}
+    assert att.beside_plan(plan, good)["dtensor_bytes"] == 8.0
+    for bad, names in (({}, ("report", "total_bytes")), (None, ("report", "NoneType")),
+                       ({**good, "total_bytes": "8"}, ("report", "total_bytes")),
+                       ({**good, "counts": [1]}, ("report", "counts")),
+                       ({**good, "total_bytes": float("nan")}, ("report", "total_bytes"))):
+        raises_naming(lambda: att.beside_plan(plan, bad), *names)
+    raises_naming(lambda: att.beside_plan({"comm_bytes": 1}, good), "plan", "dict")
+    raises_naming(lambda: att.beside_plan(plan, good, model="m.onnx"), "model", "str")

@@ -5,8 +5,12 @@ collectives, bytes received summed over ranks: an all-reduce of S bytes over n r
 (n - 1) S, a broadcast of S is (n - 1) S)."""
 from __future__ import annotations
 
+import math
+import numbers
 from collections import defaultdict
 from typing import Callable, Dict
+
+from ..errors import Error
 
 #: collective kinds by the functional-collective op name
 KINDS = {"all_reduce": "all-reduce", "all_reduce_coalesced": "all-reduce",
@@ -71,6 +75,12 @@ def measure(fn: Callable, *args, **kwargs):
     import torch
     import torch.distributed as dist
 
+    if not callable(fn):
+        raise Error(f"measure(fn, ...): fn must be callable, got {type(fn).__name__}")
+    if not (dist.is_available() and dist.is_initialized()):
+        raise Error("measure() runs on every rank of a torch.distributed process group and sums the bytes over "
+                    "them: no process group is initialised (torch.distributed.init_process_group, torchrun, "
+                    "or autotile.torch.run_local)")
     with comm_mode() as mode:
         result = fn(*args, **kwargs)
     kinds = sorted(set(KINDS.values()))
@@ -81,10 +91,37 @@ def measure(fn: Callable, *args, **kwargs):
     return result, {"counts": counts, "bytes": by_kind, "total_bytes": sum(by_kind.values())}
 
 
+def _check_report(report) -> None:
+    """`report` is what :func:`measure` returns, or an Error naming the part that is not."""
+    if not isinstance(report, dict):
+        raise Error(f"beside_plan: report must be measure()'s dict (counts, bytes, total_bytes), got "
+                    f"{type(report).__name__}")
+    for key, kind in (("counts", dict), ("bytes", dict), ("total_bytes", numbers.Real)):
+        if key not in report:
+            raise Error(f"beside_plan: report has no '{key}' (measure() returns counts, bytes and total_bytes)")
+        v = report[key]
+        if not isinstance(v, kind) or isinstance(v, bool):
+            raise Error(f"beside_plan: report['{key}'] must be a {'dict' if kind is dict else 'number'}, got "
+                        f"{type(v).__name__}")
+    values = [("report['total_bytes']", report["total_bytes"])]
+    values += [(f"report['bytes']['{n}']", b) for n, b in report["bytes"].items()]
+    for k, v in values:
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0:
+            raise Error(f"beside_plan: {k} must be a finite number of bytes >= 0, got {v!r}")
+
+
 def beside_plan(plan, report: dict, model=None) -> dict:
     """DTensor's `report` (from :func:`measure`) next to the plan's own figures:
     ``plan.comm_bytes`` and, when `model` (the planned Symbol) is given, what autotile's
     execution graph of the plan moves (``plan_graph``: bytes, fetches, reductions)."""
+    from ..planner.plan import Plan
+    from ..symbol import Symbol
+
+    if not isinstance(plan, Plan):
+        raise Error(f"beside_plan: plan must be an autotile Plan (at.plan(...)), got {type(plan).__name__}")
+    if model is not None and not isinstance(model, Symbol):
+        raise Error(f"beside_plan: model must be the planned Symbol (or None), got {type(model).__name__}")
+    _check_report(report)
     out = {"plan_bytes": float(plan.comm_bytes), "dtensor_bytes": report["total_bytes"],
            "dtensor_counts": dict(report["counts"]), "dtensor_bytes_by_kind": dict(report["bytes"])}
     if model is not None:
