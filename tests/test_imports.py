@@ -75,3 +75,16 @@ def test_lower_layers_do_not_reach_up(part, never):
 def test_the_reader_sees_lazy_imports():
     """The scan is not blind: backend's lazy imports of autodiff are found."""
     assert "autodiff" in _graph()["backend"]
+
+
+def test_public_api_is_listed_and_importable():
+    # Every name of __all__ resolves (lazy ones load on first use) and dir() shows them, so
+    # `from autotile import *` and tab completion see plan, transform, onnx, models, Plan.
+    import autotile
+
+    for name in ("plan", "Plan", "transform", "train", "onnx", "models", "nd"):
+        assert name in autotile.__all__ and name in dir(autotile)
+    namespace = {}
+    exec("from autotile import *", namespace)
+    assert callable(namespace["plan"]) and callable(namespace["transform"])
+    assert namespace["Plan"].__name__ == "Plan"

@@ -60,4 +60,11 @@ def __getattr__(name):
     raise AttributeError(f"module 'autotile' has no attribute '{name}'")
 
 
-__all__ = ["Error", "backend", "get_cmake_dir", "get_include", "ops", "sym"]
+# The public API, the lazily loaded parts included (`autotile.jax` and `autotile.torch` are
+# subpackages for the optional engines: `import autotile.jax`, `import autotile.torch`).
+__all__ = ["Error", "Plan", "autodiff", "backend", "get_cmake_dir", "get_include", "models", "nd", "onnx",
+           "ops", "plan", "sym", "train", "training", "transform"]
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))
