@@ -80,7 +80,12 @@ CASES = [
     ("convT-outpad-with-output-shape", [mk("ConvTranspose", ["x", "w"], ["y"], strides=[2, 2], output_padding=[2, 2],
                                            output_shape=[10, 10], name="up")], {"x": (1, 2, 5, 5)}, ["y"],
      {"w": _w(2, 3, 3, 3)}, 13, ["up", "output_padding", "stride"]),
+    ("convT-stride-0", [mk("ConvTranspose", ["x", "w"], ["y"], strides=[0, 1], name="up")], {"x": (1, 2, 5, 5)},
+     ["y"], {"w": _w(2, 3, 3, 3)}, 13, ["up", "strides", "[0, 1]", "positive"]),
     # neighbours of the same class
+    # CumSum: "axis: A 0-D tensor"
+    ("cumsum-two-axes", [mk("CumSum", ["x", "a"], ["y"], name="cs")], {"x": (4, 6)}, ["y"], {"a": _i(0, 1)}, 13,
+     ["cs", "axis", "[0, 1]"]),
     ("slice-axis-twice", [mk("Slice", ["x", "s", "e", "a"], ["y"], name="sl")], {"x": (4, 6)}, ["y"],
      {"s": _i(0, 1), "e": _i(4, 3), "a": _i(1, 1)}, 13, ["sl", "axes", "1"]),
     ("slice-lengths", [mk("Slice", ["x", "s", "e", "a"], ["y"], name="sl")], {"x": (4, 6)}, ["y"],

@@ -77,8 +77,10 @@ def range_(ctx):
 
 @converter("CumSum")
 def cumsum(ctx):
-    axis = int(np.asarray(ctx.const(1, "axis")).ravel()[0])
-    axis = _norm_axis(ctx, axis, ctx.rank(0))
+    value = np.asarray(ctx.const(1, "axis"))
+    if value.size != 1:
+        raise ctx.error(f"axis {value.tolist()} must be one value (a 0-D tensor)")
+    axis = _norm_axis(ctx, int(value.ravel()[0]), ctx.rank(0))
     return [ctx.op("cumsum", ctx.input(0), axis=axis, exclusive=bool(ctx.attr("exclusive", 0)),
                    reverse=bool(ctx.attr("reverse", 0)))]
 

@@ -53,6 +53,9 @@ def _check_output_padding(ctx, out_pad, strides, dilations):
     stride/dilation dimension" (onnxruntime: less than max(stride, dilation)); onnxruntime also
     refuses one not less than the stride, whose output a convolution of the same geometry would
     not read back to the input's size (a full row of stride-wide gaps)."""
+    for what, values in (("strides", strides), ("dilations", dilations)):
+        if any(v < 1 for v in values):
+            raise ctx.error(f"{what} {values} must be positive")
     for d, (a, s, dil) in enumerate(zip(out_pad, strides, dilations)):
         if a < 0:
             raise ctx.error(f"output_padding {out_pad} has a negative value ({a}) in spatial dim {d}")
