@@ -145,3 +145,10 @@ def test_torchscript_export_of_phi3_style_attention_at_rotary_factor_1():
     assert ref.grads and set(res.grads) == set(ref.grads)
     for k, g in ref.grads.items():
         np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+
+
+def test_an_empty_initializer_concatenated_equals_onnxruntime():
+    """An exporter's empty constant (shape (2, 0)) joined to data: Concat drops it."""
+    nodes = [mk("Concat", ["nothing", "x", "nothing"], ["c"], axis=1), mk("Relu", ["c"], ["y"])]
+    model = make_model(nodes, {"x": (2, 5)}, ["y"], {"nothing": np.zeros((2, 0), np.float32)})
+    assert_matches_ort(model, {"x": RNG.standard_normal((2, 5)).astype(np.float32)})
