@@ -243,3 +243,47 @@ def test_top_k_and_non_zero_of_constants_still_fold():
              mk("ReduceSum", ["f"], ["s"], keepdims=1), mk("Add", ["v", "x"], ["a"]), mk("Mul", ["a", "s"], ["y"])]
     model = make_model(nodes, {"x": (4, 2)}, ["y"], {"c": c, "k": _i(2)})
     assert_matches_ort(model, {"x": RNG.standard_normal((4, 2)).astype(np.float32)})
+
+
+def _switch_with_capacity(n, d, e, h, capacity, seed):
+    """Top-1 routing with expert capacity in GShard's static form: the token's slot in its
+    expert is a CumSum of the one-hot routing mask; tokens past the capacity are dropped; a
+    (N, E, C) dispatch tensor (OneHot of expert and slot) gathers each expert's (C, D) batch
+    with an Einsum, the experts run as one batched MatMul, and the combine tensor (dispatch
+    times the gate) scatters their outputs back."""
+    rng = np.random.default_rng(seed)
+    inits = {"Wg": rng.standard_normal((d, e)).astype(np.float32),
+             "W": (rng.standard_normal((e, d, h)) * 0.5).astype(np.float32), "k": _i(1), "E": _i(e), "C": _i(capacity),
+             "onoff": np.array([0.0, 1.0], np.float32), "ax0": _i(0), "ax1": _i(1), "ax2": _i(2),
+             "one": np.array(1.0, np.float32), "cap": np.array(capacity, np.float32)}
+    nodes = [mk("MatMul", ["x", "Wg"], ["logits"]), mk("Softmax", ["logits"], ["probs"], axis=-1),
+             mk("TopK", ["probs", "k"], ["gate1", "expert1"], axis=-1), mk("Squeeze", ["expert1", "ax1"], ["expert"]),
+             mk("OneHot", ["expert", "E", "onoff"], ["mask"], axis=-1), mk("CumSum", ["mask", "ax0"], ["csum"]),
+             mk("Sub", ["csum", "one"], ["pos_f"]), mk("Mul", ["pos_f", "mask"], ["pos_m"]),
+             mk("Less", ["pos_m", "cap"], ["fits"]), mk("Cast", ["fits"], ["fits_f"], to=TensorProto.FLOAT),
+             mk("Mul", ["mask", "fits_f"], ["kept"]), mk("ReduceSum", ["pos_m", "ax1"], ["pos_tok"], keepdims=0),
+             mk("Cast", ["pos_tok"], ["pos_i"], to=I64), mk("OneHot", ["pos_i", "C", "onoff"], ["slot"], axis=-1),
+             mk("Unsqueeze", ["kept", "ax2"], ["kept3"]), mk("Unsqueeze", ["slot", "ax1"], ["slot3"]),
+             mk("Mul", ["kept3", "slot3"], ["dispatch"]), mk("Unsqueeze", ["gate1", "ax2"], ["gate3"]),
+             mk("Mul", ["dispatch", "gate3"], ["combine"]),
+             mk("Einsum", ["dispatch", "x"], ["xin"], equation="nec,nd->ecd"), mk("MatMul", ["xin", "W"], ["eo"]),
+             mk("Einsum", ["combine", "eo"], ["y"], equation="nec,ech->nh")]
+    return make_model(nodes, {"x": (n, d)}, ["y"], inits, opset=13), inits
+
+
+def test_top1_routing_with_capacity_trains_on_4_devices_as_on_1():
+    n, d, e, h, capacity = 8, 4, 3, 5, 3
+    model, inits = _switch_with_capacity(n, d, e, h, capacity, seed=0)
+    x = np.random.default_rng(1).standard_normal((n, d)).astype(np.float32)
+    counts = np.bincount(np.argmax(x @ inits["Wg"], axis=1), minlength=e)
+    assert counts.max() > capacity  # the capacity drops tokens in this case
+    assert_matches_ort(model, {"x": x})
+    sym = at.onnx.load(model)
+    params = {k: v.astype(np.float64) if v.dtype.kind == "f" else v for k, v in sym.params.items()}
+    inputs = {sym.onnx_names["x"]: x.astype(np.float64)}
+    ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
+    res = at.backend.run(sym, devices=4, inputs=inputs, params=params, train=True)
+    assert len(ref.grads) == 2  # the gate and the experts train
+    np.testing.assert_allclose(res.outputs[0], ref.outputs[0], rtol=1e-12, atol=1e-13)
+    for k, g in ref.grads.items():
+        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
