@@ -11,8 +11,10 @@
   expert computed and the unchosen ones weighted 0. A K computed at run time, and NonZero /
   Compress / Unique (an output whose shape depends on the data) are refused: autotile plans
   static shapes. What it does take: a dense mixture of experts (every expert on every token,
-  weighted by the gate), top-k routing in the static form above, or routing given as indices
-  and applied with OneHot / ScatterElements. On constants these ops fold at import.
+  weighted by the gate), top-k routing in the static form above, with expert capacity as GShard
+  plans it (slots from a CumSum of the one-hot mask, (N, E, C) dispatch and combine tensors;
+  tests/frontend/test_onnx_moe.py), or routing given as indices and applied with OneHot /
+  ScatterElements. On constants these ops fold at import.
 """
 from __future__ import annotations
 
@@ -21,9 +23,10 @@ import numpy as np
 from .onnx_registry import _norm_axis, check_index_range, converter
 
 _STATIC = ("autotile plans static shapes; what is supported is a dense mixture of experts (every expert on "
-           "every token, weighted by the gate), top-k routing with a constant k (TopK, then OneHot of its "
-           "indices: every expert computed, the unchosen ones weighted 0), and routing given to the model as "
-           "indices and applied with OneHot, GatherElements or ScatterElements")
+           "every token, weighted by the gate), top-k routing with a constant k, with or without expert capacity "
+           "in GShard's static form (TopK, OneHot of the experts and of the slots a CumSum gives, fixed-size "
+           "dispatch and combine tensors), and routing given to the model as indices and applied with OneHot, "
+           "GatherElements or ScatterElements")
 
 
 def _folded(ctx):
