@@ -162,16 +162,26 @@ def main():
                 "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
                 "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
                 "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
-                                for d in atj.differences(by_plan, by_compiled, step)]}
+                                for d in atj.differences(by_plan, by_compiled, step)],
+                "global_nodes": step.global_nodes, "mapped": len(step.mapped), "nodes": len(plan.node_strategies)}
     if len(sys.argv) > 1:  # the ONNX fixtures' directory
         sym, shapes, feeds = onnx_gpt2(sys.argv[1])
         ref = at.backend.run(sym, devices=1, inputs=feeds, train=True)
         plan = at.plan(sym, devices=8, shapes=shapes)
         step = atj.training_step(sym, plan)
-        _, new_params = step({n: sym.params[n] for n in step.param_names}, feeds)
+        params = {n: sym.params[n] for n in step.param_names}
+        _, new_params = step(params, feeds)
+        text = step.lower(params, feeds).compile().as_text()
+        by_plan = atj.plan_bytes_by_tensor(step.exec_graph)
+        by_compiled = atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names)
         report["plans"]["gpt2-tofu"] = {
             "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in step.param_names),
-            "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names)}
+            "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
+            "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
+            "graph_bytes": sum(by_plan.values()),
+            "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
+                            for d in atj.differences(by_plan, by_compiled, step)],
+            "global_nodes": step.global_nodes, "mapped": len(step.mapped), "nodes": len(plan.node_strategies)}
     import jax
     report["bad_lowering"] = []
     for kwargs in ({"lowering": "spmd"}, {"granularity": "axis"}):

@@ -148,17 +148,58 @@ def test_collective_bytes_of_known_programs(jax_report):
         assert got == want, name
 
 
+#: the one known difference of these plans: the mesh plan splits fc2's 10 classes over 4
+#: devices (3, 3, 2, 2 rows); XLA's collectives need equal tiles, so that gradient's unequal
+#: pieces are gathered whole (400 bytes where the plan sends its 260)
+KNOWN = {"rules": [["fc2_backward2_output", 260, 400, "uneven split"]]}
+
+
 @pytest.mark.parametrize("kind", ["tofu", "data", "rules", "cnn-tofu", "cnn-data", "transformer-tofu",
                                   "transformer-data"])
 def test_compiled_step_moves_the_plans_bytes(jax_report, kind):
     """Each node a shard_map of its kernel with the plan's collectives (jax/node_map.py): the
-    compiled program moves the plan's bytes within 10% (the MLP's to 0.01%; bench/engines.py
-    prints every row and names each difference)."""
+    compiled program moves exactly the plan's bytes, tensor by tensor, but for the named
+    known differences (bench/engines.py prints every row and names each difference)."""
     r = jax_report["plans"][kind]
-    assert abs(r["compiled_bytes"] - r["plan_bytes"]) <= 0.1 * r["plan_bytes"], (kind, r["differences"])
-    if kind in ("tofu", "data", "rules"):
-        assert abs(r["compiled_bytes"] - r["plan_bytes"]) <= 1e-4 * r["plan_bytes"]
-        assert r["mapped"] == r["nodes"]  # every node of the MLP runs as mesh tiles
+    known = KNOWN.get(kind, [])
+    assert r["differences"] == known, (kind, r["differences"])
+    assert r["compiled_bytes"] - r["plan_bytes"] == sum(c - p for _, p, c, _ in known), kind
+    assert r["mapped"] == r["nodes"], r.get("global_nodes")  # every node runs as mesh tiles
+
+
+@pytest.mark.parametrize("kind", ["cnn-tofu", "cnn-data", "transformer-tofu", "transformer-data", "gpt2-tofu"])
+def test_every_node_is_lowered(jax_report, kind):
+    """No node falls to the global view (whole arrays, re-layouts left to XLA's partitioner):
+    GPT-2's 19 reshapes whose plan tiles read an interval hull did (jax/reshape_tiles.py)."""
+    if kind not in jax_report["plans"]:
+        pytest.skip("onnx is not installed (the GPT-2 fixture needs the ONNX importer)")
+    r = jax_report["plans"][kind]
+    assert r["global_nodes"] == {} and r["mapped"] == r["nodes"], r["global_nodes"]
+
+
+#: why GPT-2's compiled step moves other bytes than its plan, tensor by tensor (jax/attribution.py):
+#: "output left partial": the logits, a partial sum the plan's runtimes sum uncounted when
+#: collecting outputs, all-reduced by the step; "bounding box": a reshape's plan tile fetches
+#: the interval hull of its reads, the step reads the exact run (less); "64-bit held in 32":
+#: int64 token ids in 32 bits without JAX_ENABLE_X64 (half); "gather + all-to-all",
+#: "XLA re-layout", "reduce-scatter + permute": re-layouts into another mesh-axis order, which
+#: one collective per set of mesh axes moves in two steps where the plan sends each piece once
+GPT2_CAUSES = {"output left partial", "bounding box", "64-bit held in 32", "gather + all-to-all", "XLA re-layout",
+               "reduce-scatter + permute"}
+
+
+def test_gpt2_bytes_differ_only_by_named_causes(jax_report):
+    """Every tensor of GPT-2's compiled step moves the bytes of the plan's execution graph but
+    those with one of the named causes (none left unattributed, none "XLA moves less", no
+    global-view node). The execution graph itself fetches more than the plan's cost model
+    counts (plan.comm_bytes, 411,240 against 459,066 on this fixture)."""
+    if "gpt2-tofu" not in jax_report["plans"]:
+        pytest.skip("onnx is not installed (the GPT-2 fixture needs the ONNX importer)")
+    r = jax_report["plans"]["gpt2-tofu"]
+    assert {cause for _, _, _, cause in r["differences"]} <= GPT2_CAUSES, r["differences"]
+    assert r["compiled_bytes"] - r["graph_bytes"] == sum(c - p for _, p, c, _ in r["differences"])
+    partial = [d for d in r["differences"] if d[3] == "output left partial"]
+    assert [d[0] for d in partial] == ["logits_output"]
 
 
 @pytest.mark.parametrize("kind", ["tofu", "data", "rules"])

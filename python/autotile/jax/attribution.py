@@ -97,6 +97,12 @@ def cause(tensor: str, plan_bytes: int, kinds: Dict[str, int], step) -> Tuple[st
         return "output left partial", ("the plan leaves this model output a partial sum (no node reads it; its "
                                        "runtimes sum the pieces when collecting outputs, uncounted): the step "
                                        "returns it summed")
+    if compiled < plan_bytes and _dtype(step, tensor) in ("int64", "uint64", "float64", "complex128"):
+        import jax
+
+        if not jax.config.jax_enable_x64:
+            return "64-bit held in 32", (f"a {_dtype(step, tensor)} tensor (token ids): JAX without JAX_ENABLE_X64 "
+                                         "holds it in 32 bits, so its collectives move half the plan's bytes")
     odd = uneven(step.plan, tensor) or next((n[8:] for n in notes if n.startswith("uneven: ")), "")
     if odd:
         return "uneven split", (f"uneven split ({odd}): XLA's collectives need equal tiles, so the plan's unequal "
@@ -131,9 +137,34 @@ def cause(tensor: str, plan_bytes: int, kinds: Dict[str, int], step) -> Tuple[st
         return "bounding box", (f"read by {readers[0]} in boxes that are no mesh tiles (a reshape's bounding box, "
                                 "rows beyond the tile): the plan fetches the box, XLA (global view) only the rows "
                                 "used")
+    from .reshape_tiles import SHAPE_ONLY
+
+    reshapes = [n.name for n in step.tg.symbol.topo_nodes() if n.op in SHAPE_ONLY and n.name in step.mapped
+                and n.inputs and _name(*n.inputs[0]) == tensor]
+    if compiled < plan_bytes and reshapes:
+        return "bounding box", (f"read by the reshape {reshapes[0]}, whose tile the plan fetches as the interval hull "
+                                "of its reads (rows beyond the tile); the step reads the exact run of its output "
+                                "tile (jax/reshape_tiles.py)")
     if compiled < plan_bytes:
         return "XLA moves less", "XLA moves less than the plan's execution graph"
     return "not attributed", "not attributed"
+
+
+def _dtype(step, tensor: str) -> str:
+    """The training graph's dtype of `tensor` (symbol.infer's types; float32 if unknown)."""
+    types = getattr(step, "_attribution_dtypes", None)
+    if types is None:
+        from ..symbol.infer import infer_entry_types
+
+        known = infer_entry_types(step.tg.symbol, {})
+        types = {_name(n, i): t for n in step.tg.symbol.topo_nodes() for i in range(len(n.output_names()) or 1)
+                 for t in [known.get((id(n), i), "float32")]}
+        step._attribution_dtypes = types  # one inference per step
+    return types.get(tensor, "float32")
+
+
+def _name(src, i) -> str:
+    return src.name if src.is_variable else src.output_names()[i]
 
 
 def differences(plan_bytes: Dict[str, int], compiled: Dict[str, Dict[str, int]], step):

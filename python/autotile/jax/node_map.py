@@ -21,7 +21,8 @@ mesh axes in order), the node becomes ``shard_map(kernel, in_specs, out_specs)``
   ``lax.switch`` on their mesh coordinates.
 
 A convolution-family node that reads its tiles plus rows of the neighbouring tiles (a
-spatial split's halo) gets those rows by ``lax.ppermute`` (jax/halo.py). A node whose boxes
+spatial split's halo) gets those rows by ``lax.ppermute`` (jax/halo.py); a reshape whose
+boxes are hulls reads the exact run of its output tile (jax/reshape_tiles.py). A node whose boxes
 are not mesh tiles otherwise (uneven splits, other halos) or whose output is partial in a
 way the boxes do not explain runs in the global view instead (jnp on
 whole arrays with sharding constraints); :func:`node_maps` says which and why."""
@@ -34,6 +35,7 @@ import numpy as np
 
 from ..execgraph.tile_attrs import tile_attrs
 from .halo import HALO_OPS, halo_of, split_axes, tile_index
+from .reshape_tiles import SHAPE_ONLY, exact_input_boxes
 
 Spec = Tuple[Tuple[str, ...], ...]
 
@@ -134,6 +136,11 @@ def _node_map(eg, node, name, nid, ops, ndev, mesh_shape, axis_names):
         if found is not None:  # the tile and its neighbours' rows (halo.py)
             core, halos[j], wide[j] = found
             spec = spec_of(core, full, mesh_shape, axis_names)
+        if spec is None and j == 0 and node.op in SHAPE_ONLY:  # a reshape's hull: its exact run
+            exact = exact_input_boxes([_box(eg, op["outputs"][0]) for op in ops], full, out_shapes[0])
+            spec = spec_of(exact, full, mesh_shape, axis_names) if exact else None
+            if spec is not None:
+                wide[j] = exact
         if spec is None:
             return f"input '{low.tensor_names[in_t[j]]}' is read in boxes that are not mesh tiles (halo or uneven)"
         in_specs.append(spec)
@@ -155,8 +162,8 @@ def _node_map(eg, node, name, nid, ops, ndev, mesh_shape, axis_names):
     parsed = node.parsed_attrs()
     for d, op in enumerate(ops):
         out_boxes = [(eg.buffers[b]["lo"], eg.buffers[b]["hi"]) for b in op["outputs"]]
-        # a widened input's tile attributes from its unclipped box: the zeros it receives
-        # past the tensor's ends are the padding
+        # a widened input's tile attributes from its unclipped box (the zeros it receives
+        # past the tensor's ends are the padding), a reshape's from its exact run
         in_boxes = [wide[j][d] if j in wide else box for j, box in enumerate(op["input_boxes"])]
         a = tile_attrs(node.op, parsed, in_boxes, out_boxes, in_shapes, out_shapes)
         k = _key(a)
@@ -165,6 +172,11 @@ def _node_map(eg, node, name, nid, ops, ndev, mesh_shape, axis_names):
             attrs.append(a)
         groups.append(seen[k])
     return NodeMap(name, in_specs, shape_only, out_specs, partial, attrs, groups, tiles, halos)
+
+
+def _box(eg, buffer: int):
+    b = eg.buffers[buffer]
+    return tuple(b["lo"]), tuple(b["hi"])
 
 
 def _shape_only(eg, op, j, nid) -> Tuple[int, ...]:
@@ -256,8 +268,9 @@ def reduce_partial(x, scatters, left, sizes: Dict[str, int]):
     import jax.numpy as jnp
 
     dtype = x.dtype
-    if dtype == jnp.bool_:  # NumPy's sum of booleans is their logical or
-        x = x.astype(jnp.int32)
+    if dtype == jnp.bool_:  # NumPy's sum of booleans is their logical or: counted in a byte, as the plan's
+        n = int(np.prod([sizes[a] for _, axes, _ in scatters for a in axes] + [sizes[a] for a in left]))
+        x = x.astype(jnp.uint8 if n < 256 else jnp.int32)
     for j, axes, run in scatters:
         if run != axes:  # keep this device's part for the replicated axes of the run first
             x = x.reshape(x.shape[:j] + tuple(sizes[a] for a in run) + (-1,) + x.shape[j + 1:])
