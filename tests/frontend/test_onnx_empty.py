@@ -152,3 +152,13 @@ def test_an_empty_initializer_concatenated_equals_onnxruntime():
     nodes = [mk("Concat", ["nothing", "x", "nothing"], ["c"], axis=1), mk("Relu", ["c"], ["y"])]
     model = make_model(nodes, {"x": (2, 5)}, ["y"], {"nothing": np.zeros((2, 0), np.float32)})
     assert_matches_ort(model, {"x": RNG.standard_normal((2, 5)).astype(np.float32)})
+
+
+def test_the_shape_of_an_empty_tail_folds():
+    """Shape(q_pass) is (2, 5, 0): its last dim, cast and added, adds 0 (as in onnxruntime)."""
+    model = _phi3_rotary()
+    g = model.graph
+    g.node.extend([mk("Shape", ["q_pass"], ["pass_shape"]), mk("Gather", ["pass_shape", "last"], ["pass_len"]),
+                   mk("Cast", ["pass_len"], ["pass_len_f"], to=1), mk("Add", ["y", "pass_len_f"], ["y2"])])
+    g.output[0].name = "y2"
+    assert_matches_ort(model, {"x": RNG.standard_normal((2, 5, HEAD)).astype(np.float32)})

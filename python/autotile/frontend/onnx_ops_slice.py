@@ -24,14 +24,18 @@ def _is_empty_const(ctx, i: int) -> bool:
 
 def empty_output(ctx, k: int, dims, axis: int, why: str) -> np.ndarray:
     """Output k of the node, which holds no element (``why`` says how): an empty constant of
-    shape `dims` with `axis` at 0 when only Concat nodes read it, else an Error naming the node,
-    the tensor and the reader that would compute on it."""
+    shape `dims` with `axis` at 0 when only Concat nodes read it (or Shape / Size, when `dims`
+    are all known), else an Error naming the node, the tensor and the reader that would
+    compute on it."""
     name = ctx.node.output[k]
     if any(o.name == name for o in ctx.imp.graph.output):
         raise ctx.error(f"{why}: the empty tensor '{name}' is a graph output; autotile does not compute empty "
                         f"tensors (empty tensors are not supported except as Concat inputs, which are dropped)")
+    static = dims is not None and all(isinstance(d, int) and not isinstance(d, SymDim) for d in dims)
+    # Concat drops it; Shape and Size read only its (static) shape
+    allowed = ("Concat", "Shape", "Size") if static else ("Concat",)
     for reader in ctx.imp.graph.node:
-        if name in reader.input and (reader.op_type != "Concat" or reader.domain not in ("", "ai.onnx")):
+        if name in reader.input and (reader.op_type not in allowed or reader.domain not in ("", "ai.onnx")):
             raise ctx.error(f"{why}: the empty tensor '{name}' is read by node "
                             f"'{reader.name or reader.output[0]}' ({reader.op_type}), which would compute on it; "
                             f"empty tensors are not supported except as Concat inputs, which are dropped")
