@@ -279,3 +279,35 @@ def test_reduce_partial_in_jax_moves_only_the_stored_pieces():
         assert got[str(i)]["err"] < 1e-12, (case, got[str(i)])
     weight_grad = PARTIAL_CASES.index((((), ()), ("a",), (("a", "b", "c"), ())))
     assert got[str(weight_grad)]["bytes"] == got[str(weight_grad)]["reduce_scatter_bytes"] == 1024
+
+
+def test_reshape_reads_the_exact_run_of_its_output_tile():
+    """jax/reshape_tiles.py: an output box that is one row-major run reads the input box
+    holding exactly that run (oracle: the elements of np.arange reshaped both ways); a box
+    that is no run, or whose run is no input box, gives None."""
+    from autotile.jax.reshape_tiles import exact_input_boxes, flat_run
+
+    rng, found = np.random.default_rng(0), 0
+    cases = [((24, 96), (4, 6, 96)), ((8, 6, 16), (4, 2, 6, 16)), ((24,), (4, 1, 1, 6)), ((4, 6, 32), (24, 32))]
+    for in_shape, out_shape in cases:
+        x = np.arange(int(np.prod(in_shape)))
+        whole_in, whole_out = x.reshape(in_shape), x.reshape(out_shape)
+        for _ in range(200):
+            lo = [int(rng.integers(0, n)) for n in out_shape]
+            hi = [int(rng.integers(a + 1, n + 1)) for a, n in zip(lo, out_shape)]
+            got = exact_input_boxes([(tuple(lo), tuple(hi))], in_shape, out_shape)
+            want = whole_out[tuple(slice(a, b) for a, b in zip(lo, hi))].reshape(-1)
+            contiguous = bool(np.all(np.diff(want) == 1))
+            if flat_run(lo, hi, out_shape) is None:
+                assert got is None and not contiguous
+                continue
+            assert contiguous
+            if got is None:  # a run that is no box of the input
+                continue
+            (ilo, ihi), = got
+            assert np.array_equal(whole_in[tuple(slice(a, b) for a, b in zip(ilo, ihi))].reshape(-1), want)
+            found += 1
+    assert found > 20
+    # GPT-2's split: output (1, 3, 96) tiles of (4, 6, 96) read 3 rows of (24, 96), not a hull of 6
+    assert exact_input_boxes([((0, 3, 0), (1, 6, 96))], (24, 96), (4, 6, 96)) == [((3, 0), (6, 96))]
+    assert exact_input_boxes([((0, 0, 0), (2, 3, 96))], (24, 96), (4, 6, 96)) is None  # rows 0-3 and 6-9
