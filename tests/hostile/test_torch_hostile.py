@@ -320,3 +320,39 @@ def test_measure_outside_a_process_group_and_beside_plan_with_a_bad_report():
         raises_naming(lambda: att.beside_plan(plan, bad), *names)
     raises_naming(lambda: att.beside_plan({"comm_bytes": 1}, good), "plan", "dict")
     raises_naming(lambda: att.beside_plan(plan, good, model="m.onnx"), "model", "str")
+
+
+class Grouped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.gn = nn.GroupNorm(2, 8)
+        self.out = nn.Linear(8, 3)
+
+    def forward(self, x):
+        return self.out(torch.relu(self.gn(self.fc(x))))
+
+
+def test_group_norm_on_a_split_input_trains_as_the_plain_module():
+    """DTensor's GroupNorm backward on a split input raised 'Expected dY.numel() == N * C *
+    HxW' (torch 2.13) deep in each rank's traceback, under data parallelism and under a plan
+    splitting the features: the call runs replicated and the step equals the plain module's."""
+    torch.manual_seed(0)
+    m, x = Grouped(), torch.randn(4, 8)
+    sym = att.export(m, x)
+    plans = [at.plan(sym, devices=2, shapes={"x": (4, 8)}, algorithm="data"),
+             at.plan(sym, devices=2, shapes={"x": (4, 8)}, mesh={"model": 2}, layout={"fc.weight": {0: "model"}})]
+
+    def job(rank):
+        out = []
+        for plan in plans:
+            mod = att.parallelize(copy.deepcopy(m), plan, sym)
+            step = _parallel_step(rank, m, plan, sym, (x,))
+            mod(x)
+            out.append((step, list(mod.autotile.gathered)))
+        return out
+
+    results = att.run_local(job, 2, timeout=120)
+    for j, plan in enumerate(plans):
+        _check_against_plain(m, plan, sym, (x,), [r[j][0] for r in results])
+        assert [q for q, _ in results[0][j][1]] == ["gn"]

@@ -212,6 +212,8 @@ class Parallelized:
         self.calls: Dict[str, int] = {}  # module -> calls so far in this forward
         #: per forward: (module, call index, plan tensor, placements before, after) of each redistribution
         self.redistributed = []
+        #: per forward: (module, input placements) of each GroupNorm call run replicated (replicated_group_norm)
+        self.gathered = []
 
     def placements(self, tensor: str):
         """The plan's DTensor placements of `tensor` (objects)."""
@@ -256,6 +258,10 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
       module call that maps to a plan tensor (``model.torch_map``) to the plan's placements,
       unless the plan leaves it partial. The outputs of ``module(...)`` are DTensors
       (``.full_tensor()`` gathers one).
+    - Where DTensor itself goes wrong: a BatchNorm's running statistics are laid out as its
+      input's channels before each call (else their update is lost in a redistributed copy);
+      a GroupNorm runs on whole tensors (DTensor's backward of a split one fails),
+      its output handed back in the input's layout (``Parallelized.gathered`` lists the calls).
 
     The returned module carries ``module.autotile`` (a :class:`Parallelized`)."""
     torch, dist = _torch()
@@ -315,6 +321,7 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
     def root_pre(_mod, args, kwargs):
         state.calls = {}
         state.redistributed = []
+        state.gathered = []
         args = tuple(to_dtensor(arg_names[i] if i < len(arg_names) else None, a) for i, a in enumerate(args))
         kwargs = {k: to_dtensor(k, v) for k, v in kwargs.items()}
         return args, kwargs
@@ -335,9 +342,33 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
                 mod.register_buffer(bname, b.redistribute(b.device_mesh, want))
         return None
 
+    def replicated_group_norm(mod):
+        # DTensor's group-norm backward fails on a split input, gradient or weight ('Expected
+        # dY.numel() == N * C * HxW', torch 2.13): run the call on whole tensors and hand the
+        # output back laid out as its input was
+        plain = mod.forward
+
+        def forward(x):
+            if not isinstance(x, DTensor):
+                return plain(x)
+            whole = tuple(Replicate() for _ in x.placements)
+            w, b = (t.redistribute(t.device_mesh, whole) if isinstance(t, DTensor) else t
+                    for t in (mod.weight, mod.bias))
+            if whole != tuple(x.placements) or w is not mod.weight or b is not mod.bias:
+                state.gathered.append((names_of.get(id(mod)), tuple(x.placements)))
+            y = torch.nn.functional.group_norm(x.redistribute(x.device_mesh, whole), mod.num_groups, w, b, mod.eps)
+            y = _whole_gradient().apply(y)
+            return y.redistribute(y.device_mesh, tuple(Replicate() if p.is_partial() else p for p in x.placements))
+
+        mod.forward = forward
+        return _Unpatch(mod, "forward")
+
+    names_of = {id(m): q for q, m in module.named_modules()}
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm):
             state.handles.append(sub.register_forward_pre_hook(norm_pre))
+        if isinstance(sub, torch.nn.GroupNorm):
+            state.handles.append(replicated_group_norm(sub))
     if activations and tmap is not None:
         names = {id(m): q for q, m in module.named_modules()}
 
@@ -367,6 +398,35 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
                 state.handles.append(sub.register_forward_hook(post))
     module.autotile = state
     return module
+
+
+class _Unpatch:
+    """A handle that takes an instance attribute (a replaced ``forward``) off again."""
+
+    def __init__(self, obj, name):
+        self.obj, self.name = obj, name
+
+    def remove(self):
+        self.obj.__dict__.pop(self.name, None)
+
+
+def _whole_gradient():
+    """An identity whose backward replicates a DTensor gradient."""
+    import torch
+    from torch.distributed.tensor import DTensor, Replicate
+
+    class WholeGradient(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x.view_as(x)
+
+        @staticmethod
+        def backward(ctx, g):
+            if isinstance(g, DTensor) and not all(p.is_replicate() for p in g.placements):
+                g = g.redistribute(g.device_mesh, tuple(Replicate() for _ in g.placements))
+            return g
+
+    return WholeGradient
 
 
 def _replace(value, swap):
