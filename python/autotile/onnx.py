@@ -36,6 +36,13 @@ def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict]
     ``sym.onnx_names`` maps each ONNX tensor name to its autotile entry name; every Variable
     carries its ONNX name in the ``__onnx_name__`` attribute.
 
+    External weight data is read only for a model given by path, from files inside the
+    model's directory, after each tensor's declared bytes are checked against its ``length``
+    and the file's size; bytes or a ModelProto that still name external data are refused
+    (they have no directory: pass the path, or a ModelProto ``onnx.load`` filled in).
+    Constant subgraphs fold at import time only up to 2^28 elements per result, checked
+    before the result is built.
+
     Raises :class:`autotile.Error` for a file that is missing, truncated or not ONNX, for an
     opset below 7, for operators autotile does not support (all of them listed, each with a
     node name), for attributes whose semantics autotile cannot reproduce, and for a

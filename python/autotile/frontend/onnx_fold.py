@@ -349,6 +349,19 @@ def fold(ctx, values, generic: bool = False) -> Optional[list]:
         return None
     if _too_big(ctx):
         return None
+    from .onnx_fold_size import fold_elements
+
+    try:
+        # The size from the folded values themselves, before NumPy builds anything: shape
+        # inference does not see a Range limit or an Expand shape computed by a Div of constants.
+        elements = fold_elements(ctx, values)
+    except NotFoldable:
+        return None
+    if elements is None or elements > MAX_FOLD_ELEMENTS:
+        ctx.fold_refused = ("its result's size cannot be bounded before it is computed" if elements is None else
+                            f"its result would hold {elements} elements, more than the {MAX_FOLD_ELEMENTS} "
+                            f"the importer materialises")
+        return None
     try:
         outs = folder(ctx, values) if folder is not None else _reference(ctx, values)
     except NotFoldable:

@@ -15,16 +15,15 @@ applied; dimensions it cannot fix stay symbolic (:class:`SymDim`).
 from __future__ import annotations
 
 import itertools
-import os
 import re
 from typing import Dict, List, Optional
 
 import numpy as np
 
 from ..errors import Error
-from ..file_read import read_regular_file
 from ..symbol.ops_api import create
 from ..symbol.symbol import Group, Symbol, Variable
+from .onnx_load import load_model, onnx_module as _onnx
 from .onnx_fold import NotFoldable, SymDim, fold, has_symbolic
 from .onnx_trainable import NO_GRADIENT, trainable_initializers
 
@@ -90,53 +89,6 @@ class NameTable:
 
 # ----------------------------------------------------------------------------- loading
 
-def _onnx():
-    try:
-        import onnx
-    except ImportError:
-        raise Error("importing ONNX models needs the onnx package: pip install autotile[onnx]") from None
-    return onnx
-
-
-def load_model(path_or_model):
-    """An ``onnx.ModelProto`` from a path, raw bytes or a ModelProto; Error naming the file
-    when it is missing, truncated or not an ONNX model."""
-    onnx = _onnx()
-    if isinstance(path_or_model, onnx.ModelProto):
-        model, where = path_or_model, "the given ModelProto"
-    elif isinstance(path_or_model, (bytes, bytearray)):
-        where = "the given bytes"
-        model = _parse(onnx, bytes(path_or_model), where)
-    elif isinstance(path_or_model, (str, os.PathLike)):
-        path = os.fspath(path_or_model)
-        where = f"'{path}'"
-        if not os.path.exists(path):
-            raise Error(f"ONNX model {where} does not exist")
-        # a FIFO, device or directory is named as such (read_regular_file), not as missing
-        model = _parse(onnx, read_regular_file(path, "ONNX model"), where)
-        if any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer):
-            try:
-                from onnx.external_data_helper import load_external_data_for_model
-
-                load_external_data_for_model(model, os.path.dirname(os.path.abspath(path)))
-            except Exception as e:  # missing or short external data file
-                raise Error(f"ONNX model {where}: cannot load its external weight data: {e}") from None
-    else:
-        raise Error(f"at.onnx.load takes a path, bytes or an onnx.ModelProto, got {type(path_or_model).__name__}")
-    if model.ir_version <= 0 or not model.HasField("graph") or (not model.graph.node and not model.graph.output):
-        raise Error(f"{where} is not an ONNX model (no graph or IR version in it)")
-    return model
-
-
-def _parse(onnx, data: bytes, where: str):
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(data)
-    except Exception as e:  # google.protobuf DecodeError and friends
-        raise Error(f"{where} is not a valid ONNX model (truncated or not an ONNX file): {e}") from None
-    return model
-
-
 def _main_opset(model, where="model") -> int:
     versions = [o.version for o in model.opset_import if o.domain in ("", "ai.onnx")]
     if not versions:
@@ -166,6 +118,8 @@ class NodeContext:
         self.base = node.name or (node.output[0] if node.output and node.output[0] else f"node{index}")
         self._attrs = {a.name: a for a in node.attribute}
         self._count = 0
+        #: why onnx_fold left this all-constant node unfolded (its size), for the converter's error
+        self.fold_refused: Optional[str] = None
 
     # -- errors and attributes
     def error(self, message: str) -> Error:
@@ -596,6 +550,7 @@ class Importer:
                 if o:
                     producer[o] = i
         order, state = [], [0] * len(nodes)
+        produced_inputs: Dict[int, list] = {}  # computed once per node: a Sum of 10^5 inputs stays linear
         for start in range(len(nodes)):
             if state[start]:
                 continue
@@ -603,7 +558,9 @@ class Importer:
             state[start] = 1
             while stack:
                 i, k = stack.pop()
-                ins = [x for x in nodes[i].input if x in producer]
+                ins = produced_inputs.get(i)
+                if ins is None:
+                    ins = produced_inputs[i] = [x for x in nodes[i].input if x in producer]
                 if k < len(ins):
                     stack.append((i, k + 1))
                     j = producer[ins[k]]
@@ -670,6 +627,11 @@ class Importer:
                     outs = CONVERTERS[node.op_type](ctx)
                 except NotFoldable as e:  # a converter needed a constant that holds an unknown dim
                     raise ctx.error(f"needs a constant input, but {e}; {self.unbound_hint()}") from None
+                except Error as e:
+                    if ctx.fold_refused is None:
+                        raise
+                    raise ctx.error(f"not folded at import time: {ctx.fold_refused} "
+                                    f"(and it cannot run in the graph: {e})") from None
             self._bind(ctx, outs)
         if unsupported:
             raise Error(f"ONNX model has {len(unsupported)} node(s) with operators autotile does not support: "

@@ -42,10 +42,19 @@ def _check_ssa(graph, inputs: set):
             written[out] = label
 
 
+#: most inputs one node may have: an operator's TDL description holds at most 2^16 tensors,
+#: inputs and output together (kMaxTensors in csrc/tdl/tdl_parser.cc)
+MAX_NODE_INPUTS = (1 << 16) - 1
+
+
 def _check_arity(graph, opset: int):
     from onnx import defs
 
     for index, node in enumerate(graph.node):
+        if len(node.input) > MAX_NODE_INPUTS:
+            raise Error(f"ONNX node {_node_label(node, index)} has {len(node.input)} inputs; autotile operators "
+                        f"take at most {MAX_NODE_INPUTS} (an operator's TDL description holds at most "
+                        f"{MAX_NODE_INPUTS + 1} tensors)")
         domain = "" if node.domain == "ai.onnx" else node.domain
         try:
             schema = defs.get_schema(node.op_type, opset, domain)
