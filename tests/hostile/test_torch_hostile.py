@@ -356,3 +356,42 @@ def test_group_norm_on_a_split_input_trains_as_the_plain_module():
     for j, plan in enumerate(plans):
         _check_against_plain(m, plan, sym, (x,), [r[j][0] for r in results])
         assert [q for q, _ in results[0][j][1]] == ["gn"]
+
+
+class Reflect(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+        self.pad = nn.ReflectionPad1d(1)
+
+    def forward(self, x):
+        return self.pad(self.fc(x).unsqueeze(1))
+
+
+def test_an_op_dtensor_cannot_run_is_an_error_naming_the_module():
+    """DTensor has no sharding rule for reflection padding: was a raw NotImplementedError deep in
+    rank 0's traceback; an Error naming the module call (ReflectionPad1d 'pad') and the op."""
+    torch.manual_seed(0)
+    m, x = Reflect(), torch.randn(4, 8)
+    sym = att.export(m, x)
+    plan = at.plan(sym, devices=2, shapes={"x": (4, 8)})
+
+    def job(rank):
+        from autotile.torch.names import forward_arg_names
+
+        mod = att.parallelize(copy.deepcopy(m), plan, sym)
+        assert forward_arg_names(mod) == ["x"]  # the wrapped forward keeps its signature
+        try:
+            mod(x)
+        except at.Error as e:
+            assert isinstance(e.__cause__, NotImplementedError)
+            said = str(e)
+        mod.fc.forward = lambda t: (_ for _ in ()).throw(ValueError("the module's own error"))
+        with pytest.raises(ValueError, match="the module's own error"):  # not DTensor's: as it was
+            mod(x)
+        return said
+
+    said = att.run_local(job, 2, timeout=60)
+    for text in said:
+        assert "ReflectionPad1d module 'pad' of the parallelized Reflect" in text, text
+        assert "reflection_pad1d" in text

@@ -6,6 +6,9 @@ own sharding propagation lays out the ops, and autograd carries each redistribut
 inverse into the backward pass."""
 from __future__ import annotations
 
+import functools
+import traceback
+import types
 from typing import Dict, Optional
 
 import numpy as np
@@ -214,6 +217,7 @@ class Parallelized:
         self.redistributed = []
         #: per forward: (module, input placements) of each GroupNorm call run replicated (replicated_group_norm)
         self.gathered = []
+        self.stack = []  # the module calls in progress (qualified names), innermost last
 
     def placements(self, tensor: str):
         """The plan's DTensor placements of `tensor` (objects)."""
@@ -322,6 +326,7 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         state.calls = {}
         state.redistributed = []
         state.gathered = []
+        state.stack = []
         args = tuple(to_dtensor(arg_names[i] if i < len(arg_names) else None, a) for i, a in enumerate(args))
         kwargs = {k: to_dtensor(k, v) for k, v in kwargs.items()}
         return args, kwargs
@@ -342,33 +347,27 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
                 mod.register_buffer(bname, b.redistribute(b.device_mesh, want))
         return None
 
-    def replicated_group_norm(mod):
-        # DTensor's group-norm backward fails on a split input, gradient or weight ('Expected
-        # dY.numel() == N * C * HxW', torch 2.13): run the call on whole tensors and hand the
-        # output back laid out as its input was
-        plain = mod.forward
-
-        def forward(x):
-            if not isinstance(x, DTensor):
-                return plain(x)
-            whole = tuple(Replicate() for _ in x.placements)
-            w, b = (t.redistribute(t.device_mesh, whole) if isinstance(t, DTensor) else t
-                    for t in (mod.weight, mod.bias))
-            if whole != tuple(x.placements) or w is not mod.weight or b is not mod.bias:
-                state.gathered.append((names_of.get(id(mod)), tuple(x.placements)))
-            y = torch.nn.functional.group_norm(x.redistribute(x.device_mesh, whole), mod.num_groups, w, b, mod.eps)
-            y = _whole_gradient().apply(y)
-            return y.redistribute(y.device_mesh, tuple(Replicate() if p.is_partial() else p for p in x.placements))
-
-        mod.forward = forward
-        return _Unpatch(mod, "forward")
-
     names_of = {id(m): q for q, m in module.named_modules()}
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm):
             state.handles.append(sub.register_forward_pre_hook(norm_pre))
         if isinstance(sub, torch.nn.GroupNorm):
-            state.handles.append(replicated_group_norm(sub))
+            sub._autotile_name, sub._autotile_state = names_of.get(id(sub)), state
+            state.handles.append(_patch_forward(sub, _whole_group_norm))
+
+    # a forward that fails inside DTensor names the module call it failed in
+    def push(mod, _args):
+        state.stack.append(names_of.get(id(mod)))
+
+    def pop(_mod, _args, _out):
+        if state.stack:
+            state.stack.pop()
+
+    for sub in module.modules():
+        if sub is not module:
+            state.handles.append(sub.register_forward_pre_hook(push))
+            state.handles.append(sub.register_forward_hook(pop))
+    state.handles.append(_patch_forward(module, _naming_dtensor_failures(type(module).forward)))
     if activations and tmap is not None:
         names = {id(m): q for q, m in module.named_modules()}
 
@@ -408,6 +407,58 @@ class _Unpatch:
 
     def remove(self):
         self.obj.__dict__.pop(self.name, None)
+
+
+def _patch_forward(mod, fn) -> _Unpatch:
+    """``mod.forward = fn`` bound to `mod` (a bound method: ``copy.deepcopy`` rebinds it to
+    the copy); a handle that takes it off."""
+    mod.forward = types.MethodType(fn, mod)
+    return _Unpatch(mod, "forward")
+
+
+def _whole_group_norm(self, x):
+    """GroupNorm's forward on whole tensors, its output handed back laid out as its input was:
+    DTensor's group-norm backward fails on a split input, gradient or weight ('Expected
+    dY.numel() == N * C * HxW', torch 2.13)."""
+    import torch
+    from torch.distributed.tensor import DTensor, Replicate
+
+    if not isinstance(x, DTensor):
+        return type(self).forward(self, x)
+    whole = tuple(Replicate() for _ in x.placements)
+    w, b = (t.redistribute(t.device_mesh, whole) if isinstance(t, DTensor) else t for t in (self.weight, self.bias))
+    if whole != tuple(x.placements) or w is not self.weight or b is not self.bias:
+        state = getattr(self, "_autotile_state", None)
+        if state is not None:
+            state.gathered.append((getattr(self, "_autotile_name", None), tuple(x.placements)))
+    y = torch.nn.functional.group_norm(x.redistribute(x.device_mesh, whole), self.num_groups, w, b, self.eps)
+    y = _whole_gradient().apply(y)
+    return y.redistribute(y.device_mesh, tuple(Replicate() if p.is_partial() else p for p in x.placements))
+
+
+def _naming_dtensor_failures(plain):
+    """`plain` (a module class's forward) raising an :class:`Error` that names the innermost
+    module call in progress when an exception comes from inside DTensor (an op it cannot
+    shard: 'does not have a sharding strategy registered'); other exceptions pass as they are."""
+
+    @functools.wraps(plain)
+    def forward(self, *args, **kwargs):
+        try:
+            return plain(self, *args, **kwargs)
+        except Exception as e:
+            frames = [f.filename for f in traceback.extract_tb(e.__traceback__)]
+            state = getattr(self, "autotile", None)
+            where = list(getattr(state, "stack", []) or [])
+            if not any("torch/distributed/tensor" in f.replace("\\", "/") for f in frames):
+                raise
+            q = where[-1] if where else ""
+            sub = self.get_submodule(q) if q else self
+            raise Error(f"{type(sub).__name__} module '{q or '(root)'}' of the parallelized {type(self).__name__} "
+                        f"fails under DTensor: {type(e).__name__}: {str(e).strip()[:300]} (DTensor cannot run this "
+                        f"op on the layouts it gets here; a plan that keeps its inputs whole, layout rules "
+                        f"replicating them, may run it)") from e
+
+    return forward
 
 
 def _whole_gradient():
