@@ -129,6 +129,8 @@ def test_tied_parameters_stay_one_tensor_and_train_on_the_summed_gradient():
     got = [r[0] for r in results]
     for r in got:
         assert ["emb.weight", "head.weight"] in r["shared"]
+        assert r["params"]["head.weight"] == r["params"]["emb.weight"] == "emb.weight"
+        _laid_out_as_planned(plan, r)
     _check_against_plain(m, plan, sym, (ids,), got)
     for _, report in results:
         for k in ("output", "grad", "param"):

@@ -199,9 +199,10 @@ def match_parameters(module, plan, model=None) -> Dict[str, str]:
 
 class Parallelized:
     """What :func:`parallelize` did: the mesh, the layout, parameter and activation mapping
-    (``params``: module parameter -> plan tensor, ``transposed``: the parameters that tensor
-    holds transposed, ``views``: other plan tensors holding a parameter; ``activations``:
-    (module, call) -> plan tensors), and the hook handles (``remove()`` takes the hooks off)."""
+    (``params``: module parameter -> plan tensor, every owner of a tied one by its own name;
+    ``transposed``: the parameters that tensor holds transposed; ``views``: other plan tensors
+    holding a parameter; ``activations``: (module, call) -> plan tensors), and the hook
+    handles (``remove()`` takes the hooks and replaced forwards off)."""
 
     def __init__(self, module, plan, mesh, layout, params, tmap, transposed=(), views=None):
         self.module, self.plan, self.mesh, self.layout = module, plan, mesh, layout
@@ -301,6 +302,11 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
             dt = distribute_tensor(p.detach(), mesh, placements)
             made[id(p)] = torch.nn.Parameter(dt, requires_grad=p.requires_grad)
         sub.register_parameter(pname, made[id(p)])
+        first = plan_of.get(id(p))
+        if first is not None and full != first:  # another owner's name for the same plan tensor
+            state.params[full] = state.params[first]
+            if first in state.transposed:
+                state.transposed.add(full)
     # buffers (a registered scale, BatchNorm's running statistics) are replicated: DTensor ops
     # refuse a plain tensor beside a DTensor; the plan does not train them (export's trainable=)
     for q, sub in module.named_modules():
