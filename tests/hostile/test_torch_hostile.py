@@ -397,3 +397,18 @@ def test_an_op_dtensor_cannot_run_is_an_error_naming_the_module():
     for text in said:
         assert "ReflectionPad1d module 'pad' of the parallelized Reflect" in text, text
         assert "reflection_pad1d" in text
+
+
+def test_parallelize_and_compare_step_refuse_arguments_of_the_wrong_kind():
+    """A Symbol given as a path was silently ignored (the module re-exported); a plan or module
+    of the wrong kind was an AttributeError; a bare tensor as compare_step's inputs was unpacked
+    row by row into forward's arguments (a TypeError from forward)."""
+    torch.manual_seed(0)
+    m, x = TwoWays(), torch.randn(4, 8)
+    sym = att.export(m, x)
+    plan = at.plan(sym, devices=2, shapes={"x": (4, 8)})
+    raises_naming(lambda: att.parallelize(m, "plan.json", sym), "plan", "str")
+    raises_naming(lambda: att.parallelize(m, plan, "model.onnx"), "model", "str")
+    raises_naming(lambda: att.parallelize("m", plan, sym), "module", "str")
+    raises_naming(lambda: att.compare_step(0, m, plan, sym, x), "compare_step", "inputs", "Tensor")
+    raises_naming(lambda: att.sgd_step(m, x, 0.1), "sgd_step", "inputs", "Tensor")

@@ -272,6 +272,16 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
     torch, dist = _torch()
     from torch.distributed.tensor import DTensor, Replicate, Shard, distribute_tensor
 
+    from ..planner.plan import Plan
+    from ..symbol import Symbol
+
+    if not isinstance(module, torch.nn.Module):
+        raise Error(f"parallelize: module must be an nn.Module, got {type(module).__name__}")
+    if not isinstance(plan, Plan):
+        raise Error(f"parallelize: plan must be an autotile Plan (at.plan(sym, ...)), got {type(plan).__name__}")
+    if model is not None and not isinstance(model, Symbol):
+        raise Error(f"parallelize: model must be the Symbol the plan was made for (autotile.torch.export(module, "
+                    f"*example_inputs)) or None, got {type(model).__name__}")
     if model is None:
         model = _export_for(module, plan)
     mesh, layout = device_mesh(plan, device_type, granularity)

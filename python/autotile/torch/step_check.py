@@ -14,10 +14,18 @@ def sgd_step(module, inputs: Sequence, lr: float):
     step for a model without a loss), one ``torch.optim.SGD`` step; returns the output."""
     import torch
 
+    _check_inputs("sgd_step", inputs)
     out = module(*inputs)
     out.sum().backward()
     torch.optim.SGD(module.parameters(), lr=lr).step()
     return out
+
+
+def _check_inputs(where: str, inputs) -> None:
+    # a bare tensor would be unpacked along its first dimension, one row per forward argument
+    if not isinstance(inputs, (tuple, list)):
+        raise Error(f"{where}: inputs must be a tuple or list of forward's arguments (e.g. (x,)), got "
+                    f"{type(inputs).__name__}")
 
 
 def placement_text(p) -> str:
@@ -50,6 +58,7 @@ def compare_step(rank: int, module, plan, model, inputs: Sequence, lr: float = 0
     from .comm import measure
     from .parallel import parallelize
 
+    _check_inputs("compare_step", inputs)
     ref = copy.deepcopy(module)
     ref_out = sgd_step(ref, inputs, lr)
     # every owner of a tensor by its own name (remove_duplicate=False): a parallelizer that
