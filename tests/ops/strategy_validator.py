@@ -343,11 +343,12 @@ def _row_keys(op: str, factors: Sequence[int], row: Sequence[str]) -> List[Key]:
     return [(op, v, tuple(factors), i) for i, v in enumerate(row) if v != "replicate"]
 
 
-def strategy_keys(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS) -> frozenset:
+def strategy_keys(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS,
+                  replicate_cuts: bool = False) -> frozenset:
     """Every (op, variable, factors, cut index) a check of `case` at `factors_list` runs: the
     strategy rows of each node of its training step and of its forward graph served alone,
     from the TDL analysis (the graphs are built, no step runs; memoized by case id)."""
-    memo = f"{case.id}@{factors_list}"
+    memo = f"{case.id}@{factors_list}@{replicate_cuts}"
     if memo not in _KEYS:
         out = set()
         for train in (True, False):
@@ -355,7 +356,7 @@ def strategy_keys(case: Case, factors_list: Sequence[Sequence[int]] = FACTORS) -
             for i in range(len(low.node_names)):
                 op = low.core.node(i)["op"]
                 for factors in factors_list:
-                    for row in strategy_rows(low, i, factors):
+                    for row in strategy_rows(low, i, factors, replicate_cuts):
                         out.update(_row_keys(op, factors, row))
         _KEYS[memo] = frozenset(out)
     return _KEYS[memo]
@@ -366,11 +367,13 @@ def checked_keys(report: Report) -> set:
     return {k for op, rows in report.checked.items() for factors, row in rows for k in _row_keys(op, factors, row)}
 
 
-def covering(cases: Sequence[Case], chosen: Sequence[Case]) -> List[Case]:
-    """Cases to add to `chosen` so that together they reach every strategy key any of `cases`
-    reaches (known-bug cases aside): greedily the case adding the most keys not yet reached,
-    the first in `cases` order on ties."""
-    keys = {c.id: strategy_keys(c) for c in cases if not c.xfail}
+def covering(cases: Sequence[Case], chosen: Sequence[Case], factors_list: Sequence[Sequence[int]] = FACTORS,
+             replicate_cuts: bool = False, project: Callable = tuple) -> List[Case]:
+    """Cases to add to `chosen` so that together they reach every strategy key (at
+    `factors_list`, mapped by `project`: ``lambda k: k[:3]`` drops the cut index) any of
+    `cases` reaches, known-bug cases aside: greedily the case adding the most keys not yet
+    reached, the first in `cases` order on ties."""
+    keys = {c.id: {project(k) for k in strategy_keys(c, factors_list, replicate_cuts)} for c in cases if not c.xfail}
     have = set().union(*(keys.get(c.id, ()) for c in chosen))
     added, pool = [], [c for c in cases if c.id in keys]
     while True:

@@ -21,7 +21,7 @@ pytest.importorskip("autotile._core")
 
 from strategy_configs import CASES, REGRESSIONS, SAMPLE  # noqa: E402
 from strategy_validator import (FACTORS, Case, In, Report, check_case, checked_keys, compare_results,  # noqa: E402
-                                strategy_keys, summary, uncovered)
+                                covering, strategy_keys, summary, uncovered)
 
 #: cuts the slow sweep adds: a 4-way split of one variable, 2x3 and three nested 2-way cuts
 SLOW_FACTORS = FACTORS + ((4,), (2, 3), (2, 2, 2))
@@ -168,6 +168,27 @@ def test_full_sweep(capsys):
     assert not failures, "\n\n".join(failures)
     assert not xpassed, f"known bugs now pass (drop their xfail): {xpassed}"
     assert not uncovered(total, registered), summary(total, registered)
+
+
+#: the cuts the slow sweep adds to the CI sample's
+EXTRA_FACTORS = tuple(f for f in SLOW_FACTORS if f not in FACTORS)
+
+
+@pytest.mark.slow
+def test_sweep_sample_at_the_extra_cuts():
+    """The slow sweep's sample that CI runs (.ci/run; the sweep itself runs nightly): the
+    configurations that reach every (op, variable, cut factors) the sweep's extra cuts (4-way,
+    2x3, 2x2x2, rows replicated at one of two cuts) reach in a training step or served
+    forward, each checked at those cuts with tensors tiled at random, trained and served;
+    asserts every such key ran."""
+    cases = covering(CASES, [], EXTRA_FACTORS, replicate_cuts=True, project=lambda k: k[:3])
+    want = {k[:3] for c in CASES if not c.xfail for k in strategy_keys(c, EXTRA_FACTORS, True)}
+    total = Report()
+    for case in cases:
+        for train in (True, False):
+            total.merge(check_case(case, EXTRA_FACTORS, tilings="random", train=train, replicate_cuts=True))
+    missing = sorted(want - {k[:3] for k in checked_keys(total)})
+    assert not missing, f"{len(missing)} of {len(want)} (op, variable, cut) keys never ran: {missing[:40]}"
 
 
 def test_a_plan_along_a_vetoed_or_non_sum_reduction_is_refused():
