@@ -415,3 +415,22 @@ def test_parallelize_and_compare_step_refuse_arguments_of_the_wrong_kind():
     raises_naming(lambda: att.parallelize("m", plan, sym), "module", "str")
     raises_naming(lambda: att.compare_step(0, m, plan, sym, x), "compare_step", "inputs", "Tensor")
     raises_naming(lambda: att.sgd_step(m, x, 0.1), "sgd_step", "inputs", "Tensor")
+
+
+def test_run_local_a_failure_beside_a_rank_that_never_joins_a_collective():
+    """Rank 1 raises while rank 0 sleeps outside any collective: rank 1 is named at once and
+    rank 0 stopped 2 s later, not at the 60 s timeout, and not said to have run out of it."""
+    import time
+
+    def fn(rank):
+        if rank == 1:
+            raise KeyError("rank one's own")
+        time.sleep(60)
+
+    start = time.monotonic()
+    with pytest.raises(at.Error) as e:
+        att.run_local(fn, 2, timeout=60)
+    assert time.monotonic() - start < 10
+    first = str(e.value).splitlines()[:2]
+    assert first == ["rank 1 of 2 raised KeyError: \"rank one's own\"", "rank 0 of 2 still running 2 s after that "
+                                                                         "(stopped)"], first

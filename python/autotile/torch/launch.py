@@ -175,7 +175,10 @@ def _failure_report(nprocs, timeout, results, raised, codes, stopped) -> str:
         lines.append(f"rank {r} of {nprocs} raised {own[r][0]}" if r in own else f"rank {r} of {nprocs} {dead[r]}")
     if stopped:
         which = f"rank {stopped[0]}" if len(stopped) == 1 else f"ranks {', '.join(map(str, stopped))}"
-        lines.append(f"{which} of {nprocs} returned nothing within {timeout:g} s (stopped)")
+        if lines or echo:  # stopped 2 s after another rank failed, not at the timeout
+            lines.append(f"{which} of {nprocs} still running 2 s after that (stopped)")
+        else:
+            lines.append(f"{which} of {nprocs} returned nothing within {timeout:g} s (stopped)")
     if lines and echo:
         lines.append(f"then failed in a collective (a peer went away): rank{'s' if len(echo) > 1 else ''} "
                      f"{', '.join(map(str, sorted(echo)))}: {echo[min(echo)][0].splitlines()[0][:200]}")
