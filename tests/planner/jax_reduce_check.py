@@ -45,6 +45,15 @@ def main():
         out[str(i)] = {"err": float(np.abs(got - x).max()),
                        "reduce_scatter_bytes": sum(c["bytes"] for c in found if c["kind"] == "reduce-scatter"),
                        "bytes": sum(c["bytes"] for c in found)}
+    # a boolean partial (NumPy's sum of booleans is their logical or) over all 8 devices,
+    # stored split over all three axes: reduced in bytes, 7/8 of 128 B sent by each device
+    flags = rng.random((8,) + SHAPE) < 0.2
+    fn = jax.jit(jax.shard_map(lambda t: reduce_partial(t[0], [(0, AXES, AXES)], (), SIZES), mesh=mesh,
+                               in_specs=PartitionSpec(AXES), out_specs=PartitionSpec(AXES), check_vma=False))
+    got = np.asarray(fn(jnp.asarray(flags)))
+    found = atj.collectives(fn.lower(jnp.asarray(flags)).compile().as_text(), 8)
+    out["bool"] = {"equal": bool(got.dtype == np.bool_ and np.array_equal(got, flags.any(axis=0))),
+                   "bytes": sum(c["bytes"] for c in found)}
     print(json.dumps(out))
 
 

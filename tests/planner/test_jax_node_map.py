@@ -279,6 +279,8 @@ def test_reduce_partial_in_jax_moves_only_the_stored_pieces():
         assert got[str(i)]["err"] < 1e-12, (case, got[str(i)])
     weight_grad = PARTIAL_CASES.index((((), ()), ("a",), (("a", "b", "c"), ())))
     assert got[str(weight_grad)]["bytes"] == got[str(weight_grad)]["reduce_scatter_bytes"] == 1024
+    # a boolean partial sum is their logical or, reduced in bytes as the plan counts it (was int32: 3584 B)
+    assert got["bool"] == {"equal": True, "bytes": 8 * 7 * 16}
 
 
 def test_reshape_reads_the_exact_run_of_its_output_tile():
