@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional
 
 import numpy as np
 
-from .onnx_fold import NotFoldable, SymDim
+from .onnx_values import NotFoldable, SymDim
 
 #: ops none of whose outputs holds more elements than their largest input (unary math,
 #: normalisations, reductions, shape movement, slicing, gathers along existing indices...)

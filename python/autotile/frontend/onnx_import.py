@@ -15,7 +15,6 @@ applied; dimensions it cannot fix stay symbolic (:class:`SymDim`).
 from __future__ import annotations
 
 import itertools
-import re
 from typing import Dict, List, Optional
 
 import numpy as np
@@ -24,8 +23,10 @@ from ..errors import Error
 from ..symbol.ops_api import create
 from ..symbol.symbol import Group, Symbol, Variable
 from .onnx_load import load_model, onnx_module as _onnx
+from .onnx_names import NameTable  # noqa: F401  (NameTable was defined here)
 from .onnx_fold import NotFoldable, SymDim, fold, has_symbolic
 from .onnx_trainable import NO_GRADIENT, trainable_initializers
+from .onnx_weight_views import WeightViews, layout_of
 
 #: ONNX opsets the converters are written for (later opsets are accepted: the supported ops
 #: did not change their semantics after 21, only their type lists).
@@ -39,52 +40,6 @@ class Unavailable:
 
     def __init__(self, reason: str):
         self.reason = reason
-
-
-# ----------------------------------------------------------------------------- names
-
-class NameTable:
-    """Unique autotile names for ONNX names. A model's own names are kept as written
-    (``gpu_0/data_0``, ``input_ids``, ``logits``) so users can pass them anywhere a name is
-    taken; only whitespace, quotes and control characters are replaced, and a name made for a
-    helper op is sanitised (``/conv1/Conv`` -> ``conv1_Conv``)."""
-
-    def __init__(self):
-        self.used: set = set()
-
-    @staticmethod
-    def keep(name: str) -> str:
-        """`name` itself when usable as an autotile name, else its sanitised form."""
-        if name and not re.search(r"[\s\"'\\\x00-\x1f]", name):
-            return name
-        return NameTable.sanitize(name)
-
-    def unique_kept(self, name: str) -> str:
-        """A unique name that keeps the model's own spelling where it can."""
-        kept = self.keep(name)
-        if kept not in self.used:
-            self.used.add(kept)
-            return kept
-        return self.unique(name)
-
-    @staticmethod
-    def sanitize(name: str) -> str:
-        text = re.sub(r"[^0-9A-Za-z_]+", "_", name).strip("_")
-        if not text:
-            text = "t"
-        if text[0].isdigit():
-            text = "t" + text
-        return text
-
-    def unique(self, name: str) -> str:
-        base = self.sanitize(name)
-        out = base
-        for i in itertools.count(1):
-            if out not in self.used:
-                break
-            out = f"{base}_{i}"
-        self.used.add(out)
-        return out
 
 
 # ----------------------------------------------------------------------------- loading
@@ -267,7 +222,7 @@ class NodeContext:
     def param(self, value: np.ndarray, source: Optional[str] = None, tag: str = "") -> Symbol:
         """A parameter Variable holding a value derived at import time (e.g. a transposed
         weight); named after the ONNX tensor `source` it comes from."""
-        return self.imp.new_param(value, source or f"{self.base}_{tag or 'const'}", tag)
+        return self.imp.new_param(value, source or f"{self.base}_{tag or 'const'}", tag, ctx=self)
 
 
 # ----------------------------------------------------------------------------- importer
@@ -297,6 +252,7 @@ class Importer:
         self._param_syms: Dict[str, Symbol] = {}
         self._derived: Dict[tuple, list] = {}  # (ONNX source, tag) -> [(name, Variable)] made by new_param
         self._aliases: Dict[str, str] = {}  # ONNX name -> the weight initializer it is (Identity)
+        self.views = WeightViews()  # each weight's one Variable; other readers' layouts are ops on it
         self._anon = itertools.count()
         from onnx import numpy_helper
 
@@ -498,6 +454,11 @@ class Importer:
             return value
         name = self._aliases.get(name, name)
         sym = self._param_syms.get(name)
+        if sym is None and name in self.weights:  # read as stored after a reader made it W^T, say
+            sym = self.views.view(name, value, ("id",), self._op_maker(name, ctx))
+            if sym is not None:
+                self._param_syms[name] = sym
+                return sym
         if sym is None:
             if has_symbolic(value):
                 unknown = sorted({v.name for v in value.flat if isinstance(v, SymDim)})
@@ -508,7 +469,20 @@ class Importer:
             self.var_names[name] = var_name
             sym = self._make_param(var_name, value, name)
             self._param_syms[name] = sym
+            if name in self.weights:
+                self.views.record(name, ("id",), sym)
         return sym
+
+    def _op_maker(self, source: str, ctx: Optional[NodeContext]):
+        """``op(op_name, *inputs, suffix=..., **attrs)`` for the ops relaying out a weight: the
+        reading node's (named after it), or named after the weight when no node reads it."""
+        if ctx is not None:
+            return ctx.op
+
+        def op(op_name, *inputs, suffix="", **kwargs):
+            return create(op_name, *inputs, name=self.names.unique(f"{source}_{suffix}"), **kwargs)
+
+        return op
 
     def _make_param(self, var_name: str, value: np.ndarray, onnx_name: str) -> Symbol:
         value = np.asarray(value)
@@ -526,12 +500,21 @@ class Importer:
         self.onnx_names.setdefault(onnx_name, var_name)
         return Variable(var_name, **kwargs)
 
-    def new_param(self, value: np.ndarray, source: str, tag: str) -> Symbol:
+    def new_param(self, value: np.ndarray, source: str, tag: str, ctx: Optional[NodeContext] = None) -> Symbol:
         # One weight read by several nodes (ALBERT's shared layer: the dynamo exporter writes its
         # transposed weight once, for two MatMuls) derives the same value each time: reuse that
         # Variable, so the weight trains once on the summed gradient, not as separate copies.
         value = np.asarray(value)
         source = self._aliases.get(source, source)
+        weight = self.values.get(source)
+        layout = None
+        if source in self.weights and isinstance(weight, np.ndarray) and not has_symbolic(weight):
+            # the weight itself in another layout (MatMul's W^T where Gemm read W): one Variable
+            layout = layout_of(value, weight)
+            if layout is not None:
+                sym = self.views.view(source, weight, layout, self._op_maker(source, ctx))
+                if sym is not None:
+                    return sym
         for name, sym in self._derived.get((source, tag), ()):
             kept = self.params[name]
             if kept.dtype == value.dtype and kept.shape == value.shape and np.array_equal(kept, value):
@@ -539,6 +522,8 @@ class Importer:
         name = self.names.unique(f"{source}_{tag}" if tag and source in self.var_names else source)
         sym = self._make_param(name, value, source)
         self._derived.setdefault((source, tag), []).append((name, sym))
+        if layout is not None:
+            self.views.record(source, layout, sym)
         return sym
 
     # -- walk
