@@ -367,7 +367,7 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm):
             state.handles.append(sub.register_forward_pre_hook(norm_pre))
-        if isinstance(sub, torch.nn.GroupNorm):
+        if isinstance(sub, torch.nn.GroupNorm) and "forward" not in sub.__dict__:  # not one replaced by its user
             sub._autotile_name, sub._autotile_state = names_of.get(id(sub)), state
             state.handles.append(_patch_forward(sub, _whole_group_norm))
 
@@ -383,7 +383,8 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         if sub is not module:
             state.handles.append(sub.register_forward_pre_hook(push))
             state.handles.append(sub.register_forward_hook(pop))
-    state.handles.append(_patch_forward(module, _naming_dtensor_failures(type(module).forward)))
+    if "forward" not in module.__dict__:  # a forward its user replaced stays as it is
+        state.handles.append(_patch_forward(module, _naming_dtensor_failures(type(module).forward)))
     if activations and tmap is not None:
         names = {id(m): q for q, m in module.named_modules()}
 
