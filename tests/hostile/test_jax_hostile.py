@@ -123,6 +123,10 @@ attempt("inputs list", lambda: step(params, [x, labels(1)]) and {"trained": True
 attempt("param of strings", lambda: step({**params, "fc_bias": np.array(["a", "b", "c", "d"])}, feeds) and {"trained": True})
 attempt("param a string", lambda: step({**params, "fc_weight": "weights.npy"}, feeds) and {"trained": True})
 attempt("input of objects", lambda: step(params, {**feeds, "data": np.full((8, 6), None, object)}) and {"trained": True})
+attempt("param ragged", lambda: step({**params, "fc_bias": [[0.0], [0.0, 1.0], [0.0], [0.0]]}, feeds) and {"trained": True})
+for name, kwargs in (("unconstrained int", {"unconstrained": 5}), ("devices int", {"devices": 3}),
+                     ("devices of ints", {"devices": [0, 1, 2, 3]}), ("optimizer_args str", {"optimizer_args": "lr=0.1"})):
+    attempt(name, lambda kwargs=kwargs: atj.training_step(fc(), plan, **kwargs) and {"built": True})
 json.dump(out, sys.stdout, default=str)
 """
 
@@ -175,7 +179,12 @@ def test_integer_parameters_train_as_backend_run(report):
                                         ("inputs list", ["inputs", "dict", "list"]),
                                         ("param of strings", ["fc_bias"]),
                                         ("param a string", ["fc_weight"]),
-                                        ("input of objects", ["data", "object"])])
+                                        ("input of objects", ["data", "object"]),
+                                        ("param ragged", ["fc_bias"]),
+                                        ("unconstrained int", ["unconstrained", "int"]),
+                                        ("devices int", ["devices", "int"]),
+                                        ("devices of ints", ["devices", "int"]),
+                                        ("optimizer_args str", ["optimizer_args", "dict", "str"])])
 def test_bad_argument_types_are_named(report, case, names):
     msg = _error(report[case])
     for n in names:

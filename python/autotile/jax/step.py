@@ -35,6 +35,14 @@ def mesh_of(plan, granularity: Optional[str] = None, devices=None):
     devices (or `devices`) in autotile's device order, and ``plan.to_jax(tensors="all")``."""
     jax, _ = _jax()
     layout = plan.to_jax(granularity=granularity, tensors="all")
+    if devices is not None:
+        if isinstance(devices, (str, bytes)) or not hasattr(devices, "__iter__"):
+            raise Error(f"devices must be a list of JAX devices (jax.devices()[:n]), got {type(devices).__name__}")
+        devices = list(devices)
+        bad = next((d for d in devices if not isinstance(d, jax.Device)), None)
+        if bad is not None:
+            raise Error(f"devices must be a list of JAX devices (jax.devices()[:n]), got a list holding "
+                        f"{type(bad).__name__} {bad!r}")
     devs = list(jax.devices() if devices is None else devices)
     if len(devs) < plan.devices:
         raise Error(f"the plan is for {plan.devices} devices but JAX sees {len(devs)} (on a host: set "
@@ -95,6 +103,8 @@ class TrainingStep:
 
         if not plan.train:
             raise Error("autotile.jax.training_step needs a training plan (this plan was made with train=False)")
+        if optimizer_args is not None and not isinstance(optimizer_args, dict):
+            raise Error(f"optimizer_args must be a dict (e.g. {{'lr': 0.1}}), got {type(optimizer_args).__name__}")
         if lowering not in ("shard_map", "global"):
             raise Error(f"lowering must be 'shard_map' or 'global', got {lowering!r}")
         if lowering == "shard_map":
@@ -290,6 +300,8 @@ class TrainingStep:
         """Tensor names to leave to XLA: `names`, with "gradients" standing for the parameter
         gradients the optimizer update reads."""
         tg = self.tg
+        if not (names is None or isinstance(names, str) or (hasattr(names, "__iter__") and not isinstance(names, dict))):
+            raise Error(f"unconstrained must be a tensor name or a list of them, got {type(names).__name__}")
         names = [names] if isinstance(names, str) else list(names or ())
         out = set()
         n_fwd, n_p = len(tg.output_names), len(tg.param_names)
@@ -409,7 +421,10 @@ class TrainingStep:
         ints = {}
         for n, v in values.items():
             dtype = getattr(v, "dtype", None)
-            dtype = np.dtype(dtype) if dtype is not None else np.asarray(v).dtype
+            try:
+                dtype = np.dtype(dtype) if dtype is not None else np.asarray(v).dtype
+            except (TypeError, ValueError) as e:  # ragged nested lists
+                raise Error(f"{what} '{n}' is no array: {str(e).splitlines()[0][:120]}") from None
             if dtype.kind not in "biufc":
                 raise Error(f"{what} '{n}' holds {dtype} data, not numbers: pass a numeric array")
             if dtype.kind in "biu" and not _traced(v):  # a jitted caller's tracer is cast by JAX
