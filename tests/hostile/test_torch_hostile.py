@@ -434,3 +434,24 @@ def test_run_local_a_failure_beside_a_rank_that_never_joins_a_collective():
     first = str(e.value).splitlines()[:2]
     assert first == ["rank 1 of 2 raised KeyError: \"rank one's own\"", "rank 0 of 2 still running 2 s after that "
                                                                          "(stopped)"], first
+
+
+def test_parallelize_twice_and_run_local_with_a_closure_under_spawn():
+    """A second parallelize of the same module was a raw error from its DTensor parameters'
+    conversion to NumPy; a closure under start_method='spawn' a raw PicklingError."""
+    torch.manual_seed(0)
+    m, x = TwoWays(), torch.randn(4, 8)
+    sym = att.export(m, x)
+    plan = at.plan(sym, devices=2, shapes={"x": (4, 8)})
+
+    def twice(rank):
+        mod = att.parallelize(copy.deepcopy(m), plan, sym)
+        try:
+            att.parallelize(mod, plan, sym)
+        except at.Error as e:
+            return str(e)
+
+    for text in att.run_local(twice, 2, timeout=60):
+        assert text is not None and "already distributed" in text and "TwoWays" in text, text
+    raises_naming(lambda: att.run_local(lambda rank: rank, 2, timeout=60, start_method="spawn"),
+                  "start_method='spawn'", "pickle")

@@ -123,8 +123,16 @@ def run_local(fn: Callable, nprocs: int, *args, timeout: float = 600, threads: i
     port = _free_port()
     procs = [ctx.Process(target=_worker, args=(r, nprocs, port, fn, args, queue, threads, quiet), daemon=True)
              for r in range(nprocs)]
-    for p in procs:
-        p.start()
+    for r, p in enumerate(procs):
+        try:
+            p.start()
+        except Exception as e:  # spawn / forkserver pickle fn and args
+            for q in procs[:r]:
+                q.kill()
+                q.join()
+            raise Error(f"run_local: cannot start rank {r} with start_method={start_method!r}: {type(e).__name__}: "
+                        f"{e} (fork, the default, takes closures; spawn and forkserver need fn and args that "
+                        f"pickle: a module-level function)") from None
     results: dict = {}
     raised: dict = {}  # rank -> (exception line, traceback)
 

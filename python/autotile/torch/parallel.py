@@ -282,6 +282,11 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
     if model is not None and not isinstance(model, Symbol):
         raise Error(f"parallelize: model must be the Symbol the plan was made for (autotile.torch.export(module, "
                     f"*example_inputs)) or None, got {type(model).__name__}")
+    already = [n for n, p in module.named_parameters() if isinstance(p, DTensor)]
+    if already or isinstance(getattr(module, "autotile", None), Parallelized):
+        raise Error(f"parallelize: {type(module).__name__} is already distributed ({', '.join(already[:3]) or 'module'}"
+                    f"{' ...' if len(already) > 3 else ''} DTensor parameters); parallelize a fresh copy of the "
+                    f"plain module")
     if model is None:
         model = _export_for(module, plan)
     mesh, layout = device_mesh(plan, device_type, granularity)
