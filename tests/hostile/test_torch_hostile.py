@@ -285,6 +285,9 @@ def test_run_local_keeps_to_its_timeout_and_names_the_ranks_still_running():
             time.sleep(120)
         return rank
 
+    import torch._dynamo  # noqa: F401  (run_local's one-time imports, outside the clock)
+    import torch.distributed.tensor  # noqa: F401
+
     start = time.monotonic()
     with pytest.raises(at.Error, match=r"rank 2 of 3 returned nothing within 4 s"):
         att.run_local(fn, 3, timeout=4)

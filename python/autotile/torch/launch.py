@@ -106,17 +106,18 @@ def run_local(fn: Callable, nprocs: int, *args, timeout: float = 600, threads: i
     the exception it raised (with its traceback), the exit code it left with, the signal that
     killed it (a segfault: SIGSEGV). Ranks that only failed because that one went away under
     a collective (gloo's "connection closed by peer") are listed after it, not blamed. Ranks
-    that return nothing within `timeout` seconds of the call are stopped and named; the call
-    returns within about a second of `timeout`. `quiet` keeps ``torch.distributed``'s
-    warnings out of each rank's log."""
+    that return nothing within `timeout` seconds of their start are stopped and named; the
+    call returns within about a second of `timeout` (after torch's one-time imports).
+    `quiet` keeps ``torch.distributed``'s warnings out of each rank's log."""
     import multiprocessing as mp
     import pickle
 
     _check_args(fn, nprocs, timeout, threads, start_method)
-    deadline = time.monotonic() + timeout
     # imported once here rather than in each forked process (distribute_tensor imports dynamo)
     import torch._dynamo  # noqa: F401
     import torch.distributed.tensor  # noqa: F401
+
+    deadline = time.monotonic() + timeout  # from the ranks' start (after that one-time import)
 
     ctx = mp.get_context(start_method)
     queue = ctx.SimpleQueue()
