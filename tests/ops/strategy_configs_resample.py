@@ -57,6 +57,9 @@ def index_cases() -> List[Case]:
                        [In((6, 4, 3)), In((2, 2, 2), "index:4", data=True), In((2, 2, 3))]),
                   Case("ScatterND", {"reduction": reduction},
                        [In((6, 4)), In((3, 1), "index:6", data=True), In((3, 4))])]
+    # full index tuples (M = rank, no trailing dims): ONNX ScatterElements imports this way
+    cases += [Case("ScatterND", {"reduction": reduction}, [In((6, 4)), In((5, 2), "index:4", data=True), In((5,))])
+              for reduction in ("none", "add")]
     # topk: the searched axis is vetoed; the others split (its backward op with it)
     cases += [Case("topk", {"k": 2, "axis": 1}, [In((4, 6, 3))]),
               Case("topk", {"k": 3, "axis": 0, "largest": False}, [In((6, 4))])]
