@@ -148,3 +148,35 @@ def test_unrolled_rnn_head_after_its_step_major_concat_is_computed_whole():
     assert set(plan.replicated_nodes()) == {"concat", "pred", "softmax", "concat_backward0", "pred_backward0",
                                             "softmax_backward0"}
     assert plan.tensor_tilings["pred_output"] == ["replicate", "replicate"]
+
+
+def test_a_stuck_op_whose_output_keeps_the_batch_passes_it_on(tmp_path):
+    # A fused BatchNorm reads every row of its batch for the statistics, so no strategy splits
+    # it along the batch and it runs whole; its output is still its input's rows, so what
+    # follows splits the batch rather than being computed whole from there on (as after the
+    # RNN's Concat).
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(2)
+    inits = [numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "w"),
+             numpy_helper.from_array(np.ones(4, np.float32), "gamma"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "beta"),
+             numpy_helper.from_array(np.zeros(4, np.float32), "mean"),
+             numpy_helper.from_array(np.ones(4, np.float32), "var")]
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+         helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["b"], name="bn"),
+         helper.make_node("Relu", ["b"], ["r"], name="relu"),
+         helper.make_node("GlobalAveragePool", ["r"], ["y"], name="pool")],
+        "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, 1, 1])], initializer=inits)
+    path = tmp_path / "bn.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 15)]), str(path))
+    sym = at.onnx.load(str(path), batch_size=B)
+    plan = at.plan(sym, devices=2, algorithm="data")
+    relu = next(n for n, op in plan.node_ops.items() if op == "Activation")
+    out = next(n for n in plan.tensor_tilings if n.startswith(relu) and plan.tensor_shapes[n] == (B, 4, 8, 8))
+    assert plan.tensor_tilings[out] == ["split(0)"]
+    replicated = {plan.node_ops[n] for n in plan.replicated_nodes()}
+    assert "BatchNorm" in replicated and replicated <= {"BatchNorm", "_backward_BatchNorm", "sgd_update"}, replicated

@@ -43,6 +43,20 @@ int64_t smallest_prime_factor(int64_t n) {
   return n;
 }
 
+// Whether a strategy's need of an input split along its batch dim `d` reads each worker's own
+// slab of it: equal, disjoint, in order, from 0 (and to `extent` when known, > 0). A dim the
+// split variable indexes only in part (a Reshape's split of head_dim reads every batch row)
+// does not split the batch.
+bool splits_batch(const InputNeed& need, int d, int64_t extent = 0) {
+  if (!need.read) return true;
+  if (need.replicate || need.dim != d || need.per_worker.empty()) return false;
+  const auto& w = need.per_worker;
+  const int64_t size = w[0].hi - w[0].lo;
+  for (size_t j = 0; j < w.size(); ++j)
+    if (size <= 0 || w[j].lo != static_cast<int64_t>(j) * size || w[j].hi != w[j].lo + size) return false;
+  return extent <= 0 || w.back().hi == extent;
+}
+
 std::string describe(const Graph& g, TensorId t, int dim) {
   std::ostringstream os;
   os << "'" << g.tensor(t).name << "' (batch dim " << dim << " of " << shape_str(g.tensor(t).shape) << ")";
@@ -117,40 +131,56 @@ BatchMap batch_map(const Graph& g, const std::vector<int>& inputs, const Strateg
     }
     // The strategies at the smallest split of the batch (they say which dims go together, the
     // same at every k that divides it); none when the batch is 1.
-    std::vector<int> out_dim(node.outputs.size(), -2);  // -2: no strategy yet; -1: none or several
-    bool carried = false;
+    OpStrategies st;
     if (common >= 2 && !node.tdl.empty()) {
       ins.clear(), outs.clear();
       for (TensorId t : node.inputs) ins.push_back(g.tensor(t).shape);
       for (TensorId t : node.outputs) outs.push_back(g.tensor(t).shape);
-      OpStrategies st = provider(g, n, ins, outs, static_cast<int>(smallest_prime_factor(common)));
-      auto veto = node.attrs.find("__no_split__");
-      for (const Strategy& x : st.strategies) {
-        if (veto != node.attrs.end() && listed(veto->second, x.var)) continue;
-        if (x.inputs.size() != node.inputs.size() || x.outputs.size() != node.outputs.size()) continue;
-        bool ok = true;
-        for (size_t i = 0; i < node.inputs.size() && ok; ++i) {
-          int d = m.dim[node.inputs[i]];
-          const InputNeed& need = x.inputs[i];
-          if (d >= 0 && need.read && (need.replicate || need.dim != d)) ok = false;
-        }
-        // the execution graph only sums partials (exec_build.cc)
-        for (const OutputMake& make : x.outputs) ok = ok && !(make.partial && make.reducer != Reducer::kSum);
-        if (!ok) continue;
-        carried = true;
-        for (size_t j = 0; j < x.outputs.size(); ++j) {
-          int d = x.outputs[j].partial ? -1 : x.outputs[j].dim;
-          out_dim[j] = out_dim[j] == -2 || out_dim[j] == d ? d : -1;
-        }
-      }
+      st = provider(g, n, ins, outs, static_cast<int>(smallest_prime_factor(common)));
     }
-    if (carried) {
-      m.carries[n] = 1, ++m.carriers;
-      for (size_t j = 0; j < node.outputs.size(); ++j)
-        if (out_dim[j] >= 0 && open(node.outputs[j])) m.dim[node.outputs[j]] = out_dim[j];
-    } else {
-      m.stuck.push_back(n);
-      for (TensorId t : node.outputs) m.lost[t] = open(t);
+    // Per output, the dim the batch goes to: from the strategies splitting every batch input
+    // along its batch dim (the node carries the batch), else (the node is stuck and runs whole)
+    // from those splitting some batch input so, or the batch dim of a batch input of the
+    // output's own shape (a fused BatchNorm reads all of its batch for the statistics, and no
+    // strategy splits it, but its output is its input's rows). -1: none, or several.
+    std::vector<int> strict_dim(node.outputs.size(), -2), loose_dim(node.outputs.size(), -2);
+    auto note = [](std::vector<int>& dims, const Strategy& x) {
+      for (size_t j = 0; j < x.outputs.size(); ++j) {
+        int d = x.outputs[j].partial ? -1 : x.outputs[j].dim;
+        dims[j] = dims[j] == -2 || dims[j] == d ? d : -1;
+      }
+    };
+    auto veto = node.attrs.find("__no_split__");
+    bool carried = false;
+    for (const Strategy& x : st.strategies) {
+      if (veto != node.attrs.end() && listed(veto->second, x.var)) continue;
+      if (x.inputs.size() != node.inputs.size() || x.outputs.size() != node.outputs.size()) continue;
+      bool all = true, some = false;
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        int d = m.dim[node.inputs[i]];
+        if (d < 0) continue;
+        bool split = splits_batch(x.inputs[i], d, g.tensor(node.inputs[i]).shape[d]);
+        all = all && split;
+        some = some || (split && x.inputs[i].read);
+      }
+      // the execution graph only sums partials (exec_build.cc)
+      for (const OutputMake& make : x.outputs) all = all && !(make.partial && make.reducer != Reducer::kSum);
+      if (all) carried = true, note(strict_dim, x);
+      else if (some) note(loose_dim, x);
+    }
+    if (carried) m.carries[n] = 1, ++m.carriers;
+    else m.stuck.push_back(n);
+    for (size_t j = 0; j < node.outputs.size(); ++j) {
+      TensorId out = node.outputs[j];
+      if (!open(out)) continue;
+      int d = carried ? strict_dim[j] : loose_dim[j];
+      for (size_t i = 0; i < node.inputs.size() && !carried && d < 0; ++i) {
+        TensorId t = node.inputs[i];
+        if (m.dim[t] >= 0 && g.tensor(t).shape == g.tensor(out).shape) d = m.dim[t];
+      }
+      if (d >= 0) m.dim[out] = d;
+      else if (!carried) m.lost[out] = 1;
+      if (!carried && d >= 0) m.carries[n] = 2;
     }
   }
   return m;
@@ -168,7 +198,7 @@ PlanConstraint data_parallel_constraint(const Graph& g, const SearchOptions& opt
       const Tensor& x = g.tensor(t);
       NodeId stuck = kNone;
       bool split = false;
-      for (NodeId n : x.consumers) split |= m.carries[n], stuck = m.carries[n] ? stuck : n;
+      for (NodeId n : x.consumers) split |= m.carries[n] != 0, stuck = m.carries[n] ? stuck : n;
       if (!split && stuck != kNone)
         fail("data parallelism cannot split the batch of input ", describe(g, t, inputs[t]), ": node '",
              g.node(stuck).name, "' (op ", g.node(stuck).op, ") reads it and has no strategy splitting that dim",
@@ -206,8 +236,7 @@ PlanConstraint data_parallel_constraint(const Graph& g, const SearchOptions& opt
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if ((*kind)[node.inputs[i]] != kBatch) continue;
       if (o.whole) return false;
-      const InputNeed& need = o.strategy.inputs[i];
-      if (need.read && (need.replicate || need.dim != (*dim)[node.inputs[i]])) return false;
+      if (!splits_batch(o.strategy.inputs[i], (*dim)[node.inputs[i]])) return false;
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       char k = (*kind)[node.outputs[i]];

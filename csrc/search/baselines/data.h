@@ -7,10 +7,13 @@
 // (an XLNet-like transpose moves it to dim 1; a reduction over it ends it: the output is
 // partial, e.g. BatchNorm statistics, and is left to the search). Batch tensors split along
 // their batch dim and nothing else; the nodes that read or write them split them so.
-// A node that reads the batch but has no such strategy (an unrolled RNN's step-major Concat)
-// is stuck: it runs replicated, and what it computes from the batch ("lost" tensors, and every
-// tensor computed from them alone) is replicated and computed whole, never split along another
-// dim: data parallelism never splits a sequence or an image plane and calls it the batch.
+// A node that reads the batch but has no such strategy is stuck: it runs replicated. Where its
+// output still holds the batch in a dim (a fused BatchNorm: the statistics read every row, the
+// output is the input's rows) the batch goes on from there; where not (an unrolled RNN's
+// step-major Concat, a (seq, batch) -> (seq*batch) Reshape), what it computes from the batch
+// ("lost" tensors, and every tensor computed from them alone) is replicated and computed whole,
+// never split along another dim: data parallelism never splits a sequence or an image plane
+// and calls it the batch.
 // Weights (and the updated weights tied to them) are replicated; weight gradients are left to
 // the search (it keeps them partial and lets the update reduce them: reduce-scatter +
 // all-gather, i.e. 2(K-1) * weight bytes in all); scalars replicate.
@@ -27,9 +30,11 @@ namespace autotile {
 /// \brief Where the batch is in every tensor of a graph (see batch_map).
 struct BatchMap {
   std::vector<int> dim;       ///< per tensor: its batch dim, or -1 (none)
-  std::vector<char> lost;     ///< per tensor: computed from the batch by a stuck node (replicated)
+  std::vector<char> lost;     ///< per tensor: the batch in no dim, computed by a stuck node (replicated)
   std::vector<NodeId> stuck;  ///< nodes that read a batch tensor but cannot split it along its batch dim
-  std::vector<char> carries;  ///< per node: it splits its batch inputs along their batch dims
+  /// per node: 1 it splits its batch inputs along their batch dims; 2 it cannot (it runs whole)
+  /// but its outputs still hold the batch in a dim (a fused BatchNorm); 0 otherwise
+  std::vector<char> carries;
   int carriers = 0;           ///< nodes that split their batch inputs along the batch
 };
 
