@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .onnx_registry import _ints, _norm_axis, _ranked, check_index_range, check_index_tuples, converter
+from .onnx_registry import (_ints, _norm_axis, _ranked, _slice_axis, check_index_range, check_index_tuples,
+                            converter)
 
 
 @converter("Expand")
@@ -58,14 +59,32 @@ def pad(ctx):
     axes = [_norm_axis(ctx, a, rank) for a in axes]
     if len(pads) != 2 * len(axes):
         raise ctx.error(f"pads {pads} must hold a begin and an end for each of the {len(axes)} axes")
-    if any(p < 0 for p in pads):
-        raise ctx.error(f"negative pads {pads} (cropping) are not supported")
     width = [0] * (2 * rank)
     for k, a in enumerate(axes):
         width[2 * a], width[2 * a + 1] = pads[k], pads[k + len(axes)]
+    x = ctx.input(0)
+    if any(p < 0 for p in width):
+        x = _crop(ctx, x, width, mode, pads)
+        width = [max(p, 0) for p in width]
     if not any(width):
-        return [ctx.input(0)]
-    return [ctx.op("pad", ctx.input(0), mode=mode, pad_width=tuple(width), constant_value=value)]
+        return [x]
+    return [ctx.op("pad", x, mode=mode, pad_width=tuple(width), constant_value=value)]
+
+
+def _crop(ctx, x, width, mode, pads):
+    """Negative pads crop (ONNX): a slice of each axis, before the positive pads are added."""
+    if mode != "constant":  # reflect/edge would read the cropped values: refused, not guessed
+        raise ctx.error(f"negative pads {pads} (cropping) in mode '{mode}' are not supported (constant mode only)")
+    dims = ctx.need_shape(0, f"to crop by the negative pads {pads}")
+    for a, size in enumerate(dims):
+        begin, end = max(-width[2 * a], 0), max(-width[2 * a + 1], 0)
+        if not begin and not end:
+            continue
+        if begin + end >= size:
+            raise ctx.error(f"pads {pads} crop {begin + end} of the {size} elements of axis {a} of "
+                            f"'{ctx.input_name(0)}', leaving none")
+        x = _slice_axis(ctx, x, a, begin, size - end, f"crop{a}")
+    return x
 
 
 @converter("Range")
