@@ -21,7 +21,10 @@ def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict]
     Returns a Symbol whose outputs are the graph outputs in order. Initializers (and constant
     subgraphs such as ConstantOfShape weights) become parameters carried in ``sym.params``;
     the other graph inputs are data Variables. ``batch_size`` sets the first dimension of every
-    data input (replacing a symbolic or fixed one); ``shapes`` (input name -> shape) sets whole
+    data input (replacing a symbolic or fixed one: for an export traced at a fixed batch, the
+    Reshape constants that hold that batch in front are rewritten, and a constant that cannot
+    be, such as an Expand's shape or a stored tensor of the old batch, is named in the Error
+    the import then ends in); ``shapes`` (input name -> shape) sets whole
     input shapes and binds the symbolic dimensions they fix (``sequence``) in every input.
     Graph inputs that are not initializers are data whatever their names. Which initializers
     training updates: ``trainable`` (a name or ``fnmatch`` glob pattern, or a list of them,

@@ -586,6 +586,7 @@ class Importer:
         unsupported: List[str] = []
         poisoned: set = set()
         for index, node in enumerate(self._topo_order()):
+            self.current_output = node.output[0] if node.output else None  # for an error's batch hint
             present = [x for x in node.input if x]
             if any(x in poisoned for x in present):  # downstream of an unsupported node
                 poisoned.update(o for o in node.output if o)
@@ -667,4 +668,22 @@ class Importer:
 def import_model(path_or_model, batch_size: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
                  trainable=None) -> Symbol:
     """Import an ONNX model (path, bytes or ModelProto) as a Symbol; see :func:`autotile.onnx.load`."""
-    return Importer(load_model(path_or_model), batch_size, shapes, trainable).run()
+    from .onnx_batch import check_outputs, pin_hint, rebatch
+
+    model = load_model(path_or_model)
+    report = None
+    if isinstance(batch_size, (int, np.integer)) and not isinstance(batch_size, bool) and batch_size > 0:
+        # a fixed-batch export: rewrite the Reshape constants that provably hold the batch
+        model, report = rebatch(model, int(batch_size), own=model is not path_or_model)
+    importer = Importer(model, batch_size, shapes, trainable)
+    importer.current_output = None
+    try:
+        sym = importer.run()
+        if report is not None:
+            check_outputs(importer, report)
+        return sym
+    except Error as e:
+        hint = pin_hint(report, model.graph, importer.current_output)
+        if not hint:
+            raise
+        raise Error(f"{e}; {hint}") from None
