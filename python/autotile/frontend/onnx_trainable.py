@@ -10,13 +10,14 @@ this order (docs/onnx.md, "Trainable weights and constants"):
    ``pkg.torch.export.graph_signature.InputSpec.kind`` on each initializer; ``PARAMETER`` is a
    weight, ``BUFFER`` and ``CONSTANT_TENSOR`` are constants. An unmarked initializer named as
    torch.export names lifted constants (``_tensor_constant0``, ``c_lifted_tensor_0``) is one.
-3. Otherwise a float initializer is a weight unless every use of it is a position no gradient
-   is wanted at: shape and index arithmetic (Reshape's shape, Slice's bounds, Gather's
+3. Otherwise a float initializer is a weight unless no differentiable path leads from it to
+   an output, i.e. every use of it is a position no gradient is wanted at: shape and index arithmetic (Reshape's shape, Slice's bounds, Gather's
    indices, comparisons, Cast to an integer...), Clip's bounds, a Where's condition, a *fill
    value* (a Where branch or Pad's constant value whose elements are all equal:
    ``masked_fill``'s ``-inf``, a ``zeros`` tensor), reached directly or through data-movement
-   ops (Cast, Reshape, Expand, Unsqueeze, Concat...) that lead only to such positions. Integer
-   and boolean initializers are never trained.
+   ops (Cast, Reshape, Expand, Unsqueeze, Concat...) that lead only to such positions, or through
+   any other op whose outputs lead only to such positions (labels scattered, differenced and
+   compared, as Swin V2's window mask). Integer and boolean initializers are never trained.
 """
 from __future__ import annotations
 
@@ -88,7 +89,15 @@ def exporter_kinds(graph) -> Dict[str, str]:
 
 
 class _Uses:
-    """Where each tensor is consumed, to tell non-differentiable uses from the others."""
+    """Which tensors a gradient is wanted at: those with a differentiable path to an output.
+
+    One pass over the nodes in reverse topological order gives each tensor two answers: with
+    its values arbitrary, and with them all equal (``uniform``: then a fill position, such as
+    a Where branch, wants no gradient, and a part of it moved by a pass-through op is uniform
+    too). A use wants a gradient when it is not a shape, index, bound or comparison position
+    and some output of the consuming node wants one; so constants that reach the output only
+    through comparisons (Swin V2's window labels: ScatterND, Sub, Equal, a Where's condition)
+    are not weights."""
 
     def __init__(self, graph):
         self.consumers: Dict[str, list] = {}
@@ -98,39 +107,67 @@ class _Uses:
                     self.consumers.setdefault(name, []).append((node, i))
         self.outputs = {o.name for o in graph.output}
         self.in_subgraphs = _subgraph_inputs(graph.node)  # read by If/Loop/Scan bodies: differentiable
-        self._memo: Dict[Tuple[str, bool], bool] = {}
+        self._wanted: Dict[str, Tuple[bool, bool]] = {}
+        order, cyclic = _topological(graph.node)
+        for node in cyclic:  # an invalid graph's cycle: differentiable, to be safe
+            for o in node.output:
+                self._wanted[o] = (True, True)
+        for node in reversed(order):
+            for o in node.output:
+                if o:
+                    self._wanted[o] = self._decide(o)
 
     def only_constant_uses(self, name: str, uniform: bool) -> bool:
         """Whether every use of tensor `name` (whose elements are all equal when `uniform`)
         is a position that wants no gradient."""
-        key = (name, uniform)
-        if key not in self._memo:
-            self._memo[key] = False  # a cycle (invalid graph) counts as differentiable
-            self._memo[key] = self._decide(name, uniform)
-        return self._memo[key]
+        if name not in self._wanted:
+            self._wanted[name] = self._decide(name)
+        return bool(self.consumers.get(name)) and not self._wanted[name][1 if uniform else 0]
 
-    def _decide(self, name: str, uniform: bool) -> bool:
+    def _decide(self, name: str) -> Tuple[bool, bool]:
+        """(a gradient is wanted at `name`, ... when its elements are all equal)."""
         if name in self.outputs or name in self.in_subgraphs:
-            return False
-        uses = self.consumers.get(name, [])
-        for node, i in uses:
+            return True, True
+        anyway = if_uniform = False
+        for node, i in self.consumers.get(name, []):
             op = node.op_type if node.domain in ("", "ai.onnx") else None
             if op is None:
-                return False
+                return True, True
             if op in NO_GRADIENT or i in _INDEX_INPUTS.get(op, ()):
-                continue
-            if uniform and i in _FILL_INPUTS.get(op, ()):
                 continue
             if op == "Cast" and _casts_to_non_float(node):
                 continue
+            outs = [self._wanted.get(o, (True, True)) for o in node.output if o]
             passes = _PASS_THROUGH.get(op, ())
-            if op in _PASS_THROUGH and (passes is None or i in passes):
-                # a part of a uniform tensor is uniform; a Concat with other data is not
-                keep = uniform and op != "Concat"
-                if all(self.only_constant_uses(o, keep) for o in node.output if o):
-                    continue
-            return False
-        return bool(uses)
+            # a part of a uniform tensor is uniform; a Concat with other data is not
+            keeps_uniform = op in _PASS_THROUGH and op != "Concat" and (passes is None or i in passes)
+            anyway = anyway or any(w[0] for w in outs)
+            if i not in _FILL_INPUTS.get(op, ()):
+                if_uniform = if_uniform or any(w[1 if keeps_uniform else 0] for w in outs)
+        return anyway, if_uniform
+
+
+def _topological(nodes):
+    """(the nodes in an order where producers come first, the nodes left on a cycle)."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    waiting = [0] * len(nodes)
+    readers: Dict[int, list] = {}
+    for k, n in enumerate(nodes):
+        for x in set(n.input):
+            if x in producer:
+                waiting[k] += 1
+                readers.setdefault(producer[x], []).append(k)
+    ready = [k for k in range(len(nodes)) if waiting[k] == 0]
+    order = []
+    while ready:
+        k = ready.pop()
+        order.append(nodes[k])
+        for r in readers.get(k, ()):
+            waiting[r] -= 1
+            if waiting[r] == 0:
+                ready.append(r)
+    done = {id(n) for n in order}
+    return order, [n for n in nodes if id(n) not in done]
 
 
 def _subgraph_inputs(nodes) -> Set[str]:
