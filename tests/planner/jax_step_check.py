@@ -102,11 +102,18 @@ def onnx_fixture_steps(fixtures: str, tags):
         step = atj.training_step(sym, plan)
         params = {n: sym.params[n] for n in step.param_names + step.aux_names}
         _, new_params = step(params, feeds)
+        text = step.lower(params, feeds).compile().as_text()
+        by_plan = atj.plan_bytes_by_tensor(step.exec_graph)
+        by_compiled = atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names)
         out[tag] = {"param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
                                      for k in step.param_names),
                     "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
-                    "global": len(step.global_nodes), "plan_bytes": plan.comm_bytes,
-                    "compiled_bytes": atj.collective_bytes(step.lower(params, feeds).compile().as_text(), 8)}
+                    "global": len(step.global_nodes), "global_nodes": step.global_nodes,
+                    "global_ops": sorted(n.op for n in step.tg.symbol.topo_nodes() if n.name in step.global_nodes),
+                    "plan_bytes": plan.comm_bytes, "graph_bytes": sum(by_plan.values()),
+                    "compiled_bytes": atj.collective_bytes(text, 8),
+                    "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
+                                    for d in atj.differences(by_plan, by_compiled, step)]}
     return out
 
 
