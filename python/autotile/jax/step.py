@@ -78,7 +78,10 @@ class TrainingStep:
     ``inputs`` the data and labels; optimizer states start at zero and head gradients of
     non-loss outputs at one, as in ``backend.run(..., train=True)`` without ``states=`` (the
     step returns parameters, not optimizer states: with a stateful optimizer each call is a
-    first step). ``outputs`` are the
+    first step). As ``backend.run``, it casts integer arrays to the dtypes the model declares
+    (an int32 weight trains as float32) and refuses class labels outside [0, classes) and
+    token ids outside their table, checked on the host before the jitted step (a jitted
+    caller's traced values are not checked). ``outputs`` are the
     forward outputs by name in the model's output order, ``new_params`` the updated
     parameters. ``step.lower(params, inputs)`` lowers it as any jitted function (then
     ``.compile().as_text()`` is the partitioned program). ``step.mesh`` and ``step.layout``
