@@ -16,7 +16,8 @@ namespace {
 static_assert(static_cast<int>(DType::kFloat32) == AT_FLOAT32 && static_cast<int>(DType::kFloat64) == AT_FLOAT64 &&
                   static_cast<int>(DType::kFloat16) == AT_FLOAT16 && static_cast<int>(DType::kInt32) == AT_INT32 &&
                   static_cast<int>(DType::kInt64) == AT_INT64 && static_cast<int>(DType::kInt8) == AT_INT8 &&
-                  static_cast<int>(DType::kUInt8) == AT_UINT8 && static_cast<int>(DType::kBool) == AT_BOOL,
+                  static_cast<int>(DType::kUInt8) == AT_UINT8 && static_cast<int>(DType::kBool) == AT_BOOL &&
+                  static_cast<int>(DType::kBFloat16) == AT_BFLOAT16,
               "AT_DType must mirror autotile::DType");
 
 static_assert(static_cast<int>(NodeRole::kForward) == AT_ROLE_FORWARD &&
@@ -32,7 +33,7 @@ namespace capi {
 DType to_dtype(AT_DType dtype) {
   // Read as an int first: a C caller can pass any value through an enum parameter.
   int v = static_cast<int>(dtype);
-  if (v < AT_FLOAT32 || v > AT_BOOL) api_fail(AT_ERR_INVALID_ARGUMENT, "invalid dtype code ", v);
+  if (v < AT_FLOAT32 || v > AT_BFLOAT16) api_fail(AT_ERR_INVALID_ARGUMENT, "invalid dtype code ", v);
   return static_cast<DType>(v);
 }
 

@@ -6,7 +6,7 @@
 namespace autotile {
 
 /// \brief Element type of a tensor.
-enum class DType : uint8_t { kFloat32 = 0, kFloat64, kFloat16, kInt32, kInt64, kInt8, kUInt8, kBool };
+enum class DType : uint8_t { kFloat32 = 0, kFloat64, kFloat16, kInt32, kInt64, kInt8, kUInt8, kBool, kBFloat16 };
 
 /// \brief Size of one element in bytes.
 int dtype_size(DType t);

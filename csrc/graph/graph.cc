@@ -34,7 +34,7 @@ void Graph::check_node(NodeId id, const char* what) const {
 TensorId Graph::add_tensor(const std::string& name, const std::vector<int64_t>& shape, DType dtype, bool is_param) {
   if (name.empty()) fail("add_tensor: empty tensor name");
   if (tensor_by_name_.count(name)) fail("add_tensor: duplicate tensor name '", name, "'");
-  if (static_cast<int>(dtype) < 0 || static_cast<int>(dtype) > static_cast<int>(DType::kBool))
+  if (static_cast<int>(dtype) < 0 || static_cast<int>(dtype) > static_cast<int>(DType::kBFloat16))
     fail("add_tensor: tensor '", name, "' has an invalid dtype code ", static_cast<int>(dtype));
   if (shape.size() > 16) fail("add_tensor: tensor '", name, "' has rank ", shape.size(), " (at most 16)");
   int64_t n = 1;

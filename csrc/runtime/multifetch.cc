@@ -370,6 +370,15 @@ void add_half_runs(char* dst, const char* src, const RegionView& dv, const Regio
   });
 }
 
+// bfloat16 partial sums add into a float scratch of the destination box (rounded once at the end).
+void add_bfloat16_runs(float* acc, const char* src, const RegionView& dv, const RegionView& sv, int outer,
+                       int64_t row_len) {
+  const auto* in = reinterpret_cast<const uint16_t*>(src);
+  for_each_run(dv, sv, outer, [&](int64_t d, int64_t s) {
+    for (int64_t j = 0; j < row_len; ++j) acc[d + j] += float_from_bfloat16(in[s + j]);
+  });
+}
+
 // Booleans accumulate as logical or: partial results of a split lookup are false outside the
 // rows a device holds, so or-ing them is the sum a single device computes.
 void or_runs(char* dst, const char* src, const RegionView& dv, const RegionView& sv, int outer, int64_t row_len) {
@@ -390,6 +399,13 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
   int64_t dst_volume = 1;
   for (int64_t s : dst_shape) dst_volume *= s;
   if (accumulate) std::memset(dst, 0, static_cast<size_t>(dst_volume * elem_size));
+  // bfloat16 partial sums reduce in float (mixed precision keeps reductions in fp32): the
+  // pieces add into a float copy of the box, rounded to bfloat16 once after the last piece.
+  std::vector<float> bf16_acc;
+  if (accumulate && dtype == FetchDType::kBFloat16) {
+    if (elem_size != 2) fail("multifetch: bfloat16 elements are 2 bytes, got ", elem_size);
+    bf16_acc.assign(static_cast<size_t>(dst_volume), 0.0f);
+  }
   for (const FetchSource& p : pieces) {
     if (static_cast<int>(p.lo.size()) != ndim || p.hi.size() != p.lo.size() || p.buf_lo.size() != p.lo.size() ||
         p.buf_shape.size() != p.lo.size())
@@ -429,6 +445,8 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
         add_runs<int64_t>(out, src, d, s, outer, row_len);
       } else if (dtype == FetchDType::kFloat16) {
         add_half_runs(out, src, d, s, outer, row_len);
+      } else if (dtype == FetchDType::kBFloat16) {
+        add_bfloat16_runs(bf16_acc.data(), src, d, s, outer, row_len);
       } else {
         or_runs(out, src, d, s, outer, row_len);
       }
@@ -447,6 +465,10 @@ void multifetch(void* dst, const std::vector<int64_t>& dst_lo, const std::vector
     } else {
       run(dv, sv);
     }
+  }
+  if (!bf16_acc.empty()) {
+    auto* out = static_cast<uint16_t*>(dst);
+    for (int64_t i = 0; i < dst_volume; ++i) out[i] = bfloat16_from_float(bf16_acc[static_cast<size_t>(i)]);
   }
 }
 

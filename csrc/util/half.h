@@ -1,5 +1,6 @@
 // IEEE 754 binary16 (NumPy's float16) to and from float, rounding to nearest even as NumPy's
 // astype(np.float16) does: MultiFetch accumulates float16 partial sums through float.
+// bfloat16 (ml_dtypes' bfloat16: a float's upper 16 bits) likewise, summed in float.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -43,6 +44,23 @@ inline uint16_t half_from_float(float f) {
   const uint32_t rest = mant & 0x1fffu;
   if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) ++h;  // a carry moves into the exponent
   return static_cast<uint16_t>(sign | h);
+}
+
+/// \brief The float value of bfloat16 bits `b` (the upper half of a float's bits: exact).
+inline float float_from_bfloat16(uint16_t b) {
+  const uint32_t bits = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// \brief The bfloat16 bits nearest `f`, ties to even, as ml_dtypes' astype(bfloat16) rounds
+/// (a carry past the largest finite value gives infinity; nan stays a quiet nan).
+inline uint16_t bfloat16_from_float(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);
+  return static_cast<uint16_t>((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
 }  // namespace autotile

@@ -70,7 +70,7 @@ typedef enum AT_Status {
   AT_ENUM_RANGE_(AT_STATUS_)
 } AT_Status;
 
-/** \brief Element type of a tensor (sizes in bytes: 4, 8, 2, 4, 8, 1, 1, 1). */
+/** \brief Element type of a tensor (sizes in bytes: 4, 8, 2, 4, 8, 1, 1, 1, 2). */
 typedef enum AT_DType {
   AT_FLOAT32 = 0,
   AT_FLOAT64 = 1,
@@ -80,6 +80,7 @@ typedef enum AT_DType {
   AT_INT8 = 5,
   AT_UINT8 = 6,
   AT_BOOL = 7,
+  AT_BFLOAT16 = 8,
   AT_ENUM_RANGE_(AT_DTYPE_)
 } AT_DType;
 

@@ -98,6 +98,7 @@ cdef extern from "runtime/multifetch.h" namespace "autotile":
         kInt64 "autotile::FetchDType::kInt64"
         kBool "autotile::FetchDType::kBool"
         kFloat16 "autotile::FetchDType::kFloat16"
+        kBFloat16 "autotile::FetchDType::kBFloat16"
     void c_multifetch "autotile::multifetch"(void*, const vector[int64_t]&, const vector[int64_t]&, int, FetchDType,
                                               const vector[CFetchSource]&, cbool) except + nogil
 
@@ -299,9 +300,11 @@ cdef int _get_buffer(obj, Py_buffer* view, int flags, what) except -1:
     return 0
 
 
-def multifetch(dst, dst_lo, pieces, accumulate=False):
+def multifetch(dst, dst_lo, pieces, accumulate=False, bfloat16=False):
     """Assemble region pieces into `dst` (a C-contiguous array holding the box starting at
-    `dst_lo`). pieces: [(src array, src box lo, region lo, region hi)]. Releases the GIL."""
+    `dst_lo`). pieces: [(src array, src box lo, region lo, region hi)]. Releases the GIL.
+    bfloat16: the arrays hold bfloat16 bits as uint16 (NumPy's buffer protocol has no
+    bfloat16): accumulation sums them in float and rounds once."""
     # Pointers, shapes and element types come from the buffer protocol, not from NumPy
     # attributes: `.ctypes.data` runs Python code in NumPy, and after a large kernel has
     # evicted the caches one call spent ~100 us there.
@@ -337,6 +340,10 @@ def multifetch(dst, dst_lo, pieces, accumulate=False):
             s.lo = rlo
             s.hi = rhi
             srcs.push_back(s)
+        if bfloat16:
+            if esize != 2 or dt != FetchDType.kBytes:
+                raise _AutotileError("multifetch: bfloat16 data must be passed as 2-byte (uint16) views")
+            dt = FetchDType.kBFloat16
         with nogil:
             c_multifetch(out_buf.buf, lo, shape, esize, dt, srcs, acc)
     except RuntimeError as e:
