@@ -48,231 +48,11 @@ import numpy as np
 from ..errors import Error
 from ..ops.registry import KernelContext
 from . import gpu_fetch
+from .gpu_devices import CupyDevices, _is_oom, import_cupy  # noqa: F401 (public here too)
 from .gpu_kernels import KERNELS
+from .gpu_launch import LaunchList, step_tiles
 from .sub_op import SubOpRunner
 from .tiles import box_index, input_tiles, value_tiles
-
-_INSTALL_HINT = ("pip install 'autotile[gpu]' (CuPy for CUDA 12 drivers) or 'autotile[gpu-cuda13]' (CUDA 13); "
-                 "see docs/gpu.md")
-
-
-def import_cupy():
-    """CuPy, or a clear Error when it is not installed."""
-    try:
-        import cupy
-    except ImportError as e:
-        raise Error(f"ctx='gpu' needs CuPy, which is not installed ({e}): {_INSTALL_HINT}") from None
-    return cupy
-
-
-def _is_oom(e) -> bool:
-    return type(e).__name__ == "OutOfMemoryError" or "cudaErrorMemoryAllocation" in str(e)
-
-
-class CupyDevices:
-    """The device side of the GPU runtime on CUDA GPUs through CuPy: memory, streams, events,
-    copies and the MultiFetch kernel for `workers` workers. Worker i runs on
-    ``gpu_ids[i % len(gpu_ids)]`` (all visible GPUs by default)."""
-
-    def __init__(self, workers: int, cupy=None, gpu_ids: Optional[List[int]] = None):
-        cp = cupy if cupy is not None else import_cupy()
-        self.cp = cp
-        self.xp = cp
-        try:
-            n = cp.cuda.runtime.getDeviceCount()
-        except Exception as e:  # CUDARuntimeError: no driver, no device, driver too old
-            raise Error(f"ctx='gpu' needs a CUDA GPU, and CUDA reports none usable: {type(e).__name__}: {e}") from None
-        if n < 1:
-            raise Error("ctx='gpu' needs a CUDA GPU, and none is visible (check CUDA_VISIBLE_DEVICES)")
-        ids = list(range(n)) if gpu_ids is None else [int(g) for g in gpu_ids]
-        bad = [g for g in ids if not 0 <= g < n]
-        if not ids or bad:
-            raise Error(f"gpu_ids {ids} must name visible GPUs (0..{n - 1})")
-        self.n_gpus = len(ids)
-        self.gpu = [ids[w % len(ids)] for w in range(workers)]
-        self.pools, self.streams = [], []
-        sharing = {g: self.gpu.count(g) for g in set(self.gpu)}
-        self.pool_limits = []
-        for w in range(workers):
-            with cp.cuda.Device(self.gpu[w]):
-                pool = cp.cuda.MemoryPool()
-                self.pool_limits.append(self._cap(pool, sharing[self.gpu[w]]))
-                self.pools.append(pool)
-                self.streams.append(tuple(cp.cuda.Stream(non_blocking=True) for _ in range(3)))
-        used = sorted(set(self.gpu))
-        self.peer = {}
-        for a in used:
-            for b in used:
-                if a != b:
-                    self.peer[a, b] = self._enable_peer(a, b)
-        self._kernels: Dict[int, dict] = {}
-        self._keep = []
-        self.kernel_source = None
-
-    def _cap(self, pool, sharing: int) -> Optional[int]:
-        """Caps `pool` at an equal share of the current GPU's free memory among the `sharing`
-        workers on it (less 5% for CUDA's own use); returns the cap (None if not set)."""
-        try:
-            free, _total = self.cp.cuda.runtime.memGetInfo()
-        except Exception:  # a stand-in without memGetInfo: leave the pool uncapped
-            return None
-        cap = int(free * 0.95) // max(1, sharing)
-        pool.set_limit(size=cap)
-        return cap
-
-    def pool_bytes(self) -> List[int]:
-        """Bytes each worker's pool holds now (arena, staging and cached temporaries)."""
-        return [int(p.total_bytes()) for p in self.pools]
-
-    def _enable_peer(self, a: int, b: int) -> bool:
-        """Lets GPU a's kernels read GPU b's memory (UVA); False where the pair cannot."""
-        rt = self.cp.cuda.runtime
-        if not rt.deviceCanAccessPeer(a, b):
-            return False
-        with self.cp.cuda.Device(a):
-            try:
-                rt.deviceEnablePeerAccess(b)
-            except Exception as e:
-                if "PeerAccessAlreadyEnabled" not in str(e):
-                    return False
-        return True
-
-    def describe(self) -> dict:
-        names = {}
-        for g in sorted(set(self.gpu)):
-            try:
-                names[g] = self.cp.cuda.runtime.getDeviceProperties(g)["name"].decode()
-            except Exception:
-                names[g] = "?"
-        return {"gpus": list(self.gpu), "gpu_names": names,
-                "peer_access": {f"{a}->{b}": ok for (a, b), ok in sorted(self.peer.items())}}
-
-    # ---------------------------------------------------------------- memory
-    def alloc(self, worker: int, nbytes: int, what: str):
-        """`nbytes` of worker's pool as a uint8 array; Error naming the device and the bytes
-        when the GPU is out of memory."""
-        cp = self.cp
-        try:
-            with cp.cuda.Device(self.gpu[worker]):
-                mem = self.pools[worker].malloc(max(int(nbytes), 1))
-                return cp.ndarray((max(int(nbytes), 1),), dtype=np.uint8, memptr=mem)
-        except Exception as e:
-            if _is_oom(e):
-                raise Error(f"device {worker} (GPU {self.gpu[worker]}): out of memory allocating {int(nbytes)} bytes "
-                            f"for {what} ({e})") from None
-            raise
-
-    def alloc_pinned(self, worker: int, nbytes: int, what: str) -> np.ndarray:
-        """`nbytes` of page-locked host memory as a NumPy uint8 array (asynchronous copies to
-        and from the GPU need it); Error naming the device and the bytes when it cannot."""
-        n = max(int(nbytes), 1)
-        try:
-            with self.cp.cuda.Device(self.gpu[worker]):
-                return np.frombuffer(self.cp.cuda.alloc_pinned_memory(n), dtype=np.uint8, count=n)
-        except Exception as e:
-            raise Error(f"device {worker} (GPU {self.gpu[worker]}): cannot pin {n} bytes of host memory for "
-                        f"{what}: {type(e).__name__}: {e}") from None
-
-    def ptr(self, array) -> int:
-        if isinstance(array, np.ndarray):  # a view of the pinned host pool
-            return int(array.ctypes.data)
-        return int(array.data.ptr)
-
-    def upload(self, worker: int, view, host: np.ndarray):
-        with self.cp.cuda.Device(self.gpu[worker]):
-            view.set(np.ascontiguousarray(host, dtype=view.dtype))
-
-    def download(self, worker: int, view) -> np.ndarray:
-        with self.cp.cuda.Device(self.gpu[worker]):
-            return self.cp.asnumpy(view)
-
-    # ---------------------------------------------------------------- streams and events
-    def stream(self, worker: int, copy: bool):
-        return self.streams[worker][1 if copy else 0]
-
-    def swap_stream(self, worker: int):
-        """The stream of worker's swap-outs and swap-ins (device <-> pinned host pool)."""
-        return self.streams[worker][2]
-
-    def event(self, worker: int):
-        with self.cp.cuda.Device(self.gpu[worker]):
-            return self.cp.cuda.Event(disable_timing=True)
-
-    def record(self, worker: int, event, stream):
-        """Records `event` on worker's `stream` (with the worker's GPU current, as CUDA asks)."""
-        with self.cp.cuda.Device(self.gpu[worker]):
-            event.record(stream)
-
-    def wait(self, worker: int, stream, event):
-        """Makes worker's `stream` wait for `event`, which may belong to another GPU."""
-        with self.cp.cuda.Device(self.gpu[worker]):
-            stream.wait_event(event)
-
-    def enqueue(self, worker: int, stream, fn):
-        """Runs `fn` with worker's GPU, pool and `stream` current: what it launches goes on `stream`."""
-        cp = self.cp
-        with cp.cuda.Device(self.gpu[worker]), cp.cuda.using_allocator(self.pools[worker].malloc), stream:
-            fn()
-
-    def to_host(self, worker: int, array, stream) -> np.ndarray:
-        host = self.cp.asnumpy(array, stream=stream)
-        stream.synchronize()
-        return host
-
-    def to_device(self, worker: int, view, host: np.ndarray, stream):
-        view.set(np.ascontiguousarray(host, dtype=view.dtype), stream=stream)
-        stream.synchronize()  # the host array must outlive the copy
-
-    def synchronize(self):
-        for g in sorted(set(self.gpu)):
-            with self.cp.cuda.Device(g):
-                self.cp.cuda.runtime.deviceSynchronize()
-
-    # ---------------------------------------------------------------- MultiFetch
-    def can_read(self, dst_worker: int, src_worker: int) -> str:
-        """'local' (same GPU), 'peer' (UVA read) or 'memcpy' (no peer access)."""
-        a, b = self.gpu[dst_worker], self.gpu[src_worker]
-        if a == b:
-            return "local"
-        return "peer" if self.peer.get((a, b)) else "memcpy"
-
-    def memcpy_async(self, stream, dst_ptr: int, src_ptr: int, nbytes: int, to_host: bool):
-        """An asynchronous copy on `stream` between the GPU and pinned host memory."""
-        rt = self.cp.cuda.runtime
-        rt.memcpyAsync(dst_ptr, src_ptr, nbytes, rt.memcpyDeviceToHost if to_host else rt.memcpyHostToDevice,
-                       stream.ptr)
-
-    def prepare_fetch(self, worker: int, name: str, records: np.ndarray, n_pieces: int):
-        """Uploads a fetch op's records to worker's GPU and decodes them once into the
-        per-piece work the fetch kernel reads (autotile_multifetch_prepare); the device array
-        of that work. Runs on the default stream: the runtime synchronizes before the step."""
-        cp = self.cp
-        g = self.gpu[worker]
-        kernels = self._load(g)
-        with cp.cuda.Device(g):
-            d_rec = cp.asarray(records)
-            works = self.alloc(worker, n_pieces * gpu_fetch.WORK_BYTES, "MultiFetch piece work")
-            gpu_fetch.prepare(kernels, name, d_rec, n_pieces, works)
-            self._keep.append(d_rec)  # freed by the pool only after the launch has read it
-            return works
-
-    def memset0(self, view, stream):
-        self.cp.cuda.runtime.memsetAsync(int(view.data.ptr), 0, int(view.nbytes), stream.ptr)
-
-    def memcpy(self, stream, dst_worker: int, dst_ptr: int, src_worker: int, src_ptr: int, nbytes: int):
-        self.cp.cuda.runtime.memcpyPeerAsync(dst_ptr, self.gpu[dst_worker], src_ptr, self.gpu[src_worker], nbytes,
-                                             stream.ptr)
-
-    def _load(self, g: int) -> dict:
-        if g not in self._kernels:
-            with self.cp.cuda.Device(g):
-                self._kernels[g], self.kernel_source = gpu_fetch.load_kernels(self.cp, g)
-        return self._kernels[g]
-
-    def launch_fetch(self, worker: int, stream, name: str, works, n_pieces: int, grid, block):
-        kernels = self._load(self.gpu[worker])
-        with stream:
-            kernels[name](grid, block, (works, np.int32(n_pieces)))
 
 
 class _GpuSubOps(SubOpRunner):
@@ -331,10 +111,21 @@ class _GpuSubOps(SubOpRunner):
 class GpuRuntime:
     """Runs an ExecGraph on GPUs. `devices` is the device side (CupyDevices by default);
     `host_ops` names op types forced to the host kernel; `dispatch=False` sends every op
-    without a CuPy kernel to the host."""
+    without a CuPy kernel to the host.
 
-    def __init__(self, eg, devices=None, host_ops: Iterable[str] = (), dispatch: bool = True):
+    The first :meth:`run` enqueues op by op (kernel paths are settled, kernels compiled, pools
+    warmed) and then builds the launch list (gpu_launch.LaunchList); later runs replay it, the
+    second capturing it as a CUDA graph where the device side can and no op runs on the host.
+    ``replay=False`` keeps the op-by-op path for every step; ``capture=False`` replays
+    uncaptured."""
+
+    def __init__(self, eg, devices=None, host_ops: Iterable[str] = (), dispatch: bool = True, replay: bool = True,
+                 capture: bool = True):
         self.eg = eg
+        self.replay = replay
+        self.capture = capture
+        self.launch: Optional[LaunchList] = None  # built after the first step (gpu_launch.py)
+        self._tiles = None  # a replayed step's inputs, written asynchronously by the replay
         self.dev = devices if devices is not None else CupyDevices(eg.devices)
         self.xp = self.dev.xp
         self.host_ops = set(host_ops)
@@ -424,7 +215,12 @@ class GpuRuntime:
 
     # ------------------------------------------------------------------ data in / out
     def load(self, values: Dict[str, np.ndarray]):
-        """Writes every graph input (data, params, optimizer state) into its planned tiles."""
+        """Writes every graph input (data, params, optimizer state) into its planned tiles.
+        Once the launch list exists, the tiles are validated now and written by the next
+        run's replay, asynchronously on each worker's stream."""
+        if self.replay and self.launch is not None:
+            self._tiles = step_tiles(self.eg, values)
+            return
         for b, value in input_tiles(self.eg, values):
             if self.eg.buffers[b].get("host"):
                 self.views[b][...] = value
@@ -449,6 +245,9 @@ class GpuRuntime:
     def host_kernel(self, opdef, attrs, inputs, ctx):
         """The NumPy kernel on host copies of the inputs (outputs go back in _compute)."""
         w, stream = self._worker, self._stream
+        # the kernel reads its inputs on the host: what the stream has queued must be done
+        # (this is why a host op cannot be captured into a CUDA graph)
+        self.dev.synchronize_stream(w, stream)
         host = []
         for x in inputs:
             if isinstance(x, np.ndarray):
@@ -467,9 +266,9 @@ class GpuRuntime:
                 ctx.aux[i] = value
         return outs
 
-    def _compute(self, op: dict, w: int, stream, is_train: bool, rng):
+    def _compute(self, op: dict, w: int, stream, is_train: bool, rng, seed: int = 0):
         self._worker, self._stream = w, stream
-        outs = self.runner.run(op, lambda b: self.views[b], is_train, rng)
+        outs = self.runner.run(op, lambda b: self.views[b], is_train, rng, seed)
         for b, value in zip(op["outputs"], outs):
             view = self.views[b]
             if isinstance(value, np.ndarray) and self.xp is not np:
@@ -527,8 +326,51 @@ class GpuRuntime:
         return order
 
     def run(self, is_train: bool = True, seed: int = 0) -> dict:
-        """Enqueues every op on its worker's streams and waits for the GPUs; returns stats.
+        """One step: op by op the first time (or always with ``replay=False``), then the
+        launch list's replay; waits for the GPUs and returns stats (``stats['launch']`` says
+        which, ``stats['capture']`` whether it ran as a CUDA graph and what prevented it).
         Raises Error naming the device, GPU and node of an op that fails."""
+        if self.replay and self.launch is not None:
+            tiles, self._tiles = self._tiles, None
+            return self._stats(self.launch.replay(tiles, is_train, seed))
+        stats = self._stats(self.run_ops(is_train, seed))
+        if self.replay:
+            self.launch = LaunchList(self, capture=self.capture)
+            stats["launch"] = self.launch.describe("ops")
+            stats["capture"] = self.launch.capture_stats("ops")
+            stats["capture"]["reason"] = stats["capture"]["reason"] or "the first step runs op by op (warm-up)"
+        else:
+            stats["launch"] = {"mode": "ops"}
+            stats["capture"] = {"captured": False, "reason": "replay=False: every step runs op by op",
+                                "blocked_by": [], "n_blocked": 0}
+        return stats
+
+    def _sync(self):
+        try:
+            self.dev.synchronize()
+        except Exception as e:
+            if isinstance(e, Error):
+                raise
+            raise Error(f"ctx='gpu': a kernel failed while the step ran: {type(e).__name__}: {e}") from None
+
+    def _stats(self, step: dict) -> dict:
+        eg, dev = self.eg, self.dev
+        by_path = {"gpu": [], "dispatch": [], "host": []}
+        for name, path in sorted(self.kernel_paths.items()):
+            by_path[path].append(name)
+        swap_bytes = sum(int(self.views[o["outputs"][0]].nbytes) for o in eg.ops
+                         if o["kind"] in ("swap_out", "swap_in"))
+        return {**step, "kernels": by_path, "dispatch_failed": dict(self.no_dispatch),
+                "fetch_paths": dict(self.fetch_paths),
+                "multifetch_kernel": getattr(dev, "kernel_source", None),
+                "arena_bytes": [int(b) for b in eg.core.arena_bytes], "staging_bytes": list(self.staging_bytes),
+                "host_pool_bytes": [int(b) for b in eg.core.host_bytes], "swap_bytes": swap_bytes,
+                "pool_bytes": dev.pool_bytes() if hasattr(dev, "pool_bytes") else None,
+                **dev.describe()}
+
+    def run_ops(self, is_train: bool = True, seed: int = 0) -> dict:
+        """The op-by-op step: every op resolved and enqueued on its worker's streams (events
+        made afresh), then one synchronisation; the step's times and wait count."""
         eg, dev = self.eg, self.dev
         self.runner.aux_updates.clear()
         rngs = [np.random.default_rng(seed + w) for w in range(eg.devices)]
@@ -537,7 +379,7 @@ class GpuRuntime:
         seq = [0] * len(eg.ops)
         counters: Dict[int, int] = {}
         waited: Dict[tuple, int] = {}
-        n_waits = swap_bytes = 0
+        n_waits = 0
         t0 = time.perf_counter()
         for i in self.enqueue_order():
             op = eg.ops[i]
@@ -556,11 +398,12 @@ class GpuRuntime:
                     waited[sid, sj] = seq[j]
                     n_waits += 1
                 if swap:
-                    swap_bytes += self._swap_op(op, w, stream)
+                    self._swap_op(op, w, stream)
                 elif copy:
                     dev.enqueue(w, stream, lambda i=i, op=op, w=w, s=stream: self._fetch_op(i, op, w, s))
                 else:
-                    dev.enqueue(w, stream, lambda op=op, w=w, s=stream: self._compute(op, w, s, is_train, rngs[w]))
+                    dev.enqueue(w, stream,
+                                lambda op=op, w=w, s=stream: self._compute(op, w, s, is_train, rngs[w], seed))
                 events[i] = dev.event(w)
                 dev.record(w, events[i], stream)
             except Exception as e:
@@ -569,23 +412,8 @@ class GpuRuntime:
             seq[i] = counters.get(sid, 0)
             counters[sid] = seq[i] + 1
         t_enqueue = time.perf_counter() - t0
-        try:
-            dev.synchronize()
-        except Exception as e:
-            if isinstance(e, Error):
-                raise
-            raise Error(f"ctx='gpu': a kernel failed while the step ran: {type(e).__name__}: {e}") from None
-        by_path = {"gpu": [], "dispatch": [], "host": []}
-        for name, path in sorted(self.kernel_paths.items()):
-            by_path[path].append(name)
-        return {"step_seconds": time.perf_counter() - t0, "enqueue_seconds": t_enqueue,
-                "kernels": by_path, "dispatch_failed": dict(self.no_dispatch),
-                "fetch_paths": dict(self.fetch_paths), "stream_waits": n_waits,
-                "multifetch_kernel": getattr(dev, "kernel_source", None),
-                "arena_bytes": [int(b) for b in eg.core.arena_bytes], "staging_bytes": list(self.staging_bytes),
-                "host_pool_bytes": [int(b) for b in eg.core.host_bytes], "swap_bytes": swap_bytes,
-                "pool_bytes": dev.pool_bytes() if hasattr(dev, "pool_bytes") else None,
-                **dev.describe()}
+        self._sync()
+        return {"step_seconds": time.perf_counter() - t0, "enqueue_seconds": t_enqueue, "stream_waits": n_waits}
 
     def _op_error(self, e, op, w) -> Error:
         name = self.eg.lowered.node_names[op["node"]] if op["node"] >= 0 else "?"
