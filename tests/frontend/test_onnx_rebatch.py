@@ -100,3 +100,10 @@ def test_the_error_names_the_constant_not_a_downstream_symptom():
     inputs' and nothing more; the error now names a constant holding the batch and its node."""
     with pytest.raises(Error, match=r"fixed batch of 2.*constant '[^']+' .*node '[^']+' \("):
         _fixture_per_sample("gptneox_ts17", [0, 1, 1, 0])
+
+
+def test_a_stored_state_of_the_old_batch_is_named():
+    """A GRU's TorchScript export stores h0 as a (1, 2, 16) constant (batch in dim 1) and expands
+    it: the fold's broadcast error now names that constant and the batch it holds."""
+    with pytest.raises(Error, match=r"'/rnn/Expand'.*fixed batch of 2.*'/rnn/Constant_output_0' of shape \(1, 2, 16\)"):
+        _fixture_per_sample("gru_ts13", [0, 1, 1, 0])

@@ -201,16 +201,22 @@ def _pins(graph, literals, old: int, done) -> list:
     return pins
 
 
+def _const_shapes(graph) -> Dict[str, tuple]:
+    """The shapes of the initializers and Constant nodes' tensors, by name."""
+    shapes = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
+    for n in graph.node:
+        if n.op_type == "Constant" and n.output:
+            for a in n.attribute:
+                if a.name == "value":
+                    shapes[n.output[0]] = tuple(int(d) for d in a.t.dims)
+    return shapes
+
+
 def _data_pins(graph, dims, old: int) -> list:
     """Constant tensors traced at the old batch (a class token expanded to (2, 1, 32) and
     stored) that meet data carrying the batch in one node: (node label, output, constant, shape,
     "data")."""
-    shapes = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
-    for n in graph.node:
-        if n.op_type == "Constant":
-            for a in n.attribute:
-                if a.name == "value":
-                    shapes[n.output[0]] = tuple(int(d) for d in a.t.dims)
+    shapes = _const_shapes(graph)
     pins = []
     for index, node in enumerate(graph.node):
         if not any(_carries_batch((dims.get(x) or (None,))[0]) for x in node.input if x):
@@ -225,9 +231,21 @@ def _data_pins(graph, dims, old: int) -> list:
 def pin_hint(report: Optional[Rebatch], graph, failed_output: Optional[str]) -> str:
     """A sentence naming the constants that pin the old batch, those upstream of the tensor
     `failed_output` first; '' when there are none."""
-    if report is None or not report.pins:
+    if report is None:
         return ""
     producer = {o: n for n in graph.node for o in n.output if o}
+    pins = list(report.pins)
+    failed = producer.get(failed_output)
+    if failed is not None:  # a constant of the failing node itself with a dim of the old batch
+        shapes = _const_shapes(graph)
+        index = next(k for k, n in enumerate(graph.node) if n.output and n.output[0] == failed.output[0])
+        pins = [(_label(failed, index), failed_output, x, shapes[x], "data") for x in failed.input
+                if len(shapes.get(x, ())) >= 2 and report.old in shapes[x]
+                and not any(p[2] == x for p in pins)] + pins
+    if not pins:
+        return (f"the model was exported at a fixed batch of {report.old}: a constant traced at that batch "
+                f"may hold it. Export it with a dynamic batch (torch.onnx.export dynamic_axes / "
+                f"dynamic_shapes) or import it at batch {report.old}")
     upstream, stack = set(), [failed_output] if failed_output else []
     while stack:
         t = stack.pop()
@@ -235,7 +253,7 @@ def pin_hint(report: Optional[Rebatch], graph, failed_output: Optional[str]) -> 
             continue
         upstream.add(t)
         stack.extend(x for x in producer[t].input if x)
-    pins = [p for p in report.pins if p[1] in upstream] or report.pins
+    pins = [p for p in pins if p[1] in upstream] or pins
     shown = "; ".join(f"constant '{c}' = {v}, the shape of node {label}" if kind == "shape" else
                       f"constant '{c}' of shape {v}, an input of node {label}" for label, _, c, v, kind in pins[:4])
     more = f" (and {len(pins) - 4} more)" if len(pins) > 4 else ""
@@ -262,8 +280,12 @@ def _computed_dims(value) -> Optional[tuple]:
     the old constants, can disagree with what the graph computes)."""
     if isinstance(value, np.ndarray):
         return value.shape
+    if value is None:
+        return None
     try:
         _, out, _ = value.infer_shape_partial()
+    except Error:
+        raise  # shapes that disagree at the new batch (a Concat of a stored (2, 1, 32) token)
     except Exception:  # no shape known: nothing to check
         return None
     return tuple(int(d) for d in out[0]) if out and out[0] is not None and all(int(d) > 0 for d in out[0]) else None
