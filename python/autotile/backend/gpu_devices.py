@@ -68,6 +68,7 @@ class CupyDevices:
         self._keep = []
         self._step_keep = []  # host arrays of asynchronous uploads, until the step's end
         self._graph_pools = None  # during a capture: the pools the captured kernels allocate from
+        self._captured_pools = []  # the pools of every graph captured (counted in pool_bytes)
         self.kernel_source = None
 
     def _cap(self, pool, sharing: int) -> Optional[int]:
@@ -82,8 +83,13 @@ class CupyDevices:
         return cap
 
     def pool_bytes(self) -> List[int]:
-        """Bytes each worker's pool holds now (arena, staging and cached temporaries)."""
-        return [int(p.total_bytes()) for p in self.pools]
+        """Bytes each worker's pools hold now (arena, staging and cached temporaries, and the
+        temporaries of every captured graph, which stay with the graph)."""
+        held = [int(p.total_bytes()) for p in self.pools]
+        for pools in self._captured_pools:
+            for w, p in enumerate(pools):
+                held[w] += int(p.total_bytes())
+        return held
 
     def _enable_peer(self, a: int, b: int) -> bool:
         """Lets GPU a's kernels read GPU b's memory (UVA); False where the pair cannot."""
@@ -227,6 +233,7 @@ class CupyDevices:
         """Ends the capture begun on `stream`: the instantiated graph (its pools kept with
         it). Raises CUDA's error when the capture was invalidated (it is over then too)."""
         pools, self._graph_pools = self._graph_pools, None
+        self._captured_pools.append(pools)
         with self.cp.cuda.Device(self.gpu[worker]):
             graph = stream.end_capture()
         return _CudaGraph(graph, pools)
