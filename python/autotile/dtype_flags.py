@@ -37,3 +37,30 @@ def flag_or_name(dtype) -> str:
     """A variable's ``__dtype__`` text for `dtype`: MXNet's flag where it has one, else the NumPy name."""
     dt = np.dtype(dtype)
     return str(FLAG_OF_DTYPE[dt]) if dt in FLAG_OF_DTYPE else dt.name
+
+
+#: Mixed-precision compute dtypes ``backend.run(dtype=...)`` accepts besides float32.
+LOW_PRECISION = ("bfloat16",)
+
+
+def bfloat16() -> np.dtype:
+    """NumPy's bfloat16 dtype (from ``ml_dtypes``, which also registers the name "bfloat16"
+    with NumPy); an Error naming the package when it is not installed."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise Error("dtype 'bfloat16' needs the ml_dtypes package (NumPy has no bfloat16 type): "
+                    "pip install ml_dtypes") from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def numpy_dtype(name) -> np.dtype:
+    """``np.dtype(name)``, registering bfloat16 first when `name` is "bfloat16"."""
+    if isinstance(name, str) and name == "bfloat16":
+        return bfloat16()
+    return np.dtype(name)
+
+
+def is_bfloat16(dtype) -> bool:
+    """Whether `dtype` (a NumPy dtype, or an array's) is bfloat16, without importing ml_dtypes."""
+    return getattr(dtype, "name", None) == "bfloat16"

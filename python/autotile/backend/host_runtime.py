@@ -17,6 +17,7 @@ from typing import Dict
 import numpy as np
 
 from .. import _core
+from ..dtype_flags import is_bfloat16, numpy_dtype
 from ..errors import Error
 from .sub_op import SubOpRunner
 from .tiles import box_index, buffer_span, freeable_tiles, input_tiles, value_tiles
@@ -73,7 +74,7 @@ class HostRuntime:
         self.eg = eg
         self.timeout = timeout
         low = eg.lowered
-        self.dtypes = [np.dtype(d) for d in low.tensor_dtypes]
+        self.dtypes = [numpy_dtype(d) for d in low.tensor_dtypes]  # bfloat16 through ml_dtypes
         arenas = [_zeroed_pages(b) for b in eg.core.arena_bytes]
         # each device's host pool: where swapped-out tensors wait (exec/swap_plan.h)
         pools = [_zeroed_pages(b) for b in eg.core.host_bytes]
@@ -167,8 +168,14 @@ class HostRuntime:
 
     def _fetch(self, op: dict):
         dst_b = self.eg.buffers[op["outputs"][0]]
+        dst = self.views[op["outputs"][0]]
+        if is_bfloat16(dst.dtype):  # NumPy's buffer protocol has no bfloat16: its bits as uint16
+            pieces = [(self.views[src].view(np.uint16), self.eg.buffers[src]["lo"], lo, hi)
+                      for src, lo, hi in op["pieces"]]
+            _core.multifetch(dst.view(np.uint16), dst_b["lo"], pieces, op["accumulate"], bfloat16=True)
+            return
         pieces = [(self.views[src], self.eg.buffers[src]["lo"], lo, hi) for src, lo, hi in op["pieces"]]
-        _core.multifetch(self.views[op["outputs"][0]], dst_b["lo"], pieces, op["accumulate"])
+        _core.multifetch(dst, dst_b["lo"], pieces, op["accumulate"])
 
     def _dependencies(self):
         """(streams, waiting, after): each device's compute and copy streams (op ids in

@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import Error
 from ..ops.registry import KernelContext, node_key
 from ..symbol.symbol import Symbol
+from . import lowp
 
 
 def execute(sym: Symbol, values: Dict[str, np.ndarray], is_train: bool = False,
@@ -34,7 +35,7 @@ def execute(sym: Symbol, values: Dict[str, np.ndarray], is_train: bool = False,
         if op.forward is None:
             raise Error(f"node '{node.name}' (op {node.op}) has no kernel")
         try:
-            outs = op.forward(attrs, inputs, ctx)
+            outs = lowp.forward(op, node.name, attrs, inputs, ctx)  # bfloat16 inputs: upcast, round
         except Error:
             raise
         except Exception as e:  # a kernel failure names the node

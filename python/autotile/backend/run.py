@@ -63,11 +63,30 @@ def _state_values(sym, optimizer: str, states, train: bool) -> Dict[str, np.ndar
     return {k: np.asarray(v) for k, v in states.items()}
 
 
+def _mixed_precision(sym, dtype, ctx: str, values: Dict[str, np.ndarray]):
+    """`sym` with the casts of mixed precision in `dtype` (itself for float32)."""
+    from ..dtype_flags import LOW_PRECISION
+
+    if dtype in (None, "float32"):
+        return sym
+    if dtype not in LOW_PRECISION:
+        more = " (float16 with loss scaling is not implemented)" if dtype == "float16" else ""
+        raise Error(f"dtype='{dtype}' is not supported{more}: use one of {', '.join(('float32',) + LOW_PRECISION)}")
+    if ctx != "cpu":
+        raise Error(f"dtype='{dtype}' runs on the host runtime (ctx='cpu') so far, not ctx='{ctx}' "
+                    f"(docs/mixed-precision.md)")
+    from ..autodiff.mixed_precision import autocast
+
+    return autocast(sym, dtype, {k: v.dtype.name for k, v in values.items() if v.dtype.kind in "iub"},
+                    {k: tuple(v.shape) for k, v in values.items()})
+
+
 def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         params: Optional[Dict[str, np.ndarray]] = None, aux: Optional[Dict[str, np.ndarray]] = None,
         train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
         batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", head_grads=None,
-        states: Optional[Dict[str, np.ndarray]] = None, trainable=None, **kwargs) -> Result:
+        states: Optional[Dict[str, np.ndarray]] = None, trainable=None, dtype: str = "float32",
+        **kwargs) -> Result:
     """Run one step of `model` (Symbol, model path or zoo name).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
@@ -84,7 +103,11 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     ``train=False`` of the forward graph alone (partitioned inference, planned as such).
     ``ctx`` is "cpu" (NumPy) or "gpu" (CuPy; workers placed on the visible GPUs, docs/gpu.md)
     or "mpi" (one device per MPI rank under ``mpirun -np devices``, docs/mpi.md). ``trainable``
-    (an ``.onnx`` path only) names the initializers to train, as :func:`autotile.onnx.load`."""
+    (an ``.onnx`` path only) names the initializers to train, as :func:`autotile.onnx.load`.
+    ``dtype="bfloat16"`` runs the step in mixed precision (docs/mixed-precision.md): compute
+    in bfloat16 (:func:`autotile.autodiff.autocast` inserts the casts), float32 master weights,
+    optimizer states, loss and BatchNorm statistics, partial sums reduced in float32; params,
+    gradients and states come back float32. Host runtime (ctx="cpu") only so far."""
     if ctx not in ("cpu", "gpu", "mpi"):
         raise Error(f"ctx='{ctx}' is not available: the runtime runs on ctx='cpu', 'gpu' or 'mpi'")
     sym = as_symbol(model, batch=batch, trainable=trainable)
@@ -117,6 +140,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     values = cast_inputs(sym, {k: v for k, v in values.items() if k in known})
     state_values = _state_values(sym, optimizer, states, train)
     head_values = _head_grad_values(sym, head_grads, train) if head_grads is not None else {}
+    sym = _mixed_precision(sym, dtype, ctx, values)
     if ctx in ("gpu", "mpi") or devices > 1 or kwargs.get("plan") is not None:
         # partitioned: every device count on the GPUs (docs/gpu.md), one device per MPI rank
         # (every rank calls run(), docs/mpi.md), or the host runtime (a plan with swapping

@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import Error
 from ..execgraph.tile_attrs import tile_attrs
 from ..ops.registry import KernelContext, node_key, same_buffer
+from . import lowp
 
 
 def crop(value, buf: dict, full_shape):
@@ -76,7 +77,10 @@ class SubOpRunner:
 
     def kernel(self, node, opdef, attrs, inputs, ctx):
         """Runs the op's kernel on the prepared tile inputs; runtimes that pick another
-        implementation per op (the GPU runtime) override this."""
+        implementation per op (the GPU runtime) override this. bfloat16 tiles compute
+        through :func:`autotile.backend.lowp.forward` (upcast, the op's kernel, rounded)."""
+        if self.xp is np:
+            return lowp.forward(opdef, node.name, attrs, inputs, ctx)
         return opdef.forward(attrs, inputs, ctx)
 
     @staticmethod

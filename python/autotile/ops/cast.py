@@ -3,12 +3,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..dtype_flags import numpy_dtype
 from ._axes import need_shapes
 from .registry import OpDef, Param, alias, register
 from .tdl_helpers import elementwise
 
-#: MXNet 1.x dtypes NumPy can hold (bfloat16 has no NumPy type).
+#: MXNet 1.x dtypes NumPy can hold (bfloat16 has no NumPy type of its own).
 DTYPES = ("float16", "float32", "float64", "uint8", "int8", "int32", "int64", "bool")
+#: What Cast converts to: those and bfloat16 through ml_dtypes (mixed precision,
+#: autotile.autodiff.mixed_precision).
+CAST_DTYPES = DTYPES + ("bfloat16",)
 
 
 def _same_shape(op):
@@ -25,10 +29,10 @@ def _cast_type(attrs, in_dtypes):
 
 register(OpDef(
     name="Cast",
-    params={"dtype": Param("str", required=True, choices=DTYPES)},
+    params={"dtype": Param("str", required=True, choices=CAST_DTYPES)},
     infer_shape=_same_shape("Cast"),
     infer_type=_cast_type,
-    forward=lambda attrs, ins, ctx: [np.asarray(ins[0]).astype(attrs["dtype"])],
+    forward=lambda attrs, ins, ctx: [np.asarray(ins[0]).astype(numpy_dtype(attrs["dtype"]))],
     # The gradient is dy cast back to the input's dtype; data is passed for its dtype.
     gradient=lambda ctx: [ctx.op("_backward_Cast", ctx.out_grads[0], ctx.inputs[0])],
     tdl=lambda attrs, i, o: elementwise(i, o[0], "cast", ["data"]),
