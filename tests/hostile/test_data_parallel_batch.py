@@ -180,3 +180,25 @@ def test_a_stuck_op_whose_output_keeps_the_batch_passes_it_on(tmp_path):
     assert plan.tensor_tilings[out] == ["split(0)"]
     replicated = {plan.node_ops[n] for n in plan.replicated_nodes()}
     assert "BatchNorm" in replicated and replicated <= {"BatchNorm", "_backward_BatchNorm", "sgd_update"}, replicated
+
+
+def test_torch_multihead_attention_export_splits_its_batch():
+    # nn.MultiheadAttention runs sequence-first inside ((batch, L, E) -> (L, batch, E)); the old
+    # pick split its input along L. Its (L*batch, E) out-projection holds the batch in no dim:
+    # it runs whole. Oracle: the 1-device step, float64.
+    import os
+
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "onnx_torch",
+                        "mha_ts17.onnx")
+    if not os.path.exists(path):
+        pytest.skip("fixture mha_ts17 not present")
+    npz = np.load(path[:-5] + ".npz")
+    x = npz["in.input"].astype(np.float64)
+    sym = at.onnx.load(path, batch_size=x.shape[0])
+    plan = at.plan(sym, devices=2, algorithm="data")
+    assert plan.tensor_tilings["input"] == ["split(0)"]
+    params = {k: np.asarray(v, np.float64) for k, v in sym.params.items()}
+    ref = at.backend.run(sym, inputs={"input": x}, params=params, train=True)
+    res = at.backend.run(sym, devices=2, inputs={"input": x}, params=params, train=True, plan=plan)
+    for name, want in ref.grads.items():
+        np.testing.assert_allclose(res.grads[name], want, rtol=1e-9, atol=1e-12, err_msg=name)
