@@ -272,6 +272,10 @@ def cmd_run(args) -> int:
     params = {k: v for k, v in values.items() if k not in data_names}
     inputs = {k: v for k, v in values.items() if k not in params}
     del values  # the first step's params are params'; each update replaces them (one copy, issue 13)
+    if args.dtype != "float32":  # mixed precision: the casts go in once, planned and run as they are
+        from .backend.run import mixed_precision_symbol
+
+        sym = mixed_precision_symbol(sym, args.dtype, args.ctx, {**params, **inputs})
     if args.inference and args.ctx == "mpi":
         raise Error("--inference runs on --ctx cpu or gpu (under mpirun, call at.backend.run(train=False))")
     batch = next((int(np.shape(v)[0]) for v in inputs.values() if np.ndim(v) > 0), 1)
@@ -317,7 +321,7 @@ def cmd_train(args) -> int:
     from .training import train
 
     hist = train(args.model, data=args.data, devices=args.devices, epochs=args.epochs, batch=args.batch,
-                 lr=args.lr, init=args.init, seed=args.seed, plot=args.plot, save=args.save)
+                 lr=args.lr, init=args.init, seed=args.seed, plot=args.plot, save=args.save, dtype=args.dtype)
     last = hist.epochs[-1]
     print(f"{hist.model} on {hist.data}: test accuracy {100 * last.test_accuracy:.1f}% after {last.epoch} "
           f"epochs on {hist.devices} device(s)", flush=True)
@@ -463,6 +467,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", type=_positive_int, default=1)
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=_seed_arg, default=0)
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="bfloat16: mixed precision, fp32 master weights (docs/mixed-precision.md)")
     sp.add_argument("--inference", action="store_true",
                     help="forward passes only (on --devices K: the forward graph planned and partitioned)")
     add_init_args(sp)
@@ -478,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--epochs", type=_positive_int, default=5)
     sp.add_argument("--batch", type=_positive_int, default=32)
     sp.add_argument("--seed", type=_seed_arg, default=0)
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+                    help="bfloat16: mixed precision, fp32 master weights (docs/mixed-precision.md)")
     add_init_args(sp)
     sp.add_argument("--plot", default=None, metavar="PNG", help="write loss and accuracy per epoch to this PNG")
     sp.add_argument("--save", default=None, metavar="FILE.params", help="write the trained parameters (MXNet .params)")

@@ -167,14 +167,16 @@ def evaluate(sym, x: np.ndarray, y: np.ndarray, params, aux, data: str, label: s
 
 def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, batch: Optional[int] = 32,
           lr: float = 0.1, init: str = "xavier", seed: int = 0, plot: Optional[str] = None,
-          save: Optional[str] = None, progress: Optional[bool] = None, out=None) -> History:
+          save: Optional[str] = None, progress: Optional[bool] = None, out=None, dtype: str = "float32") -> History:
     """Train `model` (zoo name or Symbol ending in SoftmaxOutput) on data set `data`
     ("digits" or "synthetic", :mod:`autotile.training_data`) for `epochs` epochs of SGD steps
     of `batch` samples (a shuffled epoch; the last partial batch is dropped) on `devices`
     devices. Prints one line per epoch to `out` (default stdout; False: none) and a progress bar
     on stderr (a terminal only, unless `progress` says). `plot`: PNG of loss and accuracy per
     epoch; `save`: the final parameters as an MXNet ``.params`` file (``arg:``/``aux:`` names,
-    as ``mx.model.save_checkpoint`` writes them). Returns the :class:`History`."""
+    as ``mx.model.save_checkpoint`` writes them). ``dtype="bfloat16"``: mixed precision (bf16
+    compute, float32 master weights; docs/mixed-precision.md), evaluation in bf16 too.
+    Returns the :class:`History`."""
     from . import backend
     from . import training_data
     from .training_init import init_params, param_shapes
@@ -204,6 +206,10 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     params = init_params(arg_shapes, seed=seed, init=init, skip=(data_name, label_name))
     aux = init_params(aux_shapes, seed=seed, init=init)
     opt_args = sgd_args(lr, batch)
+    if dtype != "float32":  # the casts go in once: planned and run as they are
+        from .backend.run import mixed_precision_symbol
+
+        sym = mixed_precision_symbol(sym, dtype, "cpu", shapes={**arg_shapes, **aux_shapes})
     extra = {}
     if devices > 1:
         from . import planner

@@ -63,8 +63,11 @@ def _state_values(sym, optimizer: str, states, train: bool) -> Dict[str, np.ndar
     return {k: np.asarray(v) for k, v in states.items()}
 
 
-def _mixed_precision(sym, dtype, ctx: str, values: Dict[str, np.ndarray]):
-    """`sym` with the casts of mixed precision in `dtype` (itself for float32)."""
+def mixed_precision_symbol(sym, dtype: str, ctx: str = "cpu", values: Optional[Dict[str, np.ndarray]] = None,
+                           shapes: Optional[Dict[str, tuple]] = None):
+    """`sym` with the casts of mixed precision in `dtype` (:func:`autotile.autodiff.autocast`;
+    `sym` itself for float32), after checking the dtype and that the runtime `ctx` runs it.
+    values (or shapes): the step's inputs, for the shapes of the weights the casts read."""
     from ..dtype_flags import LOW_PRECISION
 
     if dtype in (None, "float32"):
@@ -77,8 +80,9 @@ def _mixed_precision(sym, dtype, ctx: str, values: Dict[str, np.ndarray]):
                     f"(docs/mixed-precision.md)")
     from ..autodiff.mixed_precision import autocast
 
+    values = values or {}
     return autocast(sym, dtype, {k: v.dtype.name for k, v in values.items() if v.dtype.kind in "iub"},
-                    {k: tuple(v.shape) for k, v in values.items()})
+                    {**{k: tuple(v.shape) for k, v in values.items()}, **(shapes or {})})
 
 
 def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
@@ -140,7 +144,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     values = cast_inputs(sym, {k: v for k, v in values.items() if k in known})
     state_values = _state_values(sym, optimizer, states, train)
     head_values = _head_grad_values(sym, head_grads, train) if head_grads is not None else {}
-    sym = _mixed_precision(sym, dtype, ctx, values)
+    sym = mixed_precision_symbol(sym, dtype, ctx, values)
     if ctx in ("gpu", "mpi") or devices > 1 or kwargs.get("plan") is not None:
         # partitioned: every device count on the GPUs (docs/gpu.md), one device per MPI rank
         # (every rank calls run(), docs/mpi.md), or the host runtime (a plan with swapping
