@@ -180,7 +180,9 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     (with ``train=False``, its forward graph alone: partitioned inference).
 
     `shapes` gives input shapes by name; otherwise `batch` sets the batch dim of every data
-    input's declared shape. `bandwidths` (one per cut, bytes/s, slowest link first; with a
+    input's declared shape (dim 0, or the dim a Variable declares with ``batch_dim=``).
+    ``algorithm="data"`` splits each data input along that dim and carries it through the
+    graph (csrc/search/baselines/data.h); a graph whose batch no op can split is an Error. `bandwidths` (one per cut, bytes/s, slowest link first; with a
     mesh, a dict by axis name or a list in cut order) weights each cut's cost for
     hierarchical machines. `mesh` ({"batch": 4, "model": 8}, or the CLI
     form "batch=4,model=8") names the device axes instead of `devices`; `layout` fixes some
@@ -194,10 +196,12 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     False keeps the recursion's plan, whose cut costs never decrease (Tofu App. A).
     Returns a :class:`Plan`."""
     from .. import _core
-    from ..arguments import check_bandwidths, check_shapes
+    from ..arguments import check_bandwidths, check_flag, check_shapes
     from . import layout_rules
 
     shapes, bandwidths = check_shapes(shapes), check_bandwidths(bandwidths)
+    refine, train = check_flag(refine, "refine"), check_flag(train, "train")  # "no" is truthy
+    replicate_fallback = check_flag(replicate_fallback, "replicate_fallback")
     mesh_axes = None
     if mesh is not None:
         mesh = layout_rules.check_mesh(mesh)
