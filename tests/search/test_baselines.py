@@ -4,6 +4,7 @@ delta_i <= delta_(i+1); closed forms for `model` on an MLP and `owt` on a conv+f
 import pytest
 
 from autotile import _core
+from autotile.errors import Error
 
 from .graphs import Builder, conv_net, mlp, residual
 
@@ -212,3 +213,36 @@ def test_unknown_algorithm_names_every_baseline():
         _core.plan_graph(b.g, 2, "nope", strategy_provider=b.mock)
     for algo in BASELINES:
         assert algo in str(e.value)
+
+
+def _batch_dims(g, dims):
+    """plan_graph's batch_dims: -1 for every tensor but those named in `dims`."""
+    names = [g.tensor(t)["name"] for t in range(g.num_tensors)]
+    return [dims.get(n, -1) for n in names]
+
+
+@pytest.mark.parametrize("devices", [2, 4])
+def test_data_splits_the_batch_dim_it_is_given(devices):
+    # batch_dims reaches the core (issue 31): the C API's default, the dim 0 of the inputs that
+    # share the largest input's, and an explicit dim 0 give the same plan; an explicit dim 1
+    # makes data parallelism split the input there and carry it (the FC reduces over it).
+    b = mlp(2, 16, 8, relu=True)
+    default = _core.plan_graph(b.g, devices, "data", strategy_provider=b.mock)
+    given = _core.plan_graph(b.g, devices, "data", strategy_provider=b.mock, batch_dims=_batch_dims(b.g, {"data": 0}))
+    assert given["tensor_tilings"] == default["tensor_tilings"]
+    data = [b.g.tensor(t)["name"] for t in range(b.g.num_tensors)].index("data")
+    assert default["tensor_tilings"][data] == ["split(0)"] * len(default["factors"])
+    other = _core.plan_graph(b.g, devices, "data", strategy_provider=b.mock, batch_dims=_batch_dims(b.g, {"data": 1}))
+    assert other["tensor_tilings"][data] == ["split(1)"] * len(other["factors"])
+    check_valid(other, b.g, devices, b.mock)
+
+
+def test_data_batch_dims_are_checked():
+    b = mlp(2, 16, 8)
+    for dims, words in (({"l0_w": 0}, ["weight", "l0_w"]), ({"data": 2}, ["data", "no batch dim 2"]),
+                        ({"l0_y": 0}, ["l0_y", "not a graph input"])):
+        with pytest.raises(Error) as e:
+            _core.plan_graph(b.g, 2, "data", strategy_provider=b.mock, batch_dims=_batch_dims(b.g, dims))
+        assert all(w in str(e.value) for w in words), str(e.value)
+    with pytest.raises(Error, match="batch_dims has 3 entries"):
+        _core.plan_graph(b.g, 2, "data", strategy_provider=b.mock, batch_dims=[0, -1, -1])
