@@ -7,15 +7,20 @@
    the region is 2-D after merging dims); every result checked against CuPy slicing. Then
    contiguous pieces of 4 KiB to 64 MiB: kernel vs one cudaMemcpyAsync per piece (where the
    copy engine wins), and the peer-access / cudaMemcpyPeerAsync path of each GPU pair.
-2. Step time of AlexNet and VGG-16 training steps on GPU 0: 1 worker vs 8 workers sharing it
-   (the overhead of partitioning when the hardware does not grow), with each worker's pool
-   beside its arena.
+2. Step time of AlexNet and VGG-16 training steps (SGD with momentum) on GPU 0 with 1, 2, 4
+   and 8 workers sharing it (the overhead of partitioning when the hardware does not grow):
+   the launch list's step (captured as a CUDA graph where possible) beside the op-by-op step,
+   each worker's pool beside its arena; then the same models in PyTorch on the same GPU (fp32
+   with TF32 off and bf16 autocast, eager and CUDA graph: gpu_torch.py) and the
+   autotile/PyTorch ratios.
 3. Kernel time per op (the GPU runtime's kernels at AlexNet's layer shapes) against CuPy's own
    ops and, where PyTorch is installed, cuDNN/cuBLAS through PyTorch.
 
-    autotile bench gpu [--quick] [--steps N] [--only multifetch,steps,ops]
+    autotile bench gpu [--quick] [--steps N] [--only multifetch,steps,ops] [--workers 1,2,4,8]
+                       [--torch auto|on|off]
+    autotile bench gpu --sim [--quick] [--steps N]   # no GPU: host cost per step on a stand-in
 
-Writes bench/out/gpu.json."""
+Writes bench/out/gpu.json (gpu_sim.json with --sim)."""
 from __future__ import annotations
 
 import argparse
@@ -215,51 +220,87 @@ def _zoo_values(sym):
     return shapes, vals
 
 
-def step_times(cp, quick: bool, steps: int):
+def bench_models(quick: bool):
+    """(name, batch, builder) of the step benchmark: AlexNet batch 128 and VGG-16 batch 32."""
+    import autotile as at
+
+    return [("alexnet", 16 if quick else 128, lambda b: at.models.alexnet(batch=b)),
+            ("vgg16", 4 if quick else 32, lambda b: at.models.vgg(16, batch=b))]
+
+
+def _median_step(rt, tiles, steps: int):
+    """Median wall seconds of `steps` steps (inputs written each step, as a training loop
+    feeds its batch and parameters) and the last step's stats, after two warm-up steps (the
+    first runs op by op and builds the launch list, the second captures)."""
+    for _ in range(2):
+        rt.load(tiles)
+        rt.run()
+    times, enq = [], []
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        rt.load(tiles)  # a step may reuse its inputs' buffers once read: fresh inputs each step
+        st = rt.run()
+        times.append(time.perf_counter() - t0)
+        enq.append(st["enqueue_seconds"])
+    return float(np.median(times)), float(np.median(enq)), st
+
+
+def step_times(cp, quick: bool, steps: int, workers=(1, 2, 4, 8)):
+    """AlexNet and VGG-16 training steps (SGD with momentum) on GPU 0 with 1..8 workers
+    sharing it: the launch list's step (a captured graph where the step allows) beside the
+    op-by-op step; rows, and {(model, workers): step seconds} for the PyTorch ratios."""
     import autotile as at
     from autotile.backend.gpu_runtime import CupyDevices, GpuRuntime
     from autotile.backend.tiles import step_inputs
     from autotile.execgraph import transform
 
-    models = [("alexnet", 16 if quick else 128, lambda b: at.models.alexnet(batch=b)),
-              ("vgg16", 4 if quick else 32, lambda b: at.models.vgg(16, batch=b))]
-    rows = []
-    for name, batch, build in models:
+    rows, by = [], {}
+    for name, batch, build in bench_models(quick):
         sym = build(batch)
         shapes, vals = _zoo_values(sym)
-        for workers in (1, 8):
+        for k in workers:
             try:
-                plan = at.plan(sym, devices=workers, shapes=shapes)
+                plan = at.plan(sym, devices=k, shapes=shapes, optimizer="momentum")
                 eg = transform(sym, plan)
-                rt = GpuRuntime(eg, devices=CupyDevices(workers, cupy=cp, gpu_ids=[0]))
                 tiles = step_inputs(eg, vals)
-                rt.load(tiles)
-                rt.run()  # warm-up: kernel compilation, pools
-                times, enq = [], []
-                for _ in range(steps):
-                    rt.load(tiles)  # a step may reuse its inputs' buffers once read: fresh inputs each step
-                    t0 = time.perf_counter()
-                    st = rt.run()
-                    times.append(time.perf_counter() - t0)
-                    enq.append(st["enqueue_seconds"])
+                rt = GpuRuntime(eg, devices=CupyDevices(k, cupy=cp, gpu_ids=[0]), replay=False)
+                t_ops, enq_ops, _ = _median_step(rt, tiles, steps)
+                del rt
+                cp.get_default_memory_pool().free_all_blocks()
+                rt = GpuRuntime(eg, devices=CupyDevices(k, cupy=cp, gpu_ids=[0]))
+                t, enq, st = _median_step(rt, tiles, steps)
                 arena = max(int(b) for b in eg.core.arena_bytes)
                 pool = max(st["pool_bytes"]) if st.get("pool_bytes") else 0
-                rows.append([name, batch, workers, float(np.median(times)), float(np.median(enq)),
-                             len(eg.ops), ",".join(st["kernels"]["host"]) or "-", plan.comm_bytes / 2**20,
+                cap = st["capture"]
+                rows.append([name, batch, k, t, enq, st["launch"]["mode"], t_ops, enq_ops, t_ops / t, len(eg.ops),
+                             ",".join(st["kernels"]["host"]) or "-",
+                             "yes" if cap["captured"] else (cap["reason"] or "-")[:60], plan.comm_bytes / 2**20,
                              arena / 2**20, pool / 2**20])
+                by[name, k] = t
                 del rt
                 cp.get_default_memory_pool().free_all_blocks()
             except Exception as e:
-                rows.append([name, batch, workers, f"failed: {type(e).__name__}: {str(e)[:160]}"] + ["-"] * 6)
-    heads = ["model", "batch", "workers", "step s", "enqueue s", "ops", "host ops", "comm MiB", "arena MiB/worker",
-             "pool MiB/worker"]
-    print("Training steps on GPU 0 (median of the timed steps; 8 workers share the one GPU)")
+                rows.append([name, batch, k, f"failed: {type(e).__name__}: {str(e)[:160]}"] + ["-"] * 11)
+    heads = ["model", "batch", "workers", "step s", "enqueue s", "mode", "op-by-op step s", "op-by-op enqueue s",
+             "op-by-op/step", "ops", "host ops", "captured", "comm MiB", "arena MiB/worker", "pool MiB/worker"]
+    print("Training steps on GPU 0 (SGD with momentum; median of the timed steps, inputs written each step; "
+          "k workers share the one GPU): the launch list's step vs the op-by-op step")
     print(table(heads, rows))
-    by = {(r[0], r[2]): r[3] for r in rows if isinstance(r[3], float)}
-    for name, _, _ in models:
-        if (name, 1) in by and (name, 8) in by:
-            print(f"{name}: 8 workers / 1 worker step time = {by[name, 8] / by[name, 1]:.2f}x")
-    return [dict(zip(heads, r)) for r in rows]
+    for name, _, _ in bench_models(quick):
+        for k in workers[1:]:
+            if (name, 1) in by and (name, k) in by:
+                print(f"{name}: {k} workers / 1 worker step time = {by[name, k] / by[name, 1]:.2f}x")
+    return [dict(zip(heads, r)) for r in rows], by
+
+
+def reference_times(quick: bool, steps: int, autotile_times: dict, workers=(1, 2, 4, 8)):
+    """PyTorch on the same GPU (gpu_torch.py) and the autotile/PyTorch table."""
+    from . import gpu_torch
+
+    models = [(name, batch) for name, batch, _ in bench_models(quick)]
+    ref = gpu_torch.torch_times(models, steps=steps, device="cuda")
+    rows = gpu_torch.print_ratios(autotile_times, ref, models, workers)
+    return {"torch": {f"{m}/{mode}": v for (m, mode), v in ref.items()}, "ratios": rows}
 
 
 # ----------------------------------------------------------------------------- kernels per op
@@ -361,17 +402,35 @@ def op_times(cp, quick: bool):
 def main(argv=None):
     p = argparse.ArgumentParser(prog="autotile bench gpu", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="small sizes and batches")
-    p.add_argument("--steps", type=int, default=5, help="timed training steps per row (default 5)")
+    p.add_argument("--steps", type=int, default=20, help="timed training steps per row (default 20)")
     p.add_argument("--only", default="multifetch,steps,ops",
                    help="comma-separated parts to run: multifetch, steps, ops (default all)")
+    p.add_argument("--workers", default="1,2,4,8", help="worker counts of the step rows (default 1,2,4,8)")
+    p.add_argument("--torch", choices=("auto", "on", "off"), default="auto",
+                   help="PyTorch reference columns beside the steps (auto: when torch sees a CUDA GPU)")
+    p.add_argument("--sim", action="store_true",
+                   help="no GPU needed: the host time per step, op by op vs replayed vs captured, on a "
+                        "stand-in device side (gpu_host_cost.py)")
     args = p.parse_args(argv)
     parts = [s.strip() for s in args.only.split(",") if s.strip()]
     bad = [s for s in parts if s not in ("multifetch", "steps", "ops")]
     if bad or args.steps < 1:
         p.error(f"--only takes multifetch, steps, ops (got {bad})" if bad else "--steps must be at least 1")
+    try:
+        workers = tuple(int(w) for w in args.workers.split(","))
+        assert workers and all(w >= 1 for w in workers)
+    except (ValueError, AssertionError):
+        p.error(f"--workers takes positive integers separated by commas, got {args.workers!r}")
+    if args.sim:
+        from . import gpu_host_cost
+
+        rows = gpu_host_cost.main(steps=args.steps, quick=args.quick)
+        print("wrote", write_json("gpu_sim.json", {"date": time.strftime("%Y-%m-%d"), "host_cost": rows}))
+        return 0
     cp, why = _gpu()
     if cp is None:
-        print(f"autotile bench gpu: {why}; nothing to measure (this benchmark needs a CUDA GPU)")
+        print(f"autotile bench gpu: {why}; nothing to measure (this benchmark needs a CUDA GPU; "
+              f"--sim measures the host cost on a stand-in)")
         return 0
     props = cp.cuda.runtime.getDeviceProperties(0)
     out = {"device": props["name"].decode(), "date": time.strftime("%Y-%m-%d"),
@@ -381,7 +440,21 @@ def main(argv=None):
     if "multifetch" in parts:
         out["multifetch"] = multifetch_bandwidth(cp, args.quick)
     if "steps" in parts:
-        out["steps"] = step_times(cp, args.quick, args.steps)
+        out["steps"], by = step_times(cp, args.quick, args.steps, workers)
+        if args.torch != "off":
+            try:
+                import torch
+
+                usable = torch.cuda.is_available()
+            except ImportError:
+                usable = False
+            if usable:
+                out["reference"] = reference_times(args.quick, args.steps, by, workers)
+            elif args.torch == "on":
+                print("autotile bench gpu: --torch on, but torch is not installed or sees no CUDA GPU")
+                return 1
+            else:
+                print("(no PyTorch reference: torch is not installed or sees no CUDA GPU)")
     if "ops" in parts:
         out["ops"] = op_times(cp, args.quick)
     print("wrote", write_json("gpu.json", out))
