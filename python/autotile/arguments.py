@@ -65,6 +65,14 @@ def check_seed(seed, what: str = "seed") -> int:
     return int(seed)
 
 
+def check_flag(value, what: str) -> bool:
+    """`value` as a bool: True, False or a NumPy bool (a string such as "no" is truthy, and
+    would silently mean True)."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise Error(f"{what} must be True or False, got {value!r}")
+
+
 def check_arrays(values, what: str) -> Optional[Dict[str, object]]:
     """`values` (params, inputs, aux, states) as a dict {name: array}."""
     if values is None:
