@@ -43,6 +43,8 @@ def parse_bytes(value, what: str = "device_memory") -> int:
             raise Error(f"{what} must be a positive number of bytes, got {value!r}")
         if value > MAX_BYTES:
             raise Error(f"{what}={value!r} bytes is more than any device holds (at most 2^63 - 1 bytes)")
+        if value < 1:  # int() would floor it to 0, refused then as a budget nobody gave
+            raise Error(f"{what}={value!r} is less than one byte")
         return int(value)
     if isinstance(value, str):
         m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", value)
@@ -50,6 +52,8 @@ def parse_bytes(value, what: str = "device_memory") -> int:
             n = float(m.group(1)) * _UNITS[m.group(2).lower()]
             if n > MAX_BYTES:  # '1e309' is inf: no int, and no budget the core could hold
                 raise Error(f"{what}={value!r} is more than any device holds (at most 2^63 - 1 bytes)")
+            if 0 < n < 1:
+                raise Error(f"{what}={value!r} is less than one byte")
             if n > 0:
                 return int(n)
         raise Error(f"{what}={value!r}: expected a positive size with a unit of B, KB, MB, GB, TB, KiB, MiB, GiB "
@@ -265,9 +269,77 @@ def fit(search, lowered, devices: int, budget: int, swap: bool = True,
         raw["swap_budget"] = budget
         return raw, swapped, smallest[0], tried
     held, node, device = largest_working_set(lowered, raw)
+    floor = ""
+    if swap and held <= budget:  # swapping stopped above the operands' bound: say where it can fit
+        least, eg = smallest_budget(lowered, raw, budget, smallest[2], swapped)
+        floor = (f"; the smallest budget that works is {_fmt_bytes(least)} ({least} bytes, to within "
+                 f"{100 * SMALLEST_BUDGET_TOLERANCE:g}%), " + why_budget(lowered, eg, least))
     raise Error(f"no plan fits device_memory={_fmt_bytes(budget)} on {devices} devices: the smallest "
                 f"per-device peak found is {_fmt_bytes(smallest[2])} (memory weight {smallest[0]:g})"
                 + (f", {_fmt_bytes(swapped)} with tensors swapped to host memory" if swapped else "")
                 + (f"; node '{node}' alone needs {_fmt_bytes(held)} at once on device {device} (its operands), "
-                   "which no swapping can lower" if held > budget else "")
+                   "which no swapping can lower" if held > budget else floor)
                 + "; use more devices, a smaller batch, or a larger budget")
+
+
+#: how close (relative) smallest_budget's answer is to the smallest budget that works
+SMALLEST_BUDGET_TOLERANCE = 0.005
+
+
+def smallest_budget(lowered, raw: dict, budget: int, top: int, guess: Optional[int]):
+    """(bytes, swapped exec graph or None) of the smallest budget above `budget` at which the
+    raw plan fits, to within SMALLEST_BUDGET_TOLERANCE: a bisection between `budget` (that
+    fails) and `top` (the plan's own peak, which fits unswapped), each budget tried by swapping
+    to it as :func:`fit` does. `guess` (the arena swapping reached below `budget`: the point
+    where nothing more moved) is tried first, then just under it; usually that ends it."""
+    lo, hi, hi_eg = budget, top, None
+    probes = [guess, int(guess * (1 - SMALLEST_BUDGET_TOLERANCE))] if guess else []
+    while hi - lo > max(1, int(hi * SMALLEST_BUDGET_TOLERANCE)):
+        mid = probes.pop(0) if probes else (lo + hi) // 2
+        if not lo < mid < hi:
+            continue
+        eg = _exec_graph(lowered, raw, mid)
+        if max(eg.arena_bytes) <= mid:
+            hi, hi_eg = mid, eg
+        else:
+            lo = mid
+    return hi, hi_eg
+
+
+def why_budget(lowered, eg, least: int) -> str:
+    """Why a swapped plan needs `least` bytes: where the swap planner stopped on the fullest
+    device. It counts a buffer live from its producer's time to its last reader's (an output
+    does not take its input's memory there) and stops at the busiest point where nothing live
+    is idle (csrc/exec/swap_plan.cc): the node running there and what it holds. `eg` None:
+    the plan fits only unswapped."""
+    if eg is None:
+        return "the peak of the plan itself: swapping lowers no budget below it"
+    device = max(range(len(eg.arena_bytes)), key=lambda d: eg.arena_bytes[d])
+    ops = [eg.op(i) for i in range(eg.num_ops)]
+    live = [b for b in (eg.buffer(i) for i in range(eg.num_buffers))
+            if b["device"] == device and not b["host"] and b["bytes"]]
+    count = {}  # time -> bytes live then (the swap planner's count: ends inclusive)
+    for b in live:
+        count[b["live"][0]] = 0
+    for t in count:
+        count[t] = sum(b["bytes"] for b in live if b["live"][0] <= t <= b["live"][1])
+    busiest = min(count, key=lambda t: (-count[t], t))
+    there = [b for b in live if b["live"][0] <= busiest <= b["live"][1]]
+    nodes = sorted({lowered.node_names[o["node"]] for o in ops
+                    if o["device"] == device and o["time"] == busiest and o["kind"] == "compute" and o["node"] >= 0})
+    in_use = [b for b in there if (b["producer"] >= 0 and ops[b["producer"]]["time"] == busiest)
+              or any(ops[r]["time"] == busiest for r in b["readers"])]
+    idle = [b for b in there if not any(b is u for u in in_use)]
+
+    def names(group):
+        group = sorted(group, key=lambda b: -b["bytes"])
+        text = ", ".join(f"{lowered.tensor_names[b['tensor']]} {_fmt_bytes(b['bytes'])}" for b in group[:6])
+        return text + (f" and {len(group) - 6} more" if len(group) > 6 else "")
+
+    where = f"node{'s' if len(nodes) > 1 else ''} {', '.join(repr(n) for n in nodes)}" if nodes else "its busiest point"
+    return (f"because swapping stops on device {device} at {where}, which holds {_fmt_bytes(count[busiest])} at once "
+            f"by the swap planner's count (a buffer from its producer to its last reader, an output beside its "
+            f"inputs): {names(in_use)} in use there"
+            + (f", and {names(idle)} held across it" if idle else ", nothing idle to move")
+            + f"; every other point is brought to that level, and the memory plan places the device's buffers "
+            f"(outputs in their inputs' memory) in {_fmt_bytes(int(eg.arena_bytes[device]))}")
