@@ -272,12 +272,14 @@ class LaunchList:
         return True
 
     def describe(self, mode: str) -> dict:
-        kinds = {}
-        for i, *_ in self.records:
-            k = self.rt.eg.ops[i]["kind"]
-            kinds[k] = kinds.get(k, 0) + 1
-        return {"mode": mode, "records": len(self.records), "by_kind": kinds, "build_seconds": self.build_seconds,
-                "graphs": len(self.graphs)}
+        """``stats['launch']``: how the step ran (ops, replay, graph) and the list's size."""
+        if not hasattr(self, "_kinds"):
+            self._kinds = {}
+            for i, *_ in self.records:
+                k = self.rt.eg.ops[i]["kind"]
+                self._kinds[k] = self._kinds.get(k, 0) + 1
+        return {"mode": mode, "records": len(self.records), "by_kind": dict(self._kinds),
+                "build_seconds": self.build_seconds, "graphs": len(self.graphs)}
 
     def capture_stats(self, mode: str) -> dict:
         """``stats['capture']``: whether this step ran as a captured graph, and what kept it

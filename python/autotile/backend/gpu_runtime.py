@@ -126,6 +126,7 @@ class GpuRuntime:
         self.capture = capture
         self.launch: Optional[LaunchList] = None  # built after the first step (gpu_launch.py)
         self._tiles = None  # a replayed step's inputs, written asynchronously by the replay
+        self._swap_bytes = None
         self.dev = devices if devices is not None else CupyDevices(eg.devices)
         self.xp = self.dev.xp
         self.host_ops = set(host_ops)
@@ -358,8 +359,10 @@ class GpuRuntime:
         by_path = {"gpu": [], "dispatch": [], "host": []}
         for name, path in sorted(self.kernel_paths.items()):
             by_path[path].append(name)
-        swap_bytes = sum(int(self.views[o["outputs"][0]].nbytes) for o in eg.ops
-                         if o["kind"] in ("swap_out", "swap_in"))
+        if self._swap_bytes is None:  # static: counted once, not on every step's host time
+            self._swap_bytes = sum(int(self.views[o["outputs"][0]].nbytes) for o in eg.ops
+                                   if o["kind"] in ("swap_out", "swap_in"))
+        swap_bytes = self._swap_bytes
         return {**step, "kernels": by_path, "dispatch_failed": dict(self.no_dispatch),
                 "fetch_paths": dict(self.fetch_paths),
                 "multifetch_kernel": getattr(dev, "kernel_source", None),
