@@ -107,3 +107,24 @@ def test_a_stored_state_of_the_old_batch_is_named():
     it: the fold's broadcast error now names that constant and the batch it holds."""
     with pytest.raises(Error, match=r"'/rnn/Expand'.*fixed batch of 2.*'/rnn/Constant_output_0' of shape \(1, 2, 16\)"):
         _fixture_per_sample("gru_ts13", [0, 1, 1, 0])
+
+
+def test_an_expand_restating_the_batch_is_rewritten():
+    """Grouped-query attention's key repeat: Expand (B, kv, 1, d) to a literal (2, kv, 2, d).
+    At batch 5 the target says 5 where the data carries the batch; NumPy oracle."""
+    w = RNG.standard_normal((3, 8)).astype(np.float32)
+    inits = [numpy_helper.from_array(w, "Wk"),
+             numpy_helper.from_array(np.array([2, 2, 1, 4], np.int64), "kv_shape"),
+             numpy_helper.from_array(np.array([2, 2, 2, 4], np.int64), "repeat_shape"),
+             numpy_helper.from_array(np.array([2, -1], np.int64), "flat")]
+    nodes = [helper.make_node("MatMul", ["x", "Wk"], ["k"]),
+             helper.make_node("Reshape", ["k", "kv_shape"], ["kv"]),
+             helper.make_node("Expand", ["kv", "repeat_shape"], ["rep"], name="repeat_kv"),
+             helper.make_node("Reshape", ["rep", "flat"], ["y"])]
+    graph = helper.make_graph(nodes, "gqa", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 16])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    x = RNG.standard_normal((5, 3)).astype(np.float32)
+    want = np.broadcast_to((x @ w).reshape(5, 2, 1, 4), (5, 2, 2, 4)).reshape(5, 16)
+    sym = at.onnx.load(model, batch_size=5)
+    np.testing.assert_allclose(at.backend.run(sym, inputs={"x": x}).outputs[0], want, rtol=1e-5, atol=1e-5)

@@ -10,9 +10,10 @@ both inputs") instead of the constant.
 batch set to a sentinel prime; a Reshape whose data leads with a multiple of it (the batch,
 or batch x heads) and whose literal target shape starts with the old batch times the dims
 merged into it (``2``, ``2 x 4``) gets a copy of the constant starting with the new batch
-times the same dims. That
+times the same dims; an Expand whose target restates a batch-carrying data dim (old x a where
+the data has batch x a: grouped-query attention's key repeat) gets new x a there. That
 makes the batch flow on, so inference runs again until no Reshape is left to rewrite.
-Constants it cannot rewrite (an Expand or ConstantOfShape of the old batch) are listed as
+Constants it cannot rewrite (an Expand from 1 to the old batch, a ConstantOfShape) are listed as
 *pins*: an import that then fails names them (:func:`pin_hint`).
 """
 from __future__ import annotations
@@ -133,24 +134,35 @@ def rebatch(model, new_batch: int, own: bool):
     graph = model.graph
     literals = _literals(graph, onnx)
     done, overrides = set(), {}
+    order = _topo_indices(graph.node)
     for _ in range(_MAX_ROUNDS):
         dims = _sentinel_dims(model, onnx, fixed, overrides)
         changed = False
-        for index, node in enumerate(graph.node):
-            if node.op_type != "Reshape" or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
+        # Shapes downstream of a constant rewritten in this round are stale, and a Reshape that
+        # keeps a literal leading dim can drop the batch into another dim (its -1): rewrite
+        # nothing below either until inference has run again.
+        stale: set = set()
+        for index in order:
+            node = graph.node[index]
+            outs = [o for o in node.output if o]
+            if any(x in stale for x in node.input):
+                stale.update(outs)
+                continue
+            if node.op_type not in ("Reshape", "Expand") or node.domain not in ("", "ai.onnx") or len(node.input) < 2:
                 continue
             name = node.input[1]
             data = dims.get(node.input[0])
-            if name not in literals or index in done or not data or not _carries_batch(data[0]):
+            if name not in literals or index in done or not data:
                 continue
             value = literals[name].reshape(-1)
-            if not value.size or any(d is None for d in data[1:]):
+            rule = _reshape_target if node.op_type == "Reshape" else _expand_target
+            targets = rule(value, data, old, new_batch)
+            if targets is None:
+                if node.op_type == "Reshape" and any(_carries_batch(d) for d in data) and value.size and \
+                        int(value[0]) not in (0, -1):
+                    stale.update(outs)
                 continue
-            m = _batch_factor(int(value[0]), old, data[0] // SENTINEL, data[1:])
-            if m is None:
-                continue
-            new_value, probe = value.copy(), value.copy()
-            new_value[0], probe[0] = new_batch * m, SENTINEL * m
+            new_value, probe = targets
             new_name = f"{name}__batch{new_batch}_{index}"
             graph.initializer.append(onnx.numpy_helper.from_array(new_value, new_name))
             literals[new_name], overrides[new_name] = new_value, probe
@@ -158,11 +170,61 @@ def rebatch(model, new_batch: int, own: bool):
             done.add(index)
             report.rewritten.append((_label(node, index), name, tuple(int(v) for v in value),
                                      tuple(int(v) for v in new_value)))
+            stale.update(outs)
             changed = True
         if not changed:
             break
     report.pins = _pins(graph, literals, old, done) + _data_pins(graph, dims, old)
     return model, report
+
+
+def _topo_indices(nodes) -> List[int]:
+    """Node indices, producers first (nodes left on a cycle at the end, as they are)."""
+    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
+    waiting = [0] * len(nodes)
+    readers: Dict[int, list] = {}
+    for k, n in enumerate(nodes):
+        for x in set(n.input):
+            if x in producer:
+                waiting[k] += 1
+                readers.setdefault(producer[x], []).append(k)
+    ready = [k for k in range(len(nodes)) if not waiting[k]][::-1]
+    order = []
+    while ready:
+        k = ready.pop()
+        order.append(k)
+        for r in readers.get(k, ()):
+            waiting[r] -= 1
+            if not waiting[r]:
+                ready.append(r)
+    seen = set(order)
+    return order + [k for k in range(len(nodes)) if k not in seen]
+
+
+def _reshape_target(value, data, old: int, new: int):
+    """(the Reshape target for the new batch, the same for the sentinel batch), or None when the
+    target does not start with the data's leading batch (see :func:`_batch_factor`)."""
+    if not value.size or not _carries_batch(data[0]) or any(d is None for d in data[1:]):
+        return None
+    m = _batch_factor(int(value[0]), old, data[0] // SENTINEL, data[1:])
+    if m is None:
+        return None
+    new_value, probe = value.copy(), value.copy()
+    new_value[0], probe[0] = new * m, SENTINEL * m
+    return new_value, probe
+
+
+def _expand_target(value, data, old: int, new: int):
+    """An Expand target restating the data's batch: where the (right-aligned) data dim is
+    batch x a and the target says old x a, Expand keeps that dim, so the target must say
+    new x a. None when no entry is such."""
+    shift = value.size - len(data)
+    new_value, probe, hit = value.copy(), value.copy(), False
+    for i, d in enumerate(data):
+        k = i + shift
+        if 0 <= k < value.size and _carries_batch(d) and int(value[k]) == old * (d // SENTINEL):
+            new_value[k], probe[k], hit = new * (d // SENTINEL), d, True
+    return (new_value, probe) if hit else None
 
 
 def _batch_factor(first: int, old: int, merged: int, rest) -> Optional[int]:
