@@ -275,6 +275,15 @@ class Importer:
             self.var_names[name] = self.names.unique_kept(name)
         self.input_dims = {vi.name: self._input_dims(vi) for vi in self.data_inputs}
         self._bind_shapes(shapes)
+        if batch_size is not None or shapes is not None:
+            # Shapes for planning: a declared 0 would read as "unknown" in a Variable's shape (and
+            # be reported as a missing shape). Without them an input may stay empty: a 1-device
+            # run takes the fed array's shape (ONNX's empty-set reductions).
+            for name, dims in self.input_dims.items():
+                k = next((k for k, d in enumerate(dims or ()) if isinstance(d, int) and d == 0), None)
+                if k is not None:
+                    raise Error(f"ONNX input '{name}' has dimension {k} of size 0 (shape {self._show(dims)}); "
+                                f"autotile plans no empty tensors: give it a positive size with shapes=")
         self.orig_batch = {vi.name: self._type_dims(vi.type)[0] if self._type_dims(vi.type) else None
                            for vi in self.data_inputs}
         self.shapes = self._infer_shapes()
