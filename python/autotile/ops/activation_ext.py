@@ -77,11 +77,10 @@ def _forward(fn):
     return lambda attrs, ins, ctx: [cast(fn(ins[0], attrs), ins[0])]
 
 
-def _gradient(name):
+def _gradient(name, params):
     def gradient(ctx):
-        attrs = {k: ctx.attrs[k] for k in _ACTIVATIONS[name][0]}
+        attrs = {k: ctx.attrs[k] for k in params}
         return [ctx.op(f"_backward_{name}", ctx.out_grads[0], ctx.inputs[0], **attrs)]
-
     return gradient
 
 
@@ -89,25 +88,31 @@ def _backward_forward(deriv):
     return lambda attrs, ins, ctx: [cast(ins[0] * deriv(ins[1], attrs), ins[0])]
 
 
-for _name, (_params, _fn, _deriv, _doc) in _ACTIVATIONS.items():
-    register(OpDef(
-        name=_name,
-        params=_params,
-        infer_shape=(lambda name: lambda attrs, s: same_shape(name, ["data"], s))(_name),
-        forward=_forward(_fn),
-        gradient=_gradient(_name),
-        tdl=(lambda name: lambda attrs, i, o: elementwise(i, o[0], name, ["data"]))(_name),
-        elementwise=True,
-        doc=_doc,
-    ))
-    _bwd = f"_backward_{_name}"
-    register(OpDef(
-        name=_bwd,
-        params=_params,
-        arguments=lambda attrs: ["dy", "data"],
-        infer_shape=(lambda name: lambda attrs, s: same_shape(name, ["dy", "data"], s))(_bwd),
-        forward=_backward_forward(_deriv),
-        tdl=(lambda name: lambda attrs, i, o: elementwise(i, o[0], name[1:], ["dy", "data"]))(_bwd),
-        elementwise=True,
-        doc=f"Gradient of {_name}: dy * {_name}'(data).",
-    ))
+def register_unary(table) -> None:
+    """Registers each element-wise op of `table` (name -> (params, f(x, attrs), f'(x, attrs),
+    doc)) and its ``_backward_<name>`` (dx = dy * f'(x), from dy and the forward input)."""
+    for name, (params, fn, deriv, doc) in table.items():
+        register(OpDef(
+            name=name,
+            params=params,
+            infer_shape=(lambda name: lambda attrs, s: same_shape(name, ["data"], s))(name),
+            forward=_forward(fn),
+            gradient=_gradient(name, params),
+            tdl=(lambda name: lambda attrs, i, o: elementwise(i, o[0], name, ["data"]))(name),
+            elementwise=True,
+            doc=doc,
+        ))
+        bwd = f"_backward_{name}"
+        register(OpDef(
+            name=bwd,
+            params=params,
+            arguments=lambda attrs: ["dy", "data"],
+            infer_shape=(lambda name: lambda attrs, s: same_shape(name, ["dy", "data"], s))(bwd),
+            forward=_backward_forward(deriv),
+            tdl=(lambda name: lambda attrs, i, o: elementwise(i, o[0], name[1:], ["dy", "data"]))(bwd),
+            elementwise=True,
+            doc=f"Gradient of {name}: dy * {name}'(data).",
+        ))
+
+
+register_unary(_ACTIVATIONS)
