@@ -17,7 +17,7 @@ import numpy as np
 
 from .onnx_fold import SymDim, has_symbolic
 from .onnx_registry import (_axes_arg, _expand_to_rank, _flatten_at, _ints, _norm_axis, _ranked, _reshape,
-                            _reshape_to, _slice_axis, converter)
+                            _reshape_to, _slice_axis, check_index_range, converter)
 
 
 # ----------------------------------------------------------------------------- constants and shapes
@@ -503,9 +503,7 @@ def gather(ctx):
         return [ctx.op("take", ctx.input(0), ctx.input(1), axis=axis, mode="raise")]
     idx = np.asarray(ctx.const(1)).astype(np.int64)
     size = ctx.shape(0)[axis] if ctx.shape(0) is not None else None
-    if size is not None and idx.size and (idx.max() >= size or idx.min() < -size):
-        raise ctx.error(f"index {int(idx.max() if idx.max() >= size else idx.min())} is out of range for axis "
-                        f"{axis} of size {size}")
+    check_index_range(ctx, idx, size, axis)
     if (idx < 0).any():
         if size is None:
             raise ctx.error("negative indices need the size of the gathered axis, which is unknown")
