@@ -99,8 +99,9 @@ std::vector<int> input_batch_dims(const Graph& g, const std::vector<int>& given)
 
 BatchMap batch_map(const Graph& g, const std::vector<int>& inputs, const StrategyProvider& provider) {
   const int T = g.num_tensors();
-  std::vector<char> weight = weight_classes(g);
   BatchMap m;
+  m.weight = weight_classes(g);
+  const std::vector<char>& weight = m.weight;
   m.dim = inputs;
   m.dim.resize(T, -1);
   m.lost.assign(T, 0);
@@ -188,7 +189,13 @@ BatchMap batch_map(const Graph& g, const std::vector<int>& inputs, const Strateg
 
 PlanConstraint data_parallel_constraint(const Graph& g, const SearchOptions& options, bool strict) {
   std::vector<int> inputs = input_batch_dims(g, options.batch_dims);
-  BatchMap m = batch_map(g, inputs, options.provider ? options.provider : tdl_strategy_provider());
+  return data_parallel_constraint(g, inputs, batch_map(g, inputs, options.provider ? options.provider
+                                                                                      : tdl_strategy_provider()),
+                                  strict);
+}
+
+PlanConstraint data_parallel_constraint(const Graph& g, const std::vector<int>& inputs, const BatchMap& m,
+                                        bool strict) {
   if (strict) {
     TensorId any = kNone;
     for (TensorId t = 0; t < g.num_tensors(); ++t) {
@@ -209,7 +216,7 @@ PlanConstraint data_parallel_constraint(const Graph& g, const SearchOptions& opt
            "(plan it with another algorithm, e.g. tofu)");
   }
   enum Kind : char { kBatch = 0, kWeight, kFree, kScalar, kLost };
-  std::vector<char> weight = weight_classes(g);
+  const std::vector<char>& weight = m.weight;
   auto kind = std::make_shared<std::vector<char>>(g.num_tensors(), kFree);
   auto dim = std::make_shared<std::vector<int>>(m.dim);
   for (TensorId t = 0; t < g.num_tensors(); ++t) {

@@ -36,6 +36,7 @@ struct BatchMap {
   /// but its outputs still hold the batch in a dim (a fused BatchNorm); 0 otherwise
   std::vector<char> carries;
   int carriers = 0;           ///< nodes that split their batch inputs along the batch
+  std::vector<char> weight;   ///< per tensor: a weight or tied to one (updated weights, optimizer states)
 };
 
 /// \brief The batch dims of `g`'s data inputs: `given` (per tensor: the batch dim of a data
@@ -55,5 +56,10 @@ BatchMap batch_map(const Graph& g, const std::vector<int>& inputs, const Strateg
 /// data layers of the layer-wise baselines, which leave such nodes to the search) only the
 /// batch tensors are constrained.
 PlanConstraint data_parallel_constraint(const Graph& g, const SearchOptions& options, bool strict = false);
+
+/// \brief The same from the data inputs' batch dims `inputs` (input_batch_dims) and their
+/// batch_map `m`, for a caller that reads the map too (hypar).
+PlanConstraint data_parallel_constraint(const Graph& g, const std::vector<int>& inputs, const BatchMap& m,
+                                        bool strict = false);
 
 }  // namespace autotile

@@ -53,8 +53,9 @@ double elements(const Shape& s) {
 Plan hypar_plan(const Graph& g, int devices, const SearchOptions& options) {
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   auto view = layer_view(g, provider);
-  PlanConstraint data = data_parallel_constraint(g, options);
-  const BatchMap batch = batch_map(g, input_batch_dims(g, options.batch_dims), provider);
+  const std::vector<int> inputs = input_batch_dims(g, options.batch_dims);
+  const BatchMap batch = batch_map(g, inputs, provider);  // one map: the constraint's and the layers'
+  PlanConstraint data = data_parallel_constraint(g, inputs, batch);
   // Batch tensors (those the data rules split along their batch dim) touched by each layer's nodes.
   auto batch_of_layer = std::make_shared<std::vector<std::vector<std::pair<TensorId, int>>>>(view->layers.size());
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
