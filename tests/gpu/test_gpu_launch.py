@@ -245,3 +245,32 @@ def test_a_graph_per_seed(fetch_emulation):
     assert_steps_equal(got, host, "dropout mlp, seeds vary (replay vs host)", atol=HOST_ATOL)
     assert_steps_equal(got, fresh, "dropout mlp, seeds vary (replay vs op by op)")
     assert dev.captures == 2 and len(rt.launch.graphs) == 2  # seeds 1 and 2 (seed 0 ran op by op)
+
+
+def test_replay_errors_name_the_input_or_the_node(exec_models, fetch_emulation):
+    """A replayed step checks its inputs before anything is enqueued (a missing or misshapen
+    input is an Error naming it), and a kernel failing in a replayed step is an Error naming
+    its node and device."""
+    sym, plan, vals = _graph(exec_models, "mlp", 2)
+    rt = GpuRuntime(transform(sym, plan), devices=SimDevices(2, fetch_emulation, seed=0))
+    train_steps(rt, vals, 2)
+    from autotile.backend.tiles import step_inputs
+
+    inputs = step_inputs(rt.eg, vals)
+    name = rt.eg.training.param_names[0]
+    with pytest.raises(at.Error, match=f"missing input '{name}'"):
+        rt.load({k: v for k, v in inputs.items() if k != name})
+    with pytest.raises(at.Error, match=f"input '{name}' has shape"):
+        rt.load({**inputs, name: inputs[name][..., :1]})
+    kernel = rt.runner.kernel
+
+    def failing(node, opdef, attrs, ins, ctx):
+        if opdef.name == "FullyConnected":
+            raise ValueError("bad launch")
+        return kernel(node, opdef, attrs, ins, ctx)
+
+    rt.runner.kernel = failing
+    rt.load(inputs)
+    with pytest.raises(at.Error, match=r"node 'fc\d' \(FullyConnected\) on device \d failed in a replayed step: "
+                                        r"ValueError: bad launch"):
+        rt.run()

@@ -37,6 +37,7 @@ import numpy as np
 from ..errors import Error
 from ..execgraph.tile_attrs import tile_attrs
 from ..ops.registry import KernelContext, node_key
+from .gpu_devices import _is_oom
 from .sub_op import crop
 from .tiles import input_tiles
 
@@ -82,6 +83,17 @@ class ComputeLaunch:
         self.out_views = [v for v, _, _ in self.outs] if runner.out_views else None
 
     def __call__(self, st: StepState, stream):
+        try:
+            self._run(st, stream)
+        except Error:
+            raise
+        except Exception as e:
+            if _is_oom(e):  # the runtime names the device, GPU and bytes
+                raise
+            raise Error(f"node '{self.name}' ({self.node.op}) on device {self.w} failed in a replayed step: "
+                        f"{type(e).__name__}: {e}") from None
+
+    def _run(self, st: StepState, stream):
         rt = self.rt
         rt._worker, rt._stream = self.w, stream  # the host kernel path copies on this stream
         ctx = KernelContext(is_train=st.is_train, aux=self.inputs[self.n_args:], rng=st.rngs[self.w], xp=rt.xp,
