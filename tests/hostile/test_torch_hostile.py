@@ -458,3 +458,52 @@ def test_parallelize_twice_and_run_local_with_a_closure_under_spawn():
         assert text is not None and "already distributed" in text and "TwoWays" in text, text
     raises_naming(lambda: att.run_local(lambda rank: rank, 2, timeout=60, start_method="spawn"),
                   "start_method='spawn'", "pickle")
+
+
+def _killed_while_sending(rank):
+    """Rank 1 returns 64 MB and is SIGKILLed while the bytes are on their way to the parent."""
+    import os
+    import signal
+    import sys
+    import threading
+    import time
+
+    if rank == 0:
+        return "small"
+    main = threading.main_thread().ident
+
+    def kill_mid_send():
+        while True:
+            f, names = sys._current_frames().get(main), set()
+            while f is not None:
+                names.add(f.f_code.co_name)
+                f = f.f_back
+            if names & {"_send", "_send_bytes", "send_bytes"}:
+                os.kill(os.getpid(), signal.SIGKILL)
+            time.sleep(0.0005)
+
+    threading.Thread(target=kill_mid_send, daemon=True).start()
+    return b"x" * (64 << 20)
+
+
+def test_run_local_a_rank_killed_while_sending_its_result():
+    """The parent read every rank's message from one queue whose write end it held itself: a
+    rank killed half-way through its result left the parent waiting for the rest forever (no
+    timeout applied). Each rank's result now comes on a pipe only that rank writes, so a death
+    mid-message is an end of file: rank 1 is named as killed, within the 30 s timeout."""
+    import threading
+
+    out = {}
+
+    def call():
+        try:
+            out["result"] = att.run_local(_killed_while_sending, 2, timeout=30)
+        except at.Error as e:
+            out["error"] = str(e)
+
+    th = threading.Thread(target=call, daemon=True)
+    th.start()
+    th.join(90)
+    assert not th.is_alive(), "run_local still waiting for the rest of a dead rank's result"
+    assert "error" in out, out
+    assert out["error"].startswith("rank 1 of 2 was killed by signal SIGKILL"), out["error"][:300]

@@ -22,7 +22,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _worker(rank, nprocs, port, fn, args, queue, threads, quiet):
+def _worker(rank, nprocs, port, fn, args, conn, threads, quiet):
     import pickle
 
     import torch
@@ -52,9 +52,9 @@ def _worker(rank, nprocs, port, fn, args, queue, threads, quiet):
         except Exception as e:
             raise TypeError(f"the result of {getattr(fn, '__name__', 'fn')} on rank {rank} cannot be "
                             f"pickled: {e}") from None
-        queue.put((rank, True, blob))
+        conn.send((True, blob))
     except BaseException as e:  # the parent reports it with the rank; leave at once (no teardown)
-        queue.put((rank, False, (f"{type(e).__name__}: {e}", traceback.format_exc())))
+        conn.send((False, (f"{type(e).__name__}: {e}", traceback.format_exc())))
         os._exit(1)
     try:  # the others may still be reading this rank's last messages
         dist.barrier()
@@ -111,6 +111,7 @@ def run_local(fn: Callable, nprocs: int, *args, timeout: float = 600, threads: i
     `quiet` keeps ``torch.distributed``'s warnings out of each rank's log."""
     import multiprocessing as mp
     import pickle
+    from multiprocessing.connection import wait
 
     _check_args(fn, nprocs, timeout, threads, start_method)
     # imported once here rather than in each forked process (distribute_tensor imports dynamo)
@@ -120,54 +121,79 @@ def run_local(fn: Callable, nprocs: int, *args, timeout: float = 600, threads: i
     deadline = time.monotonic() + timeout  # from the ranks' start (after that one-time import)
 
     ctx = mp.get_context(start_method)
-    queue = ctx.SimpleQueue()
     port = _free_port()
-    procs = [ctx.Process(target=_worker, args=(r, nprocs, port, fn, args, queue, threads, quiet), daemon=True)
-             for r in range(nprocs)]
-    for r, p in enumerate(procs):
+    # one pipe per rank, its write end held by that rank alone (made and closed here around its
+    # start, so no later rank inherits it): a rank that dies mid-message (killed at the deadline,
+    # by the OOM killer) is an end of file on its pipe, not a read that waits forever
+    procs, readers = [], {}
+    for r in range(nprocs):
+        reader, writer = ctx.Pipe(duplex=False)
+        p = ctx.Process(target=_worker, args=(r, nprocs, port, fn, args, writer, threads, quiet), daemon=True)
         try:
             p.start()
         except Exception as e:  # spawn / forkserver pickle fn and args
-            for q in procs[:r]:
+            reader.close()
+            for q in procs:
                 q.kill()
                 q.join()
+            _close(readers)
             raise Error(f"run_local: cannot start rank {r} with start_method={start_method!r}: {type(e).__name__}: "
                         f"{e} (fork, the default, takes closures; spawn and forkserver need fn and args that "
                         f"pickle: a module-level function)") from None
+        finally:
+            writer.close()
+        procs.append(p)
+        readers[reader] = r
     results: dict = {}
     raised: dict = {}  # rank -> (exception line, traceback)
 
-    def drain():
-        while not queue.empty():
-            rank, ok, value = queue.get()
-            if ok:
-                results[rank] = value
-            else:
-                raised[rank] = value
+    def drain(timeout=0.0):
+        for c in wait(list(readers), timeout) if readers else ():
+            r = readers.pop(c)
+            try:
+                ok, value = c.recv()
+            except (EOFError, OSError):  # it left without a (whole) message: reported by its exit
+                continue
+            finally:
+                c.close()
+            (results if ok else raised)[r] = value
 
-    while True:
-        drain()
-        heard = set(results) | set(raised)
-        gone = {r for r, p in enumerate(procs) if r not in heard and not p.is_alive()}
-        if len(heard) + len(gone) == nprocs:
-            break
-        if (raised or gone) and deadline > time.monotonic() + 2:
-            deadline = time.monotonic() + 2  # the others may wait for it in a collective: 2 s to report
-        if time.monotonic() >= deadline:
-            break
-        time.sleep(0.02)
-    stopped = []  # ranks still running at the deadline, reported or not
-    for r, p in enumerate(procs):  # the ranks that reported leave at once (teardown only)
-        p.join(timeout=max(0.05, min(2.0, deadline - time.monotonic())))
-        if p.is_alive():
-            stopped.append(r)
-            p.kill()
-            p.join()
-    drain()
+    try:
+        while True:
+            drain(0.02)
+            heard = set(results) | set(raised)
+            gone = {r for r, p in enumerate(procs) if r not in heard and not p.is_alive()}
+            if len(heard) + len(gone) == nprocs:
+                break
+            if (raised or gone) and deadline > time.monotonic() + 2:
+                deadline = time.monotonic() + 2  # the others may wait for it in a collective: 2 s to report
+            if time.monotonic() >= deadline:
+                break
+            if not readers:
+                time.sleep(0.02)
+        stopped = []  # ranks still running at the deadline, reported or not
+        for r, p in enumerate(procs):  # the ranks that reported leave at once (teardown only)
+            p.join(timeout=max(0.05, min(2.0, deadline - time.monotonic())))
+            if p.is_alive():
+                stopped.append(r)
+                p.kill()
+                p.join()
+        drain()  # every rank has exited: what is left on a pipe is whole or an end of file
+    finally:  # an interrupt (KeyboardInterrupt) stops the ranks too
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+        _close(readers)
     if len(results) == nprocs:
         return [pickle.loads(results[r]) for r in range(nprocs)]
     stopped = [r for r in stopped if r not in results and r not in raised]
     raise Error(_failure_report(nprocs, timeout, results, raised, [p.exitcode for p in procs], stopped))
+
+
+def _close(connections) -> None:
+    for c in list(connections):
+        c.close()
 
 
 def _failure_report(nprocs, timeout, results, raised, codes, stopped) -> str:
