@@ -108,6 +108,12 @@ CASES = [
      {"i": _i(4, 0).reshape(1, 2)}, 13, ["gn", "index 4", "4"]),
     ("scatter-nd-const-index", [mk("ScatterND", ["x", "i", "u"], ["y"], name="sn")], {"x": (4, 6)}, ["y"],
      {"i": _i(4).reshape(1, 1), "u": _w(1, 6)}, 13, ["sn", "index 4", "4"]),
+    # TopK: "K: A 1-D tensor containing a single positive value" (was a raw IndexError for an
+    # empty K, and a K of two values took the first)
+    ("topk-k-empty", [mk("TopK", ["x", "k"], ["v", "i"], axis=1, name="tk")], {"x": (4, 6)}, ["v", "i"],
+     {"k": _i()}, 13, ["tk", "K []", "one value"]),
+    ("topk-k-two-values", [mk("TopK", ["x", "k"], ["v", "i"], axis=1, name="tk")], {"x": (4, 6)}, ["v", "i"],
+     {"k": _i(2, 3)}, 13, ["tk", "K [2, 3]", "one value"]),
 ]
 
 

@@ -46,7 +46,13 @@ def top_k(ctx):
     if ctx.opset >= 10 and not ctx.is_const(1):
         raise ctx.error(f"K '{ctx.input_name(1)}' is computed at run time, so the output shape depends on the data "
                         f"(data-dependent routing), which is not supported; {_STATIC}")
-    k = int(np.asarray(ctx.const(1, "K")).ravel()[0]) if ctx.opset >= 10 else int(ctx.attr("k"))
+    if ctx.opset >= 10:
+        k_value = np.asarray(ctx.const(1, "K")).ravel()
+        if k_value.size != 1:  # the spec: a 1-D tensor holding a single value
+            raise ctx.error(f"K {k_value.tolist()} must be one value")
+        k = int(k_value[0])
+    else:
+        k = int(ctx.attr("k"))
     dims = ctx.dims(0)
     axis = _norm_axis(ctx, int(ctx.attr("axis", -1)), None if dims is None else len(dims))
     size = dims[axis] if dims is not None and isinstance(dims[axis], int) else None
