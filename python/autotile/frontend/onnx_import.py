@@ -26,7 +26,7 @@ from .onnx_load import load_model, onnx_module as _onnx
 from .onnx_names import NameTable  # noqa: F401  (NameTable was defined here)
 from .onnx_fold import NotFoldable, SymDim, fold, has_symbolic
 from .onnx_trainable import NO_GRADIENT, trainable_initializers
-from .onnx_weight_views import WeightViews, layout_of
+from .onnx_weight_views import WeightViews, relayout
 
 #: ONNX opsets the converters are written for (later opsets are accepted: the supported ops
 #: did not change their semantics after 21, only their type lists).
@@ -510,20 +510,23 @@ class Importer:
         return Variable(var_name, **kwargs)
 
     def new_param(self, value: np.ndarray, source: str, tag: str, ctx: Optional[NodeContext] = None) -> Symbol:
-        # One weight read by several nodes (ALBERT's shared layer: the dynamo exporter writes its
-        # transposed weight once, for two MatMuls) derives the same value each time: reuse that
-        # Variable, so the weight trains once on the summed gradient, not as separate copies.
+        # one Variable per value derived twice (ALBERT's shared layer), per weight whatever its readers
         value = np.asarray(value)
         source = self._aliases.get(source, source)
         weight = self.values.get(source)
-        layout = None
         if source in self.weights and isinstance(weight, np.ndarray) and not has_symbolic(weight):
-            # the weight itself in another layout (MatMul's W^T where Gemm read W): one Variable
-            layout = layout_of(value, weight)
-            if layout is not None:
-                sym = self.views.view(source, weight, layout, self._op_maker(source, ctx))
-                if sym is not None:
-                    return sym
+            # relaid out (MatMul's W^T where Gemm read W), maybe times the reader's alpha/beta
+            scales = [a.f for a in ctx.node.attribute if a.type == self.onnx.AttributeProto.FLOAT] if ctx else []
+            def make(layout, scale):  # the weight's Variable, in its first reader's layout
+                if layout == ("id",):
+                    return self.as_symbol(source)
+                t = tag if scale == 1.0 else ("T" if layout == ("T",) else "reshape")
+                return self._make_param(self.names.unique(f"{source}_{t}" if t else source),
+                                        relayout(weight, layout), source)
+
+            sym = self.views.derive(source, value, weight, scales, self._op_maker(source, ctx), make)
+            if sym is not None:
+                return sym
         for name, sym in self._derived.get((source, tag), ()):
             kept = self.params[name]
             if kept.dtype == value.dtype and kept.shape == value.shape and np.array_equal(kept, value):
@@ -531,8 +534,6 @@ class Importer:
         name = self.names.unique(f"{source}_{tag}" if tag and source in self.var_names else source)
         sym = self._make_param(name, value, source)
         self._derived.setdefault((source, tag), []).append((name, sym))
-        if layout is not None:
-            self.views.record(source, layout, sym)
         return sym
 
     # -- walk
