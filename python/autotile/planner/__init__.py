@@ -64,6 +64,9 @@ def data_shapes(sym, shapes: Optional[Dict[str, tuple]], batch: Optional[int], d
             # declared as MXNet writes an unknown batch, e.g. (0, 784): `batch` completes it
             shape = (batch,) + tuple(_parse_shape(by_name[name].attrs["__shape__"])[1:])
         else:
+            zero = _zero_dim(_declared_text_shape(node))
+            if zero is not None:
+                raise _zero_dim_error(name, _declared_text_shape(node), zero, declared=True)
             raise Error(f"the shape of input '{name}' is unknown: pass shapes={{'{name}': (...)}}")
         result[name] = shape
     for name in (shapes or {}):
@@ -112,6 +115,47 @@ def _unknown_batch_only(node) -> bool:
     return len(shape) >= 1 and shape[0] in (0, None) and all(d is not None and d > 0 for d in shape[1:])
 
 
+def _declared_text_shape(node) -> Optional[tuple]:
+    """The shape a Variable's ``__shape__`` attribute writes, 0s and Nones included."""
+    text = node.attrs.get("__shape__") if node is not None else None
+    try:
+        return _parse_shape(text) if text else None
+    except ValueError:
+        return None
+
+
+def _zero_dim(shape) -> Optional[int]:
+    """The first dim of `shape` of size 0, or None."""
+    return next((k for k, d in enumerate(shape or ()) if d == 0), None)
+
+
+def _zero_dim_error(name: str, shape: tuple, dim: int, declared: bool) -> Error:
+    if declared:  # MXNet's spelling of an unknown dim, which nothing here sized
+        return Error(f"input '{name}' declares dimension {dim} of size 0 (shape {tuple(shape)}) and nothing gives "
+                     f"it a size: pass shapes={{'{name}': (...)}} (or batch= for a data input's batch dim)")
+    return Error(f"input '{name}' has dimension {dim} of size 0 (shape {tuple(shape)}): autotile plans no "
+                 f"empty tensors; give it a positive size (shapes=, or a non-empty array)")
+
+
+def check_input_dims(sym, in_shapes: Dict[str, tuple], known: Optional[dict] = None) -> None:
+    """Refuse an input with a 0-sized dim: given so (`in_shapes`: shapes=, a fed array), or
+    declared so (``Variable(shape=(0, 5))``) when nothing (`known`: inferred shapes) sized it.
+    Planning an empty tensor has no tiles; an unsized one used to surface as a KeyError of the
+    head-gradient shapes (a parameter ``x`` is not given a batch) or as the core's add_tensor."""
+    for node in sym.topo_nodes():
+        if not node.is_variable:
+            continue
+        if node.name in in_shapes:
+            shape, declared = tuple(in_shapes[node.name]), False
+        elif known is not None and (id(node), 0) not in known:
+            shape, declared = _declared_text_shape(node), True
+        else:
+            continue
+        dim = _zero_dim(shape)
+        if dim is not None:
+            raise _zero_dim_error(node.name, shape, dim, declared)
+
+
 def declared_input_shapes(sym, in_shapes) -> Dict[str, tuple]:
     """The shapes `sym`'s inputs declare where `in_shapes` (what a plan is made for) differ
     from them: the model a plan overrode the batch of (``at.plan(sym, batch=B)``)."""
@@ -137,6 +181,9 @@ def with_head_grads(tg, shapes: Dict[str, tuple]) -> Dict[str, tuple]:
     result = dict(shapes)
     for head, out in tg.head_grad_of.items():
         node, i = by_output[out]
+        if (id(node), i) not in known:  # an input nothing gives a shape, e.g. a parameter's
+            raise Error(f"the shape of output '{out}' is unknown (an input of node '{node.name}' has no shape): "
+                        f"pass shapes= for the model's inputs")
         result[head] = known[(id(node), i)]
     return result
 
@@ -155,9 +202,16 @@ def lowered_training_graph(model, shapes=None, batch=None, optimizer: str = "sgd
     in_shapes = data_shapes(sym, shapes, batch, names, override_batch=not isinstance(model, (str, os.PathLike)))
     from ..symbol.infer import infer_entry_shapes
 
+    check_input_dims(sym, in_shapes)
     # The whole forward graph's shapes first: an op whose attributes are wrong (a 5-D kernel, a
     # zero stride) is then named itself, not a later op whose gradient lacks its input's shape.
-    infer_entry_shapes(sym, {k: v for k, v in in_shapes.items() if k in set(sym.list_inputs())})
+    given = {k: v for k, v in in_shapes.items() if k in set(sym.list_inputs())}
+    try:
+        known = infer_entry_shapes(sym, given)
+    except Error:  # an op short of a shape: name the input declared with a 0 dim, if one is why
+        check_input_dims(sym, {}, infer_entry_shapes(sym, given, partial=True))
+        raise
+    check_input_dims(sym, {}, known)
     # Shapes let gradient functions fix divisors from whole tensors (a tile must still divide
     # by the whole batch) and record them on the training graph's new inputs.
     tg = training_graph(sym, optimizer=optimizer, shapes=in_shapes) if train else inference_graph(sym)
