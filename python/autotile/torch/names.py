@@ -18,9 +18,9 @@ modules called in a data-dependent order differ from the traced call sequence. S
 left as DTensor lays them out (``Parallelized.unmapped`` lists them)."""
 from __future__ import annotations
 
+import glob
 import inspect
 import io
-import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -214,7 +214,7 @@ def export(module, *args, opset: int = 17, **load_kwargs):
         # running statistics, a registered scale), which the import's own rule would train
         inits = {t.name for t in model.graph.initializer}
         want = {n for n, p in module.named_parameters(remove_duplicate=False) if p.requires_grad}
-        load_kwargs["trainable"] = [re.sub(r"([*?[])", r"[\1]", n) for n in sorted(want & inits)]
+        load_kwargs["trainable"] = [glob.escape(n) for n in sorted(want & inits)]  # names, not patterns
     sym = at_onnx.load(model, **load_kwargs)
     sym.torch_map = module_map(model, sym.onnx_names, calls, input_names)
     return sym
