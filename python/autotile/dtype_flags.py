@@ -40,7 +40,7 @@ def flag_or_name(dtype) -> str:
 
 
 #: Mixed-precision compute dtypes ``backend.run(dtype=...)`` accepts besides float32.
-LOW_PRECISION = ("bfloat16",)
+LOW_PRECISION = ("bfloat16", "float16")
 
 
 def bfloat16() -> np.dtype:

@@ -48,17 +48,23 @@ FLOAT32_OPS = NORM_OPS | frozenset({
     "cumsum", "sum_axis"})
 
 _FLOATS = ("float16", "float32", "float64", "bfloat16")
+#: Loss heads whose gradient carries ``grad_scale``: loss scaling multiplies it.
+LOSS_SCALED_OPS = frozenset({"SoftmaxOutput", "LinearRegressionOutput", "LogisticRegressionOutput",
+                             "MAERegressionOutput", "MakeLoss", "make_loss"})
 
 
 def autocast(sym: Symbol, dtype: str = "bfloat16", dtypes: Optional[Dict[str, str]] = None,
-             shapes: Optional[Dict[str, tuple]] = None) -> Symbol:
+             shapes: Optional[Dict[str, tuple]] = None, loss_scale: float = 1.0) -> Symbol:
     """`sym` rewritten for mixed-precision training in `dtype` (see the module docstring).
 
     dtypes: the dtypes of inputs that are not float32 (as :func:`infer_entry_types` takes
     them); inputs declared integer are never cast. shapes: input shapes, as
     :func:`infer_entry_shapes` takes them: a weight read through a Cast gets its inferred
     shape recorded (``__shape__``), since a Cast cannot infer its input's shape from its
-    output as the op reading the weight did. Cast nodes are named
+    output as the op reading the weight did. loss_scale: the loss heads' gradients are
+    multiplied by it (their ``grad_scale``), so small float16 gradients do not flush to
+    zero; the caller divides the weight gradients by it (:func:`autotile.backend.run` does,
+    in float32). Every output must then be such a loss head. Cast nodes are named
     ``{tensor}_{dtype}`` (``fc1_weight_bfloat16``) or ``{tensor}_float32``. Returns a new
     Symbol (the variables, their names and ``sym.params`` are the same); ``dtype="float32"``
     returns `sym` itself."""
@@ -69,7 +75,17 @@ def autocast(sym: Symbol, dtype: str = "bfloat16", dtypes: Optional[Dict[str, st
     if dtype not in LOW_PRECISION:
         raise Error(f"mixed precision in dtype '{dtype}' is not supported: use one of "
                     f"{', '.join(('float32',) + LOW_PRECISION)}")
-    bfloat16()  # registers the dtype with NumPy (or names the package to install)
+    if dtype == "bfloat16":
+        bfloat16()  # registers the dtype with NumPy (or names the package to install)
+    loss_scale = float(loss_scale)
+    if not loss_scale > 0 or loss_scale == float("inf"):
+        raise Error(f"loss_scale must be a positive finite number, got {loss_scale!r}")
+    if loss_scale != 1.0:
+        for node, _ in sym.entries:
+            if node.op not in LOSS_SCALED_OPS:
+                raise Error(f"loss scaling multiplies a loss head's gradient, but output '{node.name}' is "
+                            f"{'a variable' if node.is_variable else f'op {node.op}'}, not one of "
+                            f"{', '.join(sorted(LOSS_SCALED_OPS))}")
     nodes = sym.topo_nodes()
     old_types = infer_entry_types(sym, dict(dtypes or {}))
     old_shapes = infer_entry_shapes(sym, dict(shapes or {}), partial=True)
@@ -121,7 +137,10 @@ def autocast(sym: Symbol, dtype: str = "bfloat16", dtypes: Optional[Dict[str, st
         else:
             want = [None] * len(inputs)
         inputs = [cast(e, w) if w is not None and types[(id(e[0]), e[1])] != w else e for e, w in zip(inputs, want)]
-        copy = Node(node.op, node.name, node.attrs, inputs)
+        node_attrs = dict(node.attrs)
+        if loss_scale != 1.0 and node.op in LOSS_SCALED_OPS:
+            node_attrs["grad_scale"] = repr(float(attrs["grad_scale"]) * loss_scale)
+        copy = Node(node.op, node.name, node_attrs, inputs)
         _, outs = op.infer_type(attrs, [types[(id(n), i)] for n, i in inputs])
         n_out = op.num_outputs(attrs)
         if outs is None:

@@ -64,17 +64,17 @@ def _state_values(sym, optimizer: str, states, train: bool) -> Dict[str, np.ndar
 
 
 def mixed_precision_symbol(sym, dtype: str, ctx: str = "cpu", values: Optional[Dict[str, np.ndarray]] = None,
-                           shapes: Optional[Dict[str, tuple]] = None):
+                           shapes: Optional[Dict[str, tuple]] = None, loss_scale: float = 1.0):
     """`sym` with the casts of mixed precision in `dtype` (:func:`autotile.autodiff.autocast`;
     `sym` itself for float32), after checking the dtype and that the runtime `ctx` runs it.
-    values (or shapes): the step's inputs, for the shapes of the weights the casts read."""
+    values (or shapes): the step's inputs, for the shapes of the weights the casts read;
+    loss_scale: multiplies the loss heads' gradients (see :func:`run`)."""
     from ..dtype_flags import LOW_PRECISION
 
     if dtype in (None, "float32"):
         return sym
     if dtype not in LOW_PRECISION:
-        more = " (float16 with loss scaling is not implemented)" if dtype == "float16" else ""
-        raise Error(f"dtype='{dtype}' is not supported{more}: use one of {', '.join(('float32',) + LOW_PRECISION)}")
+        raise Error(f"dtype='{dtype}' is not supported: use one of {', '.join(('float32',) + LOW_PRECISION)}")
     if ctx != "cpu":
         raise Error(f"dtype='{dtype}' runs on the host runtime (ctx='cpu') so far, not ctx='{ctx}' "
                     f"(docs/mixed-precision.md)")
@@ -82,7 +82,11 @@ def mixed_precision_symbol(sym, dtype: str, ctx: str = "cpu", values: Optional[D
 
     values = values or {}
     return autocast(sym, dtype, {k: v.dtype.name for k, v in values.items() if v.dtype.kind in "iub"},
-                    {**{k: tuple(v.shape) for k, v in values.items()}, **(shapes or {})})
+                    {**{k: tuple(v.shape) for k, v in values.items()}, **(shapes or {})}, loss_scale)
+
+
+#: Static loss scale of ``dtype="float16"`` training (a power of two: scaling is exact).
+FLOAT16_LOSS_SCALE = 1024.0
 
 
 def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
@@ -90,7 +94,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
         batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", head_grads=None,
         states: Optional[Dict[str, np.ndarray]] = None, trainable=None, dtype: str = "float32",
-        **kwargs) -> Result:
+        loss_scale: Optional[float] = None, **kwargs) -> Result:
     """Run one step of `model` (Symbol, model path or zoo name).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
@@ -111,7 +115,12 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     ``dtype="bfloat16"`` runs the step in mixed precision (docs/mixed-precision.md): compute
     in bfloat16 (:func:`autotile.autodiff.autocast` inserts the casts), float32 master weights,
     optimizer states, loss and BatchNorm statistics, partial sums reduced in float32; params,
-    gradients and states come back float32. Host runtime (ctx="cpu") only so far."""
+    gradients and states come back float32. Host runtime (ctx="cpu") only so far.
+    ``dtype="float16"`` the same in float16 with static loss scaling: the loss gradient is
+    multiplied by ``loss_scale`` (default :data:`FLOAT16_LOSS_SCALE`; 1 for bfloat16, whose
+    range is float32's) and the float32 weight gradients divided by it before the update
+    (``res.grads`` are unscaled); a gradient that overflowed float16 is an Error naming the
+    parameter and the scale, never a silent update."""
     if ctx not in ("cpu", "gpu", "mpi"):
         raise Error(f"ctx='{ctx}' is not available: the runtime runs on ctx='cpu', 'gpu' or 'mpi'")
     sym = as_symbol(model, batch=batch, trainable=trainable)
@@ -144,7 +153,45 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     values = cast_inputs(sym, {k: v for k, v in values.items() if k in known})
     state_values = _state_values(sym, optimizer, states, train)
     head_values = _head_grad_values(sym, head_grads, train) if head_grads is not None else {}
-    sym = mixed_precision_symbol(sym, dtype, ctx, values)
+    scale = _loss_scale(dtype, loss_scale, train)
+    sym = mixed_precision_symbol(sym, dtype, ctx, values, loss_scale=scale)
+    if scale != 1.0:  # the update reads the scaled gradient: it unscales it in float32
+        optimizer_args = {**(optimizer_args or {}),
+                          "rescale_grad": float((optimizer_args or {}).get("rescale_grad", 1.0)) / scale}
+    res = _run_step(sym, devices, values, head_values, state_values, params, train, optimizer, optimizer_args,
+                    seed, ctx, kwargs)
+    return _unscale(res, scale) if scale != 1.0 else res
+
+
+def _loss_scale(dtype, loss_scale, train: bool) -> float:
+    if loss_scale is None:
+        return FLOAT16_LOSS_SCALE if dtype == "float16" and train else 1.0
+    if dtype in (None, "float32"):
+        raise Error("loss_scale is for mixed precision: pass dtype='float16' (or 'bfloat16') too")
+    if not train:
+        raise Error("loss_scale scales gradients: it is only used with train=True")
+    try:
+        scale = float(loss_scale)
+    except (TypeError, ValueError):
+        raise Error(f"loss_scale must be a positive number, got {loss_scale!r}") from None
+    if not np.isfinite(scale) or scale <= 0:
+        raise Error(f"loss_scale must be a positive finite number, got {loss_scale!r}")
+    return scale
+
+
+def _unscale(res: Result, scale: float) -> Result:
+    """The step's gradients divided by the loss scale (float32); an overflow is an Error."""
+    for name, g in res.grads.items():
+        if not np.all(np.isfinite(g)):
+            raise Error(f"the gradient of '{name}' overflowed float16 at loss_scale={scale:g} (inf or nan): "
+                        f"lower loss_scale; this step's update is not valid")
+        res.grads[name] = (np.asarray(g, np.float32) / np.float32(scale)).astype(g.dtype)
+    res.stats["loss_scale"] = scale
+    return res
+
+
+def _run_step(sym, devices, values, head_values, state_values, params, train, optimizer, optimizer_args, seed,
+              ctx, kwargs) -> Result:
     if ctx in ("gpu", "mpi") or devices > 1 or kwargs.get("plan") is not None:
         # partitioned: every device count on the GPUs (docs/gpu.md), one device per MPI rank
         # (every rank calls run(), docs/mpi.md), or the host runtime (a plan with swapping
