@@ -94,3 +94,26 @@ def test_bench_gpu_cli_without_a_gpu(capsys, monkeypatch, tmp_path):
     assert "nothing to measure" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         bench_gpu.main(["--workers", "1,x"])
+
+
+def test_step_table_code_path_on_the_stand_in(monkeypatch, capsys):
+    """The GPU step table's code (plan with momentum, op-by-op and launch-list runtimes, the
+    columns, the k-workers ratios) on the host-cost stand-in with small models: it can only
+    be timed on a GPU, but its bookkeeping runs here."""
+    import autotile.backend.gpu_runtime as gr
+
+    class FakeCupy:
+        @staticmethod
+        def get_default_memory_pool():
+            class Pool:
+                def free_all_blocks(self):
+                    pass
+            return Pool()
+
+    monkeypatch.setattr(gr, "CupyDevices", lambda k, cupy=None, gpu_ids=None: gpu_host_cost.CostDevices(k))
+    monkeypatch.setattr(bench_gpu, "bench_models", lambda quick: [
+        ("alexnet", 2, lambda b: at.models.alexnet(batch=b, image=67, classes=10))])
+    rows, by = bench_gpu.step_times(FakeCupy(), True, 2, workers=(1, 2))
+    assert [r["workers"] for r in rows] == [1, 2] and set(by) == {("alexnet", 1), ("alexnet", 2)}
+    assert all(r["mode"] == "graph" and r["captured"] == "yes" and r["op-by-op step s"] > 0 for r in rows)
+    assert "alexnet: 2 workers / 1 worker step time" in capsys.readouterr().out

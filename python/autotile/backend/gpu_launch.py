@@ -167,6 +167,7 @@ class LaunchList:
         self.aux_of_graph: Dict[tuple, dict] = {}
         self.capture = capture and hasattr(dev, "begin_capture")
         self.capture_error: Optional[str] = None
+        self._written = False  # inputs written since the last step (their events recorded)
         self.build_seconds = time.perf_counter() - t0
 
     def _launch(self, i: int, op: dict, w: int, stream, kind: str):
@@ -202,6 +203,7 @@ class LaunchList:
                 dev.upload_async(w, rt.views[b], value, dev.stream(w, False))
         for w in range(eg.devices):
             dev.record(w, self.inputs_ready[w], dev.stream(w, False))
+        self._written = True
 
     def _enqueue(self, join: bool):
         """Forks every stream from the origin, enqueues every record, and (for a capture)
@@ -223,20 +225,19 @@ class LaunchList:
                 dev.record(w, ev, s)
                 dev.wait(0, self.origin, ev)
 
-    def replay(self, tiles, is_train: bool = True, seed: int = 0) -> dict:
-        """One step: `tiles` ((buffer, value) of the graph inputs, or None to keep the arena's)
-        written, then the captured graph launched or the records enqueued; waits for the end.
-        Returns the step's stats (``launch``, ``capture``, times)."""
+    def replay(self, is_train: bool = True, seed: int = 0) -> dict:
+        """One step: the inputs written by :meth:`write_inputs` since the last step (or the
+        arena as it is), then the captured graph launched or the records enqueued; waits for
+        the end. Returns the step's stats (``launch``, ``capture``, times)."""
         rt, dev, eg = self.rt, self.rt.dev, self.rt.eg
         rt.runner.aux_updates.clear()
         self.state.set(eg.devices, is_train, seed)
         key = (bool(is_train), int(seed))
         t0 = time.perf_counter()
-        if tiles is not None:
-            self.write_inputs(tiles)
-        else:
+        if not self._written:
             for w in range(eg.devices):
                 dev.record(w, self.inputs_ready[w], dev.stream(w, False))
+        self._written = False
         for w in range(1, eg.devices):  # outside any capture: a graph may not wait on outside events
             dev.wait(0, self.origin, self.inputs_ready[w])
         mode = "replay"

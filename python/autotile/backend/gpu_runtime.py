@@ -125,7 +125,6 @@ class GpuRuntime:
         self.replay = replay
         self.capture = capture
         self.launch: Optional[LaunchList] = None  # built after the first step (gpu_launch.py)
-        self._tiles = None  # a replayed step's inputs, written asynchronously by the replay
         self._swap_bytes = None
         self.dev = devices if devices is not None else CupyDevices(eg.devices)
         self.xp = self.dev.xp
@@ -217,10 +216,11 @@ class GpuRuntime:
     # ------------------------------------------------------------------ data in / out
     def load(self, values: Dict[str, np.ndarray]):
         """Writes every graph input (data, params, optimizer state) into its planned tiles.
-        Once the launch list exists, the tiles are validated now and written by the next
-        run's replay, asynchronously on each worker's stream."""
+        Once the launch list exists, the tiles are checked first (an Error names a missing or
+        misshapen input before anything is enqueued), then copied asynchronously on each
+        worker's compute stream, where the next run's step waits for them."""
         if self.replay and self.launch is not None:
-            self._tiles = step_tiles(self.eg, values)
+            self.launch.write_inputs(step_tiles(self.eg, values))
             return
         for b, value in input_tiles(self.eg, values):
             if self.eg.buffers[b].get("host"):
@@ -332,8 +332,7 @@ class GpuRuntime:
         which, ``stats['capture']`` whether it ran as a CUDA graph and what prevented it).
         Raises Error naming the device, GPU and node of an op that fails."""
         if self.replay and self.launch is not None:
-            tiles, self._tiles = self._tiles, None
-            return self._stats(self.launch.replay(tiles, is_train, seed))
+            return self._stats(self.launch.replay(is_train, seed))
         stats = self._stats(self.run_ops(is_train, seed))
         if self.replay:
             self.launch = LaunchList(self, capture=self.capture)

@@ -229,20 +229,26 @@ def bench_models(quick: bool):
 
 
 def _median_step(rt, tiles, steps: int):
-    """Median wall seconds of `steps` steps (inputs written each step, as a training loop
-    feeds its batch and parameters) and the last step's stats, after two warm-up steps (the
-    first runs op by op and builds the launch list, the second captures)."""
+    """Median wall seconds of `steps` steps from inputs in the arena to the step's end (as a
+    PyTorch step with its tensors on the GPU), the median seconds of writing the inputs (data,
+    parameters, optimizer states from the host, as a loop feeding ``res.params`` back does;
+    they must be rewritten: a step may reuse their buffers once read), and the last step's
+    stats; after two warm-up steps (the first runs op by op and builds the launch list, the
+    second captures)."""
     for _ in range(2):
         rt.load(tiles)
         rt.run()
-    times, enq = [], []
+    times, enq, inputs = [], [], []
     for _ in range(steps):
         t0 = time.perf_counter()
-        rt.load(tiles)  # a step may reuse its inputs' buffers once read: fresh inputs each step
+        rt.load(tiles)
+        rt.dev.synchronize()  # the inputs land before the timed step
+        t1 = time.perf_counter()
         st = rt.run()
-        times.append(time.perf_counter() - t0)
+        times.append(time.perf_counter() - t1)
+        inputs.append(t1 - t0)
         enq.append(st["enqueue_seconds"])
-    return float(np.median(times)), float(np.median(enq)), st
+    return float(np.median(times)), float(np.median(enq)), st, float(np.median(inputs))
 
 
 def step_times(cp, quick: bool, steps: int, workers=(1, 2, 4, 8)):
@@ -264,27 +270,29 @@ def step_times(cp, quick: bool, steps: int, workers=(1, 2, 4, 8)):
                 eg = transform(sym, plan)
                 tiles = step_inputs(eg, vals)
                 rt = GpuRuntime(eg, devices=CupyDevices(k, cupy=cp, gpu_ids=[0]), replay=False)
-                t_ops, enq_ops, _ = _median_step(rt, tiles, steps)
+                t_ops, enq_ops, _, _ = _median_step(rt, tiles, steps)
                 del rt
                 cp.get_default_memory_pool().free_all_blocks()
                 rt = GpuRuntime(eg, devices=CupyDevices(k, cupy=cp, gpu_ids=[0]))
-                t, enq, st = _median_step(rt, tiles, steps)
+                t, enq, st, t_in = _median_step(rt, tiles, steps)
                 arena = max(int(b) for b in eg.core.arena_bytes)
                 pool = max(st["pool_bytes"]) if st.get("pool_bytes") else 0
                 cap = st["capture"]
-                rows.append([name, batch, k, t, enq, st["launch"]["mode"], t_ops, enq_ops, t_ops / t, len(eg.ops),
-                             ",".join(st["kernels"]["host"]) or "-",
+                rows.append([name, batch, k, t, enq, st["launch"]["mode"], t_ops, enq_ops, t_ops / t, t_in,
+                             len(eg.ops), ",".join(st["kernels"]["host"]) or "-",
                              "yes" if cap["captured"] else (cap["reason"] or "-")[:60], plan.comm_bytes / 2**20,
                              arena / 2**20, pool / 2**20])
                 by[name, k] = t
                 del rt
                 cp.get_default_memory_pool().free_all_blocks()
             except Exception as e:
-                rows.append([name, batch, k, f"failed: {type(e).__name__}: {str(e)[:160]}"] + ["-"] * 11)
+                rows.append([name, batch, k, f"failed: {type(e).__name__}: {str(e)[:160]}"] + ["-"] * 12)
     heads = ["model", "batch", "workers", "step s", "enqueue s", "mode", "op-by-op step s", "op-by-op enqueue s",
-             "op-by-op/step", "ops", "host ops", "captured", "comm MiB", "arena MiB/worker", "pool MiB/worker"]
-    print("Training steps on GPU 0 (SGD with momentum; median of the timed steps, inputs written each step; "
-          "k workers share the one GPU): the launch list's step vs the op-by-op step")
+             "op-by-op/step", "inputs s", "ops", "host ops", "captured", "comm MiB", "arena MiB/worker",
+             "pool MiB/worker"]
+    print("Training steps on GPU 0 (SGD with momentum; k workers share the one GPU; medians): the launch list's "
+          "step vs the op-by-op step, each from inputs in the arena to its end; 'inputs s' writes the data, "
+          "parameters and optimizer states from the host, which a loop feeding res.params back adds per step")
     print(table(heads, rows))
     for name, _, _ in bench_models(quick):
         for k in workers[1:]:
