@@ -9,7 +9,7 @@ import numpy as np
 
 from ..errors import Error
 from ..ops._tiles import adds_bias
-from ..ops.loss import _so_norm_scale
+from ..ops.loss import _so_norm_scale, class_labels
 
 
 def _softmax(xp, x, axis):
@@ -44,19 +44,6 @@ def _targets(xp, attrs, lab, k):
     return xp.where(onehot, 1.0 - alpha, alpha / max(k - 1, 1)).astype(lab.dtype)
 
 
-def class_labels(attrs, out_shape, label):
-    """(labels, k): the class labels SoftmaxOutput's gradient reads from `label` (NumPy or
-    jax) for an output of `out_shape`, as MXNet does (one per row of the 2-D view; per row
-    and position with multi_output), and the number of classes."""
-    size = int(np.prod(out_shape))
-    flat = label.reshape(-1)
-    if attrs["multi_output"]:
-        n, k = out_shape[0], out_shape[1]
-        return flat.reshape(n, size // (n * k)), k
-    k = out_shape[-1] if attrs["preserve_shape"] else size // out_shape[0]
-    return flat[:size // k], k
-
-
 def softmax_output_backward(attrs, inputs, ctx):
     """_backward_SoftmaxOutput: (out - target) * grad_scale / norm (ops/loss.py's
     softmax_output_grad, written against the array API: labels are not range-checked here
@@ -74,7 +61,7 @@ def softmax_output_backward(attrs, inputs, ctx):
             scale = _so_norm_scale(attrs, out.shape, label.shape)
         flat = label.reshape(-1)
         ignore = int(attrs["ignore_label"])
-        lab, k = class_labels(attrs, out.shape, label)
+        lab, k = class_labels(attrs, out.shape, label)  # ops/loss.py's
         if attrs["multi_output"]:
             grad = out.reshape(out.shape[0], k, -1) - xp.moveaxis(_targets(xp, attrs, lab, k), -1, 1)
             keep = (lab.astype(xp.int32) != ignore)[:, None, :]

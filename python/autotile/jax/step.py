@@ -455,8 +455,7 @@ def check_labels(graph, shapes, inputs) -> None:
     (ops/loss.py's first_label_out_of_range), checked on the host before the jitted step: a
     traced step cannot raise on a value. Ignored labels (use_ignore) are exempt; a jitted
     caller's traced labels cannot be checked."""
-    from ..ops.loss import first_label_out_of_range
-    from .kernels import class_labels
+    from ..ops.loss import class_labels, first_label_out_of_range
 
     for node in graph.topo_nodes():
         if node.op != "_backward_SoftmaxOutput" or len(node.inputs) < 2:

@@ -144,6 +144,19 @@ def valid_label_count(labels, ignore_label) -> int:
     return int(np.sum(labels.astype(np.int64).reshape(-1) != int(ignore_label)))
 
 
+def class_labels(attrs, out_shape, label):
+    """(labels, k): the class labels SoftmaxOutput's gradient reads from `label` (NumPy or
+    jax) for an output of `out_shape`, as MXNet does (one per row of the 2-D view; per row
+    and position with multi_output), and the number of classes."""
+    size = int(np.prod(out_shape))
+    flat = label.reshape(-1)
+    if attrs["multi_output"]:
+        n, k = out_shape[0], out_shape[1]
+        return flat.reshape(n, size // (n * k)), k
+    k = out_shape[-1] if attrs["preserve_shape"] else size // out_shape[0]
+    return flat[:size // k], k
+
+
 def softmax_output_grad(attrs, out, label, count=None, dy=None):
     """Gradient of SoftmaxOutput w.r.t. its data from the forward output, as MXNet 1.x
     computes it (softmax_output-inl.h): (out - target) * grad_scale / norm, rows with
@@ -161,20 +174,15 @@ def softmax_output_grad(attrs, out, label, count=None, dy=None):
     if norm == "valid":
         valid = valid_label_count(flat, ignore) if count is None else int(round(float(np.asarray(count).reshape(-1)[0])))
         scale = attrs["grad_scale"] / max(valid, 1)
+    lab, k = class_labels(attrs, out.shape, label)
     if attrs["multi_output"]:
-        n, k = out.shape[0], out.shape[1]
-        s = out.size // (n * k)
-        lab = flat.reshape(n, s)
-        grad = out.reshape(n, k, s) - np.moveaxis(_class_targets_safe(attrs, lab, k), -1, 1)
+        grad = out.reshape(lab.shape[0], k, lab.shape[1]) - np.moveaxis(_class_targets_safe(attrs, lab, k), -1, 1)
         if attrs["use_ignore"]:
             grad = grad * (lab.astype(np.int64) != ignore)[:, None, :]
         if scale is None:
             scale = _so_norm_scale(attrs, out.shape, label.shape)
     else:
-        k = out.shape[-1] if attrs["preserve_shape"] else out.size // out.shape[0]
-        o = out.reshape(-1, k)
-        lab = flat[:o.shape[0]]  # MXNet reads one label per row of the 2-D view
-        grad = o - _class_targets_safe(attrs, lab, k)
+        grad = out.reshape(-1, k) - _class_targets_safe(attrs, lab, k)  # one label per row of the 2-D view
         if attrs["use_ignore"]:
             grad = grad * (lab.astype(np.int64) != ignore)[:, None]
         if scale is None:
