@@ -16,7 +16,7 @@ import argparse
 import os
 import subprocess
 import sys
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from .bench import BENCHES
 from .errors import Error
@@ -41,20 +41,58 @@ def _env() -> dict:
     return env
 
 
-def command(name: str, extra: List[str]) -> List[str]:
-    """The child process's argv for benchmark `name`; Error naming the known ones."""
+def target(name: str) -> Tuple[str, str]:
+    """(kind, what) of benchmark `name`: ("module", "autotile.bench.X"), ("script", path of a
+    checkout's bench/X.py) or ("call", "module:function"); Error naming the known ones."""
     if name == "calibrate":
-        return [sys.executable, "-c", "import sys; from autotile.sim.calibrate import main; "
-                                      "sys.exit(main(sys.argv[1:]))", *extra]
+        return "call", "autotile.sim.calibrate:main"
     if name in BENCHES:
-        return [sys.executable, "-m", f"autotile.bench.{BENCHES[name][0]}", *extra]
+        return "module", f"autotile.bench.{BENCHES[name][0]}"
     tree = tree_bench_dir()
     script = os.path.join(tree, f"{name}.py") if tree and name != "common" else None
     if script and os.path.isfile(script):
-        return [sys.executable, script, *extra]
+        return "script", script
     known = ", ".join(sorted(list(BENCHES) + ["calibrate", "all"]))
     where = "" if tree else " (scripts only in a source checkout's bench/ need one)"
     raise Error(f"unknown benchmark '{name}'; known: {known}{where}")
+
+
+def command(name: str, extra: List[str]) -> List[str]:
+    """The child process's argv for benchmark `name`: :func:`child_main` running it, so that a
+    reader that goes away (``autotile bench NAME | head -1``) ends it quietly."""
+    kind, what = target(name)
+    return [sys.executable, "-m", "autotile.bench_cli", kind, what, *extra]
+
+
+def child_main(argv: List[str]) -> int:
+    """Run one benchmark in this process (``python -m autotile.bench_cli KIND WHAT ARGS...``,
+    KIND and WHAT as :func:`target` gives them) with ARGS as its command line; its exit status,
+    or 0 when stdout's reader has gone (a BrokenPipeError, then stdout to /dev/null, so the
+    interpreter's last flush does not print another)."""
+    import runpy
+
+    from .cli import quiet_closed_stdout
+
+    kind, what, extra = argv[0], argv[1], list(argv[2:])
+    try:
+        try:
+            if kind == "call":
+                module, _, fn = what.partition(":")
+                code = getattr(__import__(module, fromlist=[fn]), fn)(extra)
+            else:
+                sys.argv = [what, *extra]
+                if kind == "module":
+                    runpy.run_module(what, run_name="__main__", alter_sys=True)
+                else:
+                    runpy.run_path(what, run_name="__main__")
+                code = 0
+        except SystemExit as e:
+            code = e.code
+        sys.stdout.flush()  # inside the try: the last lines may be what meets the closed pipe
+    except BrokenPipeError:
+        quiet_closed_stdout()
+        return 0
+    return code
 
 
 def run_one(name: str, extra: List[str]) -> int:
@@ -86,3 +124,7 @@ def add_parser(sub) -> None:
     sp.add_argument("what", metavar="NAME", help="benchmark name (above)")
     sp.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the benchmark, e.g. --quick")
     sp.set_defaults(fn=cmd_bench)
+
+
+if __name__ == "__main__":
+    sys.exit(child_main(sys.argv[1:]))

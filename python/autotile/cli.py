@@ -172,6 +172,26 @@ def _memory_arg(text):
         raise argparse.ArgumentTypeError(str(e)) from None
 
 
+def _plot_arg(text):
+    """--plot: a file whose format matplotlib writes (exit 2 before training otherwise)."""
+    from .training import check_plot_path
+
+    try:
+        return check_plot_path(text, "the plot")
+    except Error as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
+def _write_output(option: str, path: str, text: str) -> None:
+    """Write `text` to the file `path` of `option`; an Error names both (a full disk, a
+    directory that does not exist), not only the errno's words."""
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+    except OSError as e:
+        raise Error(f"{option}: cannot write '{path}': {e.strerror or e}") from None
+
+
 def _layout_arg(text):
     from .planner.layout_rules import parse_rule
 
@@ -206,18 +226,19 @@ def cmd_plan(args) -> int:
     print(result.summary())
     for fmt, path in (("dtensor", args.dtensor), ("jax", args.jax), ("mesh_tf", args.mesh_tf)):
         if path:
-            with open(path, "w") as f:
-                json.dump(getattr(result, f"to_{fmt}")(), f, indent=1)
+            _write_output(f"--{fmt.replace('_', '-')}", path, json.dumps(getattr(result, f"to_{fmt}")(), indent=1))
             print(f"{fmt} layout written to {path}", file=sys.stderr)
     if args.compare:
         print()
         print(compare_table(sym, args, result))
     if args.json:
-        with open(args.json, "w") as f:
-            f.write(result.to_json())
+        _write_output("--json", args.json, result.to_json())
         print(f"\nplan written to {args.json}", file=sys.stderr)
     if args.draw:
-        result.draw(args.draw)
+        try:
+            result.draw(args.draw)
+        except OSError as e:
+            raise Error(f"--draw: cannot write '{args.draw}': {e.strerror or e}") from None
         print(f"picture written to {args.draw}", file=sys.stderr)
     return 0
 
@@ -467,13 +488,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--steps", type=_positive_int, default=1)
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=_seed_arg, default=0)
-    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                     help="bfloat16: mixed precision, fp32 master weights (docs/mixed-precision.md)")
     sp.add_argument("--inference", action="store_true",
                     help="forward passes only (on --devices K: the forward graph planned and partitioned)")
     add_init_args(sp)
     sp.add_argument("--checkpoint", default=None, help="--ctx mpi: directory to resume from and save to every step")
-    sp.add_argument("--timeout", type=float, default=None, help="--ctx mpi: seconds to wait for another rank")
+    sp.add_argument("--timeout", type=_positive_float, default=None, help="--ctx mpi: seconds to wait for another rank")
     sp.set_defaults(fn=cmd_run)
 
     sp = sub.add_parser("train", help="train a classifier on a data set; loss and accuracy per epoch")
@@ -484,12 +505,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--epochs", type=_positive_int, default=5)
     sp.add_argument("--batch", type=_positive_int, default=32)
     sp.add_argument("--seed", type=_seed_arg, default=0)
-    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"],
+    sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
                     help="bfloat16: mixed precision, fp32 master weights (docs/mixed-precision.md)")
     add_init_args(sp)
-    sp.add_argument("--plot", default=None, metavar="PNG", help="write loss and accuracy per epoch to this PNG")
+    sp.add_argument("--plot", default=None, type=_plot_arg, metavar="PNG", help="write loss and accuracy per epoch to this PNG")
     sp.add_argument("--save", default=None, metavar="FILE.params", help="write the trained parameters (MXNet .params)")
-    sp.set_defaults(fn=cmd_train)
+    sp.set_defaults(fn=cmd_train, usage=_train_usage, parser=sp)
 
     from .bench_cli import add_parser as add_bench_parser
 
@@ -497,16 +518,49 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _train_usage(args) -> None:
+    """Checks of `autotile train`'s options together (argparse checks each alone)."""
+    from .training import check_output_paths
+
+    check_output_paths(args.plot, args.save, ("--plot", "--save"))
+
+
+def quiet_closed_stdout() -> None:
+    """After a BrokenPipeError on stdout (``autotile ... | head -1``): point stdout at
+    /dev/null, so that the interpreter's last flush at exit does not fail again and print."""
+    import os
+
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # stdout replaced by an object without a file
+        pass
+
+
+#: what a process out of memory is told (NumPy's "Unable to allocate ..." says only the array)
+OUT_OF_MEMORY = ("the model at this size does not fit this process's memory: plan it on more --devices, with a "
+                 "smaller --batch, or within a per-device budget (autotile plan --memory)")
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
+        if getattr(args, "usage", None) is not None:
+            try:
+                args.usage(args)
+            except Error as e:  # a usage error: exit 2 with the command's usage line
+                args.parser.error(str(e))
         return args.fn(args)
     except Error as e:
         print(f"autotile: error: {e}", file=sys.stderr)
         return 1
+    except MemoryError as e:
+        print(f"autotile: error: out of memory ({e or 'MemoryError'}): {OUT_OF_MEMORY}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
-    except BrokenPipeError:
+    except BrokenPipeError:  # the reader has gone (| head): exit quietly, as other Unix tools do
+        quiet_closed_stdout()
         return 0
     except OSError as e:  # a file that cannot be read or written (--json, --draw, model paths)
         print(f"autotile: error: {e}", file=sys.stderr)

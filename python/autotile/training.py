@@ -175,7 +175,8 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     on stderr (a terminal only, unless `progress` says). `plot`: PNG of loss and accuracy per
     epoch; `save`: the final parameters as an MXNet ``.params`` file (``arg:``/``aux:`` names,
     as ``mx.model.save_checkpoint`` writes them). ``dtype="bfloat16"``: mixed precision (bf16
-    compute, float32 master weights; docs/mixed-precision.md), evaluation in bf16 too.
+    compute, float32 master weights; docs/mixed-precision.md), evaluation in bf16 too;
+    ``"float16"`` likewise with a static loss scale (``backend.run.FLOAT16_LOSS_SCALE``).
     Returns the :class:`History`."""
     from . import backend
     from . import training_data
@@ -193,6 +194,7 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     for key, value in (("plot", plot), ("save", save)):
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise Error(f"{key} must be a file path, got {type(value).__name__}")
+    check_output_paths(plot, save)  # before training: a bad path would lose the whole run
     out = sys.stdout if out is None else out
     sym, name = resolve_model(model, data, batch)
     arg_shapes, aux_shapes = param_shapes(sym)
@@ -207,9 +209,11 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     aux = init_params(aux_shapes, seed=seed, init=init)
     opt_args = sgd_args(lr, batch)
     if dtype != "float32":  # the casts go in once: planned and run as they are
-        from .backend.run import mixed_precision_symbol
+        from .backend.run import FLOAT16_LOSS_SCALE, mixed_precision_symbol
 
-        sym = mixed_precision_symbol(sym, dtype, "cpu", shapes={**arg_shapes, **aux_shapes})
+        scale = FLOAT16_LOSS_SCALE if dtype == "float16" else 1.0  # static loss scaling, undone in the update
+        sym = mixed_precision_symbol(sym, dtype, "cpu", shapes={**arg_shapes, **aux_shapes}, loss_scale=scale)
+        opt_args = {**opt_args, "rescale_grad": float(opt_args.get("rescale_grad", 1.0)) / scale}
     extra = {}
     if devices > 1:
         from . import planner
@@ -254,6 +258,33 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     return hist
 
 
+def check_plot_path(path, what: str = "plot") -> str:
+    """Error naming `what` when matplotlib is missing or cannot write `path`'s format (its
+    extension: png, pdf, svg...; none is PNG)."""
+    try:
+        import matplotlib
+        from matplotlib.backend_bases import FigureCanvasBase
+    except ImportError:
+        raise Error(f"{what} needs matplotlib: pip install 'autotile[plot]'") from None
+    ext = os.path.splitext(os.fspath(path))[1][1:].lower()
+    formats = FigureCanvasBase.get_supported_filetypes()
+    if ext and ext not in formats:
+        raise Error(f"{what} '{os.fspath(path)}': matplotlib {matplotlib.__version__} cannot write '.{ext}' files "
+                    f"(it writes {', '.join(sorted(formats))})")
+    return path
+
+
+def check_output_paths(plot, save, names=("plot", "save")) -> None:
+    """The plot's format is one matplotlib writes, and the plot and the parameters are not
+    to go to one file (the plot, written last, would replace the parameters)."""
+    if plot is not None:
+        check_plot_path(plot, names[0])
+    if plot is not None and save is not None and \
+            os.path.realpath(os.fspath(plot)) == os.path.realpath(os.fspath(save)):
+        raise Error(f"{names[0]} and {names[1]} name one file, '{os.fspath(plot)}': the plot would replace "
+                    "the saved parameters")
+
+
 def plot_history(hist: History, path: str) -> None:
     """Write a PNG of train/test loss and accuracy per epoch."""
     try:
@@ -279,9 +310,16 @@ def plot_history(hist: History, path: str) -> None:
         ax.legend()
     fig.suptitle(f"{hist.model} on {hist.data}, {hist.devices} device(s), batch {hist.batch}, lr {hist.lr}")
     fig.tight_layout()
+    import io
+
+    buf = io.BytesIO()  # savefig's own writer can lose a write error (/dev/full): write it here
+    ext = os.path.splitext(os.fspath(path))[1][1:].lower() or "png"
     try:
-        fig.savefig(path, dpi=100)
-    except OSError as e:
-        raise Error(f"cannot write plot '{path}': {e}") from None
+        fig.savefig(buf, dpi=100, format=ext)
     finally:
         plt.close(fig)
+    try:
+        with open(path, "wb") as f:
+            f.write(buf.getvalue())
+    except OSError as e:
+        raise Error(f"cannot write plot '{path}': {e.strerror or e}") from None

@@ -16,13 +16,15 @@ def test_every_bench_is_a_module_with_a_main():
     for name, (module, _) in BENCHES.items():
         mod = importlib.import_module(f"autotile.bench.{module}")
         assert callable(mod.main), name
-        assert bench_cli.command(name, ["--quick"]) == [sys.executable, "-m", f"autotile.bench.{module}", "--quick"]
+        assert bench_cli.target(name) == ("module", f"autotile.bench.{module}")
+        assert bench_cli.command(name, ["--quick"]) == [sys.executable, "-m", "autotile.bench_cli", "module",
+                                                        f"autotile.bench.{module}", "--quick"]
 
 
 def test_checkout_only_scripts_and_unknown_names():
     tree = bench_cli.tree_bench_dir()
     if tree is not None:  # imported from a checkout (dev build): its bench/ scripts run
-        assert bench_cli.command("optimality", ["--quick"])[1:] == [f"{tree}/optimality.py", "--quick"]
+        assert bench_cli.command("optimality", ["--quick"])[3:] == ["script", f"{tree}/optimality.py", "--quick"]
     else:  # installed (as CI tests it): checkout-only scripts are refused with a reason
         with pytest.raises(Error, match="source checkout"):
             bench_cli.command("optimality", ["--quick"])

@@ -61,6 +61,29 @@ from .sub_op import SubOpRunner
 from .tiles import box_index, input_tiles, is_extra_replica, overlap, step_inputs
 
 
+def check_timeout(timeout, env=None) -> float:
+    """Seconds to wait for another rank: `timeout`, else $AUTOTILE_MPI_TIMEOUT, else
+    DEFAULT_TIMEOUT; Error naming the one given unless it is a positive finite number (-1 or
+    nan would make every wait time out, or none)."""
+    import math
+    import numbers
+
+    env = os.environ if env is None else env
+    what, value = "timeout", timeout
+    if timeout is None:
+        text = env.get("AUTOTILE_MPI_TIMEOUT")
+        if text is None:
+            return float(DEFAULT_TIMEOUT)
+        what = "AUTOTILE_MPI_TIMEOUT"
+        try:
+            value = float(text)
+        except ValueError:
+            value = text
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(value) or value <= 0:
+        raise Error(f"{what} must be a positive finite number of seconds, got {value!r}")
+    return float(value)
+
+
 def rank_schedule(eg, device: int) -> List[int]:
     """The ops one rank runs, in order: its compute schedule merged with its copy schedule (the
     swap-outs and swap-ins of a swapped plan, exec/swap_plan.h), which a rank runs inline. Each
@@ -111,9 +134,7 @@ class MPIRuntime(FaultProtocol, RMAWindows, Checkpoints):
         self.comm = MPI.COMM_WORLD if comm is None else comm
         self.rank = self.comm.Get_rank()
         self.size = self.comm.Get_size()
-        if timeout is None:
-            timeout = float(os.environ.get("AUTOTILE_MPI_TIMEOUT", DEFAULT_TIMEOUT))
-        self.timeout = float(timeout)
+        self.timeout = check_timeout(timeout)
         if window not in ("allocate", "create"):
             raise Error(f"window must be 'allocate' or 'create', got {window!r}")
         if strided not in ("subarray", "rows"):
@@ -483,8 +504,31 @@ def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], d
     from ..autodiff.graph import default_data_names
 
     shapes = {n: tuple(np.shape(inputs[n])) for n in default_data_names(sym) if n in inputs}
+    timeout = check_timeout(timeout)  # before planning: a bad --timeout is the user's at once
     plan = planner.plan(sym, devices=devices, shapes=shapes)
     eg = transform(sym, plan, optimizer_args=optimizer_args)
+    try:
+        return _run_steps(eg, comm, inputs, params, steps, seed, checkpoint, timeout, out)
+    except MemoryError as e:  # NumPy's "Unable to allocate ...": this rank's share does not fit
+        raise Error(_out_of_memory(eg, comm.Get_rank(), e)) from None
+    except MPI.Exception as e:  # MPI_Win_allocate's "Out of memory"
+        if "out of memory" not in str(e).lower():
+            raise
+        raise Error(_out_of_memory(eg, comm.Get_rank(), str(e).strip().splitlines()[-1])) from None
+
+
+def _out_of_memory(eg, rank: int, what) -> str:
+    """One line for a rank that ran out of host memory: how much its plan needs, what to change."""
+    from ..planner.plan import _fmt_bytes
+
+    need = int(eg.core.arena_bytes[rank]) + int(eg.core.host_bytes[rank])
+    return (f"rank {rank}: out of memory ({what}); its share of the {eg.devices}-device plan takes "
+            f"{_fmt_bytes(need)} besides the inputs and parameters it loads: launch on more ranks "
+            f"(mpirun -np K ... --devices K) or with a smaller --batch")
+
+
+def _run_steps(eg, comm, inputs, params, steps, seed, checkpoint, timeout, out) -> int:
+    """run_cli's steps on this rank (one MPIRuntime, its windows freed at the end)."""
     rt = MPIRuntime(eg, comm=comm, timeout=timeout)
     rt.load(step_inputs(eg, {**params, **inputs}))
     start = 0

@@ -281,9 +281,24 @@ def half_the_need(case, batch, log, out, ga_seconds):
             "yes" if max(best.values()) <= TARGET_STEP else "NO"]
 
 
+def _budget_gb(text: str) -> float:
+    """--budget-gb: a positive finite number (0 used to fall back to the default silently, and
+    nan or -1 planned for no memory); a usage error (exit 2) otherwise."""
+    import argparse
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a positive number of GB, got {text!r}")
+    return value
+
+
 def main(argv=None) -> int:
     p = common.arg_parser(__doc__.split("\n")[0])
-    p.add_argument("--budget-gb", type=float, default=None, help="per-device memory (default 12, quick 0.8)")
+    p.add_argument("--budget-gb", type=_budget_gb, default=None, help="per-device memory (default 12, quick 0.8)")
     p.add_argument("--widths", action="store_true", help="the largest-width sweep per device count instead")
     p.add_argument("--models", default=None, help="comma-separated subset of the table's models")
     p.add_argument("--host", action="store_true",

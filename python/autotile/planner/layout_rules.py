@@ -64,10 +64,22 @@ def check_mesh(mesh) -> Dict[str, int]:
         if isinstance(size, bool) or not isinstance(size, int) or size < 1:
             raise Error(f"mesh: axis '{name}' must have a positive integer size, got {size!r}")
         out[name] = size
+    check_axis_names(out)
     total = math.prod(out.values())
     if total > MAX_DEVICES:  # before anything factors the sizes (a huge prime would take forever)
         raise Error(f"mesh {out} has {total} devices, more than the {MAX_DEVICES} autotile plans for")
     return out
+
+
+def check_axis_names(mesh: Mapping[str, int], what: str = "mesh") -> None:
+    """Error when an axis is named as another axis's cut: the exports (planner/export.py) and
+    the torch engine name the cuts of an axis split more than once ``model.0``, ``model.1``,
+    so an axis ``model.0`` beside ``model`` would give the mesh two dimensions of one name."""
+    for name in mesh:
+        base, dot, index = str(name).rpartition(".")
+        if dot and index.isdigit() and base in mesh:
+            raise Error(f"{what}: axis '{name}' is named as a cut of axis '{base}' (the exports name the cuts of "
+                        f"an axis '{base}.0', '{base}.1', ...): rename it")
 
 
 def mesh_cuts(mesh: Mapping[str, int]) -> Tuple[List[int], List[str]]:

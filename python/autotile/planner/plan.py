@@ -173,6 +173,10 @@ class Plan:
             if not all(ok_int(d) and d >= 0 for d in shape):
                 raise Error(f"plan: tensor '{name}' has shape {list(shape)!r}, not a list of non-negative integers")
         cuts = len(self.factors)
+        self._validate_costs(cuts)
+        missing = next((n for n in self.tensor_tilings if n not in self.tensor_shapes), None)
+        if missing is not None:  # tile_shape and the exports need every tiled tensor's shape
+            raise Error(f"plan: tensor '{missing}' has tilings but no shape in tensor_shapes")
         for name, tilings in self.tensor_tilings.items():
             if not isinstance(tilings, list) or len(tilings) != cuts:
                 raise Error(f"plan: tensor '{name}' has tilings {tilings!r}, expected a list of {cuts} (one per cut)")
@@ -199,6 +203,27 @@ class Plan:
             raise Error(f"plan: memory_weight must be a non-negative finite number, got {self.memory_weight!r}")
         return self
 
+    def _validate_costs(self, cuts: int) -> None:
+        """Costs and times are finite and non-negative (JSON reads NaN and Infinity), one cut
+        cost per cut, comm_bytes their sum; bandwidths are positive."""
+        def bad(v, positive=False):
+            return v is not None and (not math.isfinite(v) or v < 0 or (positive and v == 0))
+
+        for name in ("comm_bytes", "search_seconds", "weighted_cost"):
+            if bad(getattr(self, name)):
+                raise Error(f"plan: {name} must be a finite non-negative number, got {getattr(self, name)!r}")
+        for name, positive in (("cut_costs", False), ("optimality_gaps", False), ("bandwidths", True)):
+            value = next((v for v in getattr(self, name) or [] if bad(v, positive)), None)
+            if value is not None:
+                raise Error(f"plan: {name} holds {value!r}, not a finite {'positive' if positive else 'non-negative'} "
+                            "number")
+        if len(self.cut_costs) != cuts:
+            raise Error(f"plan: cut_costs {self.cut_costs} has {len(self.cut_costs)} entries, expected one per cut "
+                        f"({cuts} cuts)")
+        if not math.isclose(self.comm_bytes, math.fsum(self.cut_costs), rel_tol=1e-9, abs_tol=1.0):
+            raise Error(f"plan: comm_bytes={self.comm_bytes!r} is not the sum of cut_costs {self.cut_costs} "
+                        f"({math.fsum(self.cut_costs)!r})")
+
     def _validate_mesh(self) -> None:
         """The mesh's sizes multiply to devices, cut_axes has one mesh axis per cut, and each
         axis's cut factors multiply to its size (an empty mesh and cut_axes: the plain
@@ -207,6 +232,9 @@ class Plan:
             return
         if not self.mesh:
             raise Error(f"plan: cut_axes {self.cut_axes} name mesh axes, but the plan has no mesh")
+        from .layout_rules import check_axis_names
+
+        check_axis_names(self.mesh, "plan: mesh")
         bad = next((a for a, k in self.mesh.items() if k < 1), None)
         if bad is not None:
             raise Error(f"plan: mesh axis '{bad}' has size {self.mesh[bad]}, not a positive integer")
