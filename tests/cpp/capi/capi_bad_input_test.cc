@@ -305,9 +305,9 @@ TEST(CapiGeneral, StatusNamesVersionAndDtypes) {
   EXPECT_STREQ(at_status_name(static_cast<AT_Status>(1234)), "unknown status");
   EXPECT_STREQ(at_status_name(static_cast<AT_Status>(-1)), "unknown status");
   EXPECT_STREQ(at_version(), AUTOTILE_EXPECTED_VERSION);
-  const char* names[] = {"float32", "float64", "float16", "int32", "int64", "int8", "uint8", "bool"};
-  const int sizes[] = {4, 8, 2, 4, 8, 1, 1, 1};
-  for (int i = 0; i < 8; ++i) {
+  const char* names[] = {"float32", "float64", "float16", "int32", "int64", "int8", "uint8", "bool", "bfloat16"};
+  const int sizes[] = {4, 8, 2, 4, 8, 1, 1, 1, 2};
+  for (int i = 0; i < 9; ++i) {
     AT_DType t;
     ASSERT_EQ(at_dtype_from_name(names[i], &t), AT_OK);
     EXPECT_EQ(static_cast<int>(t), i);
@@ -322,7 +322,7 @@ TEST(CapiGeneral, StatusNamesVersionAndDtypes) {
   expect_error(at_dtype_from_name("complex512", &t), AT_ERR_INVALID_ARGUMENT, "at_dtype_from_name");
   expect_message_has("complex512");
   const char* s = nullptr;
-  expect_error(at_dtype_name(static_cast<AT_DType>(8), &s), AT_ERR_INVALID_ARGUMENT, "at_dtype_name");
+  expect_error(at_dtype_name(static_cast<AT_DType>(9), &s), AT_ERR_INVALID_ARGUMENT, "at_dtype_name");
   int32_t size = 0;
   expect_error(at_dtype_size(static_cast<AT_DType>(-3), &size), AT_ERR_INVALID_ARGUMENT, "at_dtype_size");
   expect_error(at_algorithm_name(-1, &s), AT_ERR_OUT_OF_RANGE, "at_algorithm_name");
