@@ -489,7 +489,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--ctx", default="cpu", choices=["cpu", "gpu", "mpi"])
     sp.add_argument("--seed", type=_seed_arg, default=0)
     sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                    help="bfloat16: mixed precision, fp32 master weights (docs/mixed-precision.md)")
+                    help="mixed precision, fp32 master weights; float16 with loss scaling (docs/mixed-precision.md)")
     sp.add_argument("--inference", action="store_true",
                     help="forward passes only (on --devices K: the forward graph planned and partitioned)")
     add_init_args(sp)
@@ -506,7 +506,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--batch", type=_positive_int, default=32)
     sp.add_argument("--seed", type=_seed_arg, default=0)
     sp.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"],
-                    help="bfloat16: mixed precision, fp32 master weights (docs/mixed-precision.md)")
+                    help="mixed precision, fp32 master weights; float16 with loss scaling (docs/mixed-precision.md)")
     add_init_args(sp)
     sp.add_argument("--plot", default=None, type=_plot_arg, metavar="PNG", help="write loss and accuracy per epoch to this PNG")
     sp.add_argument("--save", default=None, metavar="FILE.params", help="write the trained parameters (MXNet .params)")
