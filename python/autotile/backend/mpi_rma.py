@@ -108,6 +108,11 @@ class RMAWindows:
         dst = eg.buffers[dst_id]
         dst_view = self.views[dst_id]
         dtype = dst_view.dtype
+        # bfloat16 (mixed precision) has no MPI or buffer-protocol type: its bits move as
+        # uint16 and accumulate through MultiFetch's bfloat16 path (summed in float)
+        bf16 = dtype.name == "bfloat16"
+        if bf16:
+            dtype, dst_view = np.dtype(np.uint16), dst_view.view(np.uint16)
         dst_shape = tuple(h - l for l, h in zip(dst["lo"], dst["hi"]))
         local, staged, gets = [], [], {}
         for src_id, lo, hi in op["pieces"]:
@@ -116,7 +121,7 @@ class RMAWindows:
             if any(n <= 0 for n in sub):
                 continue
             if sb["device"] == self.rank:
-                local.append((self.views[src_id], sb["lo"], lo, hi))
+                local.append((self.views[src_id].view(np.uint16) if bf16 else self.views[src_id], sb["lo"], lo, hi))
                 continue
             src_shape = tuple(h - l for l, h in zip(sb["lo"], sb["hi"]))
             src_start = tuple(l - o for l, o in zip(lo, sb["lo"]))
@@ -132,16 +137,17 @@ class RMAWindows:
             gets.setdefault(sb["device"], []).extend(items)
             self._types.extend(types)
         return {"dst": dst_view, "dst_lo": dst["lo"], "local": local, "staged": staged, "gets": gets,
-                "accumulate": bool(op["accumulate"])}
+                "accumulate": bool(op["accumulate"]), "bfloat16": bf16}
 
     def _fetch(self, plan: dict):
         MPI = self.MPI
         if not plan["accumulate"] and plan["local"]:
-            _core.multifetch(plan["dst"], plan["dst_lo"], plan["local"], False)
+            _core.multifetch(plan["dst"], plan["dst_lo"], plan["local"], False, bfloat16=plan["bfloat16"])
         for source, items in plan["gets"].items():
             self.win.Lock(source, MPI.LOCK_SHARED, MPI.MODE_NOCHECK)
             for origin, target in items:
                 self.win.Get(origin, source, target=target)
             self.win.Unlock(source)
         if plan["accumulate"]:
-            _core.multifetch(plan["dst"], plan["dst_lo"], plan["local"] + plan["staged"], True)
+            _core.multifetch(plan["dst"], plan["dst_lo"], plan["local"] + plan["staged"], True,
+                             bfloat16=plan["bfloat16"])

@@ -75,9 +75,9 @@ def mixed_precision_symbol(sym, dtype: str, ctx: str = "cpu", values: Optional[D
         return sym
     if dtype not in LOW_PRECISION:
         raise Error(f"dtype='{dtype}' is not supported: use one of {', '.join(('float32',) + LOW_PRECISION)}")
-    if ctx != "cpu":
-        raise Error(f"dtype='{dtype}' runs on the host runtime (ctx='cpu') so far, not ctx='{ctx}' "
-                    f"(docs/mixed-precision.md)")
+    if ctx not in ("cpu", "mpi"):
+        raise Error(f"dtype='{dtype}' runs on the host and MPI runtimes (ctx='cpu' or 'mpi') so far, not "
+                    f"ctx='{ctx}' (docs/mixed-precision.md)")
     from ..autodiff.mixed_precision import autocast
 
     values = values or {}
