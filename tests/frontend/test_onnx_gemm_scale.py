@@ -75,6 +75,30 @@ def test_gemm_alpha_and_matmul_share_one_weight(c_shape):
         np.testing.assert_allclose(two.params[name], res.params[name], rtol=1e-12, atol=1e-12)
 
 
+def test_matmul_first_then_gemm_alpha_share_one_weight():
+    """The MatMul reads W first (its Variable holds W^T); Gemm(alpha=0.5, transB=1) then gets
+    transpose + _mul_scalar of it."""
+    w, x = RNG.standard_normal((3, 4)), RNG.standard_normal((2, 3))
+    nodes = [helper.make_node("MatMul", ["X", "W"], ["h"]), helper.make_node("Tanh", ["h"], ["t"]),
+             helper.make_node("Gemm", ["t", "W"], ["Y"], alpha=0.5, transB=1)]
+    graph = helper.make_graph(nodes, "matmul_then_gemm", [helper.make_tensor_value_info("X", TensorProto.DOUBLE, [2, 3])],
+                              [helper.make_tensor_value_info("Y", TensorProto.DOUBLE, [2, 3])],
+                              [numpy_helper.from_array(w, "W")])
+    sym = at.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert len([v for v in sym.params.values() if v.size == w.size]) == 1, sorted(sym.params)
+    name = next(k for k, v in sym.params.items() if v.size == w.size)
+    t = np.tanh(x @ w)
+    dy = np.ones((2, 3))
+    dh = (0.5 * dy @ w) * (1 - t ** 2)
+    dw = 0.5 * dy.T @ t + x.T @ dh
+    res = at.backend.run(sym, inputs={"X": x}, train=True, optimizer="sgd", optimizer_args={"lr": 0.1})
+    np.testing.assert_allclose(res.outputs[0], 0.5 * t @ w.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(_oriented(res.grads[name], w.shape), dw, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(_oriented(res.params[name], w.shape), w - 0.1 * dw, rtol=1e-10, atol=1e-12)
+    two = at.backend.run(sym, devices=2, inputs={"X": x}, train=True, optimizer="sgd", optimizer_args={"lr": 0.1})
+    np.testing.assert_allclose(two.params[name], res.params[name], rtol=1e-12, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------- alpha alone
 
 def _alpha_model(w: np.ndarray, elem):

@@ -131,8 +131,9 @@ def _zero_dim(shape) -> Optional[int]:
 
 def _zero_dim_error(name: str, shape: tuple, dim: int, declared: bool) -> Error:
     if declared:  # MXNet's spelling of an unknown dim, which nothing here sized
-        return Error(f"input '{name}' declares dimension {dim} of size 0 (shape {tuple(shape)}) and nothing gives "
-                     f"it a size: pass shapes={{'{name}': (...)}} (or batch= for a data input's batch dim)")
+        return Error(f"the shape of input '{name}' is unknown: it declares dimension {dim} of size 0 (shape "
+                     f"{tuple(shape)}) and nothing gives it a size; pass shapes={{'{name}': (...)}} (or batch= "
+                     f"for a data input's batch dim)")
     return Error(f"input '{name}' has dimension {dim} of size 0 (shape {tuple(shape)}): autotile plans no "
                  f"empty tensors; give it a positive size (shapes=, or a non-empty array)")
 
