@@ -172,3 +172,17 @@ def test_unsupported_dtype_and_runtime_are_errors():
         at.backend.run(sym, 1, inputs=inputs, params=params, train=True, dtype="int8")
     with pytest.raises(Error, match="dtype=.bfloat16. runs on the host and MPI runtimes"):
         at.backend.run(sym, 1, inputs=inputs, params=params, train=True, dtype="bfloat16", ctx="gpu")
+
+
+def test_plan_of_the_autocast_graph_runs_a_bf16_step():
+    sym = tanh_mlp()
+    inputs, params = mlp_values(sym)
+    shapes = {k: v.shape for k, v in inputs.items()}
+    kw = dict(inputs=inputs, params=params, train=True, dtype="bfloat16")
+    plan = at.plan(at.autodiff.autocast(sym), devices=2, shapes=shapes)
+    planned = at.backend.run(sym, 2, plan=plan, **kw)
+    own = at.backend.run(sym, 2, **kw)
+    for name in own.grads:
+        np.testing.assert_array_equal(planned.grads[name], own.grads[name])
+    with pytest.raises(Error, match="plan was made for another graph"):  # a float32 plan has no casts
+        at.backend.run(sym, 2, plan=at.plan(sym, devices=2, shapes=shapes), **kw)
