@@ -85,6 +85,23 @@ def known_programs():
     return out
 
 
+def step_report(step, plan, params, feeds, ref) -> dict:
+    """One jitted step of `step` against the 1-device Result `ref`: the largest parameter
+    difference and magnitude, the plan's, its execution graph's and the compiled program's
+    bytes, the per-tensor differences with their causes, and the nodes left to the global view."""
+    _, new_params = step(params, feeds)
+    text = step.lower(params, feeds).compile().as_text()
+    by_plan = atj.plan_bytes_by_tensor(step.exec_graph)
+    by_compiled = atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names)
+    return {"param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in step.param_names),
+            "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
+            "plan_bytes": plan.comm_bytes, "graph_bytes": sum(by_plan.values()),
+            "compiled_bytes": atj.collective_bytes(text, 8),
+            "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
+                            for d in atj.differences(by_plan, by_compiled, step)],
+            "global_nodes": step.global_nodes, "mapped": len(step.mapped), "nodes": len(plan.node_strategies)}
+
+
 def onnx_fixture_steps(fixtures: str, tags):
     """The JAX step of ONNX fixtures under tofu's 8-device plan against autotile's 1-device
     step: {tag: {param_err, scale, global}} (global: the nodes the step leaves to XLA's view)."""
@@ -101,19 +118,8 @@ def onnx_fixture_steps(fixtures: str, tags):
         plan = at.plan(sym, devices=8, shapes=shapes)
         step = atj.training_step(sym, plan)
         params = {n: sym.params[n] for n in step.param_names + step.aux_names}
-        _, new_params = step(params, feeds)
-        text = step.lower(params, feeds).compile().as_text()
-        by_plan = atj.plan_bytes_by_tensor(step.exec_graph)
-        by_compiled = atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names)
-        out[tag] = {"param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
-                                     for k in step.param_names),
-                    "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
-                    "global": len(step.global_nodes), "global_nodes": step.global_nodes,
-                    "global_ops": sorted(n.op for n in step.tg.symbol.topo_nodes() if n.name in step.global_nodes),
-                    "plan_bytes": plan.comm_bytes, "graph_bytes": sum(by_plan.values()),
-                    "compiled_bytes": atj.collective_bytes(text, 8),
-                    "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
-                                    for d in atj.differences(by_plan, by_compiled, step)]}
+        out[tag] = {**step_report(step, plan, params, feeds, ref), "global": len(step.global_nodes),
+                    "global_ops": sorted(n.op for n in step.tg.symbol.topo_nodes() if n.name in step.global_nodes)}
     return out
 
 
@@ -158,37 +164,14 @@ def main():
         ref = at.backend.run(sym, devices=1, inputs=inputs, params=params, train=True)
         for kind in ("tofu", "data"):
             plan = at.plan(sym, devices=8, shapes=shapes, algorithm=kind)
-            step = atj.training_step(sym, plan)
-            _, new_params = step(params, inputs)
-            text = step.lower(params, inputs).compile().as_text()
-            by_plan = atj.plan_bytes_by_tensor(step.exec_graph)
-            by_compiled = atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names)
-            report["plans"][f"{name}-{kind}"] = {
-                "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max())
-                                 for k in step.param_names),
-                "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
-                "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
-                "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
-                                for d in atj.differences(by_plan, by_compiled, step)],
-                "global_nodes": step.global_nodes, "mapped": len(step.mapped), "nodes": len(plan.node_strategies)}
+            report["plans"][f"{name}-{kind}"] = step_report(atj.training_step(sym, plan), plan, params, inputs, ref)
     if len(sys.argv) > 1:  # the ONNX fixtures' directory
         sym, shapes, feeds = onnx_gpt2(sys.argv[1])
         ref = at.backend.run(sym, devices=1, inputs=feeds, train=True)
         plan = at.plan(sym, devices=8, shapes=shapes)
         step = atj.training_step(sym, plan)
-        params = {n: sym.params[n] for n in step.param_names}
-        _, new_params = step(params, feeds)
-        text = step.lower(params, feeds).compile().as_text()
-        by_plan = atj.plan_bytes_by_tensor(step.exec_graph)
-        by_compiled = atj.compiled_bytes_by_tensor(atj.collectives(text, 8), step.scope_names)
-        report["plans"]["gpt2-tofu"] = {
-            "param_err": max(float(np.abs(np.asarray(new_params[k]) - ref.params[k]).max()) for k in step.param_names),
-            "scale": max(float(np.abs(ref.params[k]).max()) for k in step.param_names),
-            "plan_bytes": plan.comm_bytes, "compiled_bytes": atj.collective_bytes(text, 8),
-            "graph_bytes": sum(by_plan.values()),
-            "differences": [(d["tensor"], d["plan"], d["compiled"], d["short"])
-                            for d in atj.differences(by_plan, by_compiled, step)],
-            "global_nodes": step.global_nodes, "mapped": len(step.mapped), "nodes": len(plan.node_strategies)}
+        report["plans"]["gpt2-tofu"] = step_report(step, plan, {n: sym.params[n] for n in step.param_names}, feeds,
+                                                   ref)
     import jax
     report["bad_lowering"] = []
     for kwargs in ({"lowering": "spmd"}, {"granularity": "axis"}):
