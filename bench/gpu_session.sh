@@ -8,7 +8,7 @@
 # graph, median of 20 steps) and the host-cost table on the stand-in for comparison.
 #
 #   bash bench/gpu_session.sh              # all phases, about 10-14 minutes on an H200:
-#   bash bench/gpu_session.sh build        #   3-5 min  (pip install --no-build-isolation .)
+#   bash bench/gpu_session.sh build        #   3-5 min  (pip install --no-build-isolation --no-deps .)
 #   bash bench/gpu_session.sh test         #   2-4 min  (pytest -m gpu tests/gpu)
 #   bash bench/gpu_session.sh bench        #   5-7 min  (autotile bench gpu, --sim)
 #   BENCH_ARGS=--quick bash bench/gpu_session.sh bench   # about 2 min
@@ -48,8 +48,16 @@ for phase in "${PHASES[@]}"; do
         echo "python/autotile/_core*.so exists in the tree: move it away for a fresh-build session" | tee -a "$OUT/build.txt"
         [ $status -eq 0 ] && status=2; continue
       fi
+      # the GPU machine may be offline: nothing is downloaded (--no-deps, no build isolation);
+      # say which build and runtime modules are missing before pip does
+      python3 - >> "$OUT/build.txt" 2>&1 <<'PY'
+import importlib.util
+need = ["scikit_build_core", "Cython", "cmake", "numpy", "threadpoolctl", "ml_dtypes", "cupy", "torch"]
+missing = [m for m in need if importlib.util.find_spec(m) is None]
+print("preflight: missing modules:", missing or "none")
+PY
       start=$(date +%s)
-      timeout "${BUILD_TIMEOUT:-580}" python3 -m pip install --no-build-isolation -v . > "$OUT/build.txt" 2>&1
+      timeout "${BUILD_TIMEOUT:-580}" python3 -m pip install --no-build-isolation --no-deps -v . >> "$OUT/build.txt" 2>&1
       rc=$?
       echo "build rc=$rc in $(( $(date +%s) - start )) s" | tee -a "$OUT/build.txt"
       installed 2>&1 | tee -a "$OUT/build.txt"
