@@ -114,8 +114,9 @@ class GpuRuntime:
     without a CuPy kernel to the host.
 
     The first :meth:`run` enqueues op by op (kernel paths are settled, kernels compiled, pools
-    warmed) and then builds the launch list (gpu_launch.LaunchList); later runs replay it, the
-    second capturing it as a CUDA graph where the device side can and no op runs on the host.
+    warmed); the second builds the launch list (gpu_launch.LaunchList) and replays it,
+    capturing it as a CUDA graph where the device side can and no op runs on the host; later
+    runs launch the graph (or replay the list uncaptured).
     ``replay=False`` keeps the op-by-op path for every step; ``capture=False`` replays
     uncaptured."""
 
@@ -126,6 +127,7 @@ class GpuRuntime:
         self.capture = capture
         self.launch: Optional[LaunchList] = None  # built after the first step (gpu_launch.py)
         self._swap_bytes = None
+        self._steps = 0
         self.dev = devices if devices is not None else CupyDevices(eg.devices)
         self.xp = self.dev.xp
         self.host_ops = set(host_ops)
@@ -331,18 +333,16 @@ class GpuRuntime:
         launch list's replay; waits for the GPUs and returns stats (``stats['launch']`` says
         which, ``stats['capture']`` whether it ran as a CUDA graph and what prevented it).
         Raises Error naming the device, GPU and node of an op that fails."""
+        if self.replay and self.launch is None and self._steps:  # built once the first step settled it
+            self.launch = LaunchList(self, capture=self.capture)
+        self._steps += 1
         if self.replay and self.launch is not None:
             return self._stats(self.launch.replay(is_train, seed))
         stats = self._stats(self.run_ops(is_train, seed))
-        if self.replay:
-            self.launch = LaunchList(self, capture=self.capture)
-            stats["launch"] = self.launch.describe("ops")
-            stats["capture"] = self.launch.capture_stats("ops")
-            stats["capture"]["reason"] = stats["capture"]["reason"] or "the first step runs op by op (warm-up)"
-        else:
-            stats["launch"] = {"mode": "ops"}
-            stats["capture"] = {"captured": False, "reason": "replay=False: every step runs op by op",
-                                "blocked_by": [], "n_blocked": 0}
+        stats["launch"] = {"mode": "ops"}
+        why = ("the first step runs op by op (warm-up); later steps replay its launch list" if self.replay
+               else "replay=False: every step runs op by op")
+        stats["capture"] = {"captured": False, "reason": why, "blocked_by": [], "n_blocked": 0}
         return stats
 
     def _sync(self):
