@@ -162,3 +162,16 @@ def test_the_shape_of_an_empty_tail_folds():
                    mk("Cast", ["pass_len"], ["pass_len_f"], to=1), mk("Add", ["y", "pass_len_f"], ["y2"])])
     g.output[0].name = "y2"
     assert_matches_ort(model, {"x": RNG.standard_normal((2, 5, HEAD)).astype(np.float32)})
+
+
+@pytest.mark.parametrize("steps", [None, (1, 1), (1, 2)])
+def test_the_shape_of_an_empty_slice_of_several_axes_counts_every_slice(steps):
+    """x[0:2, 6:] of a (4, 6) x has shape (2, 0): the empty constant was made of the input's
+    dims but the empty one, so Shape read (4, 0) where onnxruntime gives (2, 0)."""
+    names, inits = ["x", "s", "e", "a"], {"s": _i(0, 6), "e": _i(2, 6), "a": _i(0, 1)}
+    if steps is not None:
+        names, inits["st"] = names + ["st"], _i(*steps)
+    nodes = [mk("Slice", names, ["y"]), mk("Shape", ["y"], ["z"]), mk("Cast", ["z"], ["zf"], to=1),
+             mk("Add", ["zf", "v"], ["out"])]
+    model = make_model(nodes, {"x": (4, 6), "v": (2,)}, ["out"], inits)
+    assert_matches_ort(model, {"x": RNG.standard_normal((4, 6)).astype(np.float32), "v": np.zeros(2, np.float32)})

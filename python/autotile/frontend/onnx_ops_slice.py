@@ -130,18 +130,30 @@ def split(ctx):
 
 # ----------------------------------------------------------------------------- Slice
 
+def _sliced_dims(dims, starts, ends, axes, steps):
+    """The dims of Slice's output (an empty one's shape, which a Shape reader sees): each sliced
+    axis of known size as long as its slice, of unknown size None (not static)."""
+    out = list(dims)
+    for s, e, a, st in zip(starts, ends, axes, steps):
+        known = isinstance(dims[a], int) and not isinstance(dims[a], SymDim)
+        out[a] = len(slice_range(s, e, st, dims[a])) if known else None
+    return out
+
+
 def _strided_slice(ctx, x, dims, starts, ends, axes, steps):
     """Slice with steps (negative ones too) as one MXNet ``slice`` over the leading axes."""
     if dims is None or not all(isinstance(d, int) for d in dims):
         raise ctx.error(f"Slice with steps {steps} needs the input's static shape; " + ctx.imp.unbound_hint())
     last = max(axes) + 1
     begin, end, step = [None] * last, [None] * last, [1] * last
-    for s, e, a, st in zip(starts, ends, axes, steps):
+    for a, st in zip(axes, steps):
         if st == 0:
             raise ctx.error(f"slice step of axis {a} is 0")
+    for s, e, a, st in zip(starts, ends, axes, steps):
         r = range_slice(slice_range(s, e, st, dims[a]))
         if len(range(dims[a])[r]) == 0:
-            return empty_output(ctx, 0, dims, a, f"slice [{s}:{e}:{st}] of axis {a} (size {dims[a]}) is empty")
+            return empty_output(ctx, 0, _sliced_dims(dims, starts, ends, axes, steps), a,
+                                f"slice [{s}:{e}:{st}] of axis {a} (size {dims[a]}) is empty")
         begin[a], end[a], step[a] = r.start, r.stop, r.step
     return ctx.op("slice", x, begin=tuple(begin), end=tuple(end), step=tuple(step))
 
@@ -171,7 +183,8 @@ def slice_(ctx):
         if size is not None:
             r = slice_range(s, e, 1, size)
             if r.start >= r.stop:
-                return [empty_output(ctx, 0, dims, a, f"slice [{s}:{e}] of axis {a} (size {size}) is empty")]
+                return [empty_output(ctx, 0, _sliced_dims(dims, starts, ends, axes, steps), a,
+                                     f"slice [{s}:{e}] of axis {a} (size {size}) is empty")]
             s, e = r.start, r.stop
         elif s < 0 or e < 0:
             raise ctx.error(f"negative slice bounds on axis {a} need its size, which is unknown")
