@@ -60,3 +60,17 @@ def assert_k_equals_1(run: Callable[[bool], Tuple[object, object]], what: str) -
             raise AssertionError(f"{what}: k devices differ from 1 in float64 too:\n{second}\n"
                                  f"(float32 first: {first})") from None
         return "float64"
+
+
+def assert_same_float64_step(ref, res) -> None:
+    """A float64 step on k devices (backend Result `res`) equals the 1-device one (`ref`): every
+    output to rtol 1e-12 (atol 1e-13), the same gradients, each gradient and updated parameter
+    to rtol 1e-10 (atol 1e-12)."""
+    assert len(res.outputs) == len(ref.outputs), (len(res.outputs), len(ref.outputs))
+    for i, (got, want) in enumerate(zip(res.outputs, ref.outputs)):
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13, err_msg=f"output {i}")
+    assert set(res.grads) == set(ref.grads), (sorted(res.grads), sorted(ref.grads))
+    for k, g in ref.grads.items():
+        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+    for k, p in ref.params.items():
+        np.testing.assert_allclose(res.params[k], p, rtol=1e-10, atol=1e-12, err_msg=k)

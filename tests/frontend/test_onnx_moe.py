@@ -15,6 +15,7 @@ from onnx import TensorProto, helper  # noqa: E402
 
 import autotile as at  # noqa: E402
 from autotile.errors import Error  # noqa: E402
+from k_device_arbiter import assert_same_float64_step  # noqa: E402
 from onnx_models import assert_matches_ort, make_model, run_ort  # noqa: E402
 
 RNG = np.random.default_rng(31)
@@ -78,8 +79,7 @@ def test_one_hot_routing_trains_on_2_devices_as_on_1():
     # d sum(y) / d W[e] = x[ids == e]^T . ones: experts no token chose get no gradient
     want = np.stack([np.outer(x[ids == k].astype(np.float64).sum(0), np.ones(5)) for k in range(e)])
     np.testing.assert_allclose(ref.grads[w], want, rtol=1e-12, atol=1e-12)
-    for k, g in ref.grads.items():
-        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+    assert_same_float64_step(ref, res)
 
 
 @pytest.mark.parametrize("axis,reduction,const", [(0, "none", False), (1, "none", False), (1, "add", False),
@@ -136,8 +136,7 @@ def test_scatter_elements_trains_on_2_devices_as_on_1():
     (gv,) = [k for k in ref.grads if ref.grads[k].shape == (2, 3)]
     np.testing.assert_allclose(ref.grads[gv], x2 * np.take_along_axis(ds, idx, axis=1), rtol=1e-10, atol=1e-12)
     res = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
-    for k, g in ref.grads.items():
-        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+    assert_same_float64_step(ref, res)
 
 
 @pytest.mark.parametrize("k,axis,largest", [(2, -1, 1), (3, 0, 0), (5, 1, 1)])
@@ -200,9 +199,7 @@ def test_top2_routing_trains_on_2_devices_as_on_1():
     assert np.abs(fd).max() > 1e-3
     np.testing.assert_allclose(got, fd, rtol=1e-6, atol=1e-8)
     res = at.backend.run(sym, devices=2, inputs=inputs, params=params, train=True)
-    np.testing.assert_allclose(res.outputs[0], ref.outputs[0], rtol=1e-12, atol=1e-13)
-    for k, g in ref.grads.items():
-        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+    assert_same_float64_step(ref, res)
 
 
 def test_top_k_with_a_run_time_k_is_refused_saying_what_is_supported():
@@ -284,6 +281,4 @@ def test_top1_routing_with_capacity_trains_on_4_devices_as_on_1():
     ref = at.backend.run(sym, inputs=inputs, params=params, train=True)
     res = at.backend.run(sym, devices=4, inputs=inputs, params=params, train=True)
     assert len(ref.grads) == 2  # the gate and the experts train
-    np.testing.assert_allclose(res.outputs[0], ref.outputs[0], rtol=1e-12, atol=1e-13)
-    for k, g in ref.grads.items():
-        np.testing.assert_allclose(res.grads[k], g, rtol=1e-10, atol=1e-12, err_msg=k)
+    assert_same_float64_step(ref, res)
