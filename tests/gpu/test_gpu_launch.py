@@ -188,7 +188,7 @@ def test_stand_in_catches_a_missing_fork_join_or_input_wait(exec_models, fetch_e
     refuses the capture (the step then runs uncaptured, saying why) or some interleaving
     gives a wrong step."""
     sym, plan, vals = _graph(exec_models, "mlp", 4)
-    host = train_steps(HostRuntime(transform(sym, plan)), vals, 2, batches=new_batches(vals, 2))
+    host = train_steps(HostRuntime(transform(sym, plan)), vals, 3, batches=new_batches(vals, 3))
     wait, record = SimDevices.wait, SimDevices.record
 
     def patched_wait(self, worker, stream, event):
@@ -214,8 +214,9 @@ def test_stand_in_catches_a_missing_fork_join_or_input_wait(exec_models, fetch_e
     for seed in range(10):
         rt = GpuRuntime(transform(sym, plan), devices=SimDevices(4, fetch_emulation, n_gpus=4, seed=seed))
         try:
-            got = train_steps(rt, vals, 2, batches=new_batches(vals, 2))
-            assert got[1][2]["capture"]["captured"], got[1][2]["capture"]["reason"]
+            # step 3 is the first whose inputs are written asynchronously (the list is built at step 2)
+            got = train_steps(rt, vals, 3, batches=new_batches(vals, 3))
+            assert got[2][2]["capture"]["captured"], got[2][2]["capture"]["reason"]
             assert_steps_equal(got, host, f"{drop} dropped", atol=HOST_ATOL)
         except (AssertionError, RuntimeError, at.Error):
             failures += 1
