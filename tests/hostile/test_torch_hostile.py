@@ -358,6 +358,8 @@ def test_group_norm_on_a_split_input_trains_as_the_plain_module():
             step = _parallel_step(rank, m, plan, sym, (x,))
             mod(x)
             out.append((step, list(mod.autotile.gathered)))
+            mod.autotile.remove()  # the replaced forward and the state it read come off
+            assert not {"forward", "_autotile_name", "_autotile_state"} & set(mod.gn.__dict__), mod.gn.__dict__.keys()
         return out
 
     results = att.run_local(job, 2, timeout=120)

@@ -373,8 +373,8 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm):
             state.handles.append(sub.register_forward_pre_hook(norm_pre))
         if isinstance(sub, torch.nn.GroupNorm) and "forward" not in sub.__dict__:  # not one replaced by its user
-            sub._autotile_name, sub._autotile_state = names_of.get(id(sub)), state
-            state.handles.append(_patch_forward(sub, _whole_group_norm))
+            state.handles.append(_patch_forward(sub, _whole_group_norm, _autotile_name=names_of.get(id(sub)),
+                                                _autotile_state=state))
 
     # a forward that fails inside DTensor names the module call it failed in
     def push(mod, _args):
@@ -422,20 +422,23 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
 
 
 class _Unpatch:
-    """A handle that takes an instance attribute (a replaced ``forward``) off again."""
+    """A handle that takes instance attributes (a replaced ``forward``, what it reads) off again."""
 
-    def __init__(self, obj, name):
-        self.obj, self.name = obj, name
+    def __init__(self, obj, *names):
+        self.obj, self.names = obj, names
 
     def remove(self):
-        self.obj.__dict__.pop(self.name, None)
+        for name in self.names:
+            self.obj.__dict__.pop(name, None)
 
 
-def _patch_forward(mod, fn) -> _Unpatch:
+def _patch_forward(mod, fn, **attrs) -> _Unpatch:
     """``mod.forward = fn`` bound to `mod` (a bound method: ``copy.deepcopy`` rebinds it to
-    the copy); a handle that takes it off."""
+    the copy), and `attrs` set on `mod`; a handle that takes them all off."""
+    for name, value in attrs.items():
+        setattr(mod, name, value)
     mod.forward = types.MethodType(fn, mod)
-    return _Unpatch(mod, "forward")
+    return _Unpatch(mod, "forward", *attrs)
 
 
 def _whole_group_norm(self, x):
