@@ -83,7 +83,8 @@ def child_main(argv: List[str]) -> int:
                 sys.argv = [what, *extra]
                 if kind == "module":
                     runpy.run_module(what, run_name="__main__", alter_sys=True)
-                else:
+                else:  # as `python SCRIPT` runs it: its directory first on the path
+                    sys.path.insert(0, os.path.dirname(os.path.abspath(what)))
                     runpy.run_path(what, run_name="__main__")
                 code = 0
         except SystemExit as e:
