@@ -1,6 +1,7 @@
 """``autotile.backend.run``: one inference or training step of a model."""
 from __future__ import annotations
 
+import logging
 import time
 from typing import Dict, Optional
 
@@ -13,6 +14,8 @@ from ..symbol.infer import infer_entry_shapes
 from .reference import execute
 from .result import Result
 from .training_step import training_step
+
+_LOG = logging.getLogger("autotile")
 
 
 def _check_inputs(sym, values: Dict[str, np.ndarray]):
@@ -99,10 +102,20 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
     own ``sym.params``; an MXNet checkpoint dict with ``arg:``/``aux:`` names is split); aux:
-    auxiliary states (BatchNorm statistics). With ``train=True`` the step runs forward,
-    backward and the optimizer update and returns gradients, updated params, the new
-    optimizer states (``res.states``) and auxiliary states (``res.aux``); feed them to the
-    next step as ``params=res.params``, ``states=res.states``, ``aux=res.aux`` (optimizer
+    auxiliary states (BatchNorm statistics).
+    Left out, both are made as ``autotile run --seed`` makes them (the same arrays for the same
+    `seed`), so ``run(at.models.get("mlp-digits"), devices=8)`` runs as it is: with no params, the
+    weights and states missing from ``sym.params`` are initialised as MXNet does (Xavier uniform,
+    factor 'avg', magnitude 3 weights; biases, BatchNorm beta and mean 0, gamma and variance 1;
+    :mod:`autotile.training_init`); with no inputs, the data are synthetic, of the shapes the
+    model declares (``batch`` replaces the first dim): standard normal, labels class ids
+    below the output's width. ``res.stats["initialized"]`` and ``res.stats["synthetic_inputs"]``
+    give what was made ({name: shape}) and one warning on the ``autotile`` logger says so; an
+    input whose shape cannot be inferred is an Error naming it. A params= or inputs= that is
+    given is taken as complete: a name missing from it is an Error, not made up.
+    With ``train=True`` the step runs forward, backward and the optimizer update and returns
+    gradients, updated params, the new optimizer states (``res.states``) and auxiliary
+    states (``res.aux``); feed them to the next step as ``params=res.params``, ``states=res.states``, ``aux=res.aux`` (optimizer
     states start at zero when not given). ``optimizer_args`` (``lr``, ``momentum``, ``wd``...)
     set the update. ``head_grads``
     (training only; a list in ``list_outputs()`` order or a dict by output name) are the
@@ -127,9 +140,12 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
     seed = check_seed(seed)
+    if batch is not None and (isinstance(batch, bool) or not isinstance(batch, (int, np.integer)) or batch < 1):
+        raise Error(f"batch must be a positive integer, got {batch!r}")
     inputs, aux, states = (check_arrays(inputs, "inputs"), check_arrays(aux, "aux"), check_arrays(states, "states"))
     if kwargs.get("plan") is not None:
         check_plan(kwargs["plan"])
+    params_given = params
     given = {**(check_arrays(params, "params") or {}), **(aux or {}), **(inputs or {})}
     params = dict(sym.params if params is None else params)
     if any(isinstance(k, str) and k.startswith(("arg:", "aux:")) for k in params):
@@ -150,7 +166,13 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     if unknown:
         raise Error(f"params/aux/inputs name {unknown[:10]}, which are not inputs of the model "
                     f"(its inputs: {sorted(known)[:30]})")
-    values = cast_inputs(sym, {k: v for k, v in values.items() if k in known})
+    values = {k: v for k, v in values.items() if k in known}
+    made, initialized = {}, []
+    if params_given is None or inputs is None:  # the CLI's starting point: see _made_inputs
+        made, initialized = _made_inputs(sym, values, params_given is None, inputs is None, batch, seed)
+        values.update(made)
+        params.update({k: made[k] for k in initialized})  # weights made here are weights to train
+    values = cast_inputs(sym, values)
     state_values = _state_values(sym, optimizer, states, train)
     head_values = _head_grad_values(sym, head_grads, train) if head_grads is not None else {}
     scale = _loss_scale(dtype, loss_scale, train)
@@ -160,7 +182,68 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
                           "rescale_grad": float((optimizer_args or {}).get("rescale_grad", 1.0)) / scale}
     res = _run_step(sym, devices, values, head_values, state_values, params, train, optimizer, optimizer_args,
                     seed, ctx, kwargs)
+    if made:
+        res.stats["initialized"] = {k: tuple(made[k].shape) for k in initialized}
+        res.stats["synthetic_inputs"] = {k: tuple(v.shape) for k, v in made.items() if k not in set(initialized)}
     return _unscale(res, scale) if scale != 1.0 else res
+
+
+def _with_declared_shapes(sym, shapes: Dict[str, tuple]):
+    """A copy of `sym`'s graph whose variables declare `shapes` (``__shape__``); the same
+    nodes in the same order, so the CLI's generator walks it exactly as it walks `sym`."""
+    from ..ops.registry import format_value
+    from ..symbol.symbol import Node, Symbol
+
+    copies = {}
+    for n in sym.topo_nodes():
+        attrs = dict(n.attrs)
+        if n.is_variable and n.name in shapes:
+            attrs["__shape__"] = format_value(tuple(shapes[n.name]))
+        copies[id(n)] = Node(n.op, n.name, attrs, [(copies[id(src)], i) for src, i in n.inputs])
+    return Symbol([(copies[id(src)], i) for src, i in sym.entries])
+
+
+def _made_inputs(sym, values: Dict[str, np.ndarray], make_params: bool, make_data: bool, batch, seed: int):
+    """The inputs `run` makes when params= or inputs= is left out, as ``autotile run`` makes
+    them (:func:`autotile.cli.synthetic_inputs`, the one generator, so the same `seed` gives
+    the same arrays): weights and auxiliary states by MXNet's initializers
+    (:mod:`autotile.training_init`: Xavier uniform weights, zero biases, BatchNorm gamma and
+    variance one), data standard normal, labels class ids below the output's width, ids below
+    their table's size. Returns ({name: array}, names of the weights/states among them)."""
+    from ..autodiff.graph import default_data_names
+    from ..cli import synthetic_inputs
+    from ..symbol.infer import _declared_shape, infer_entry_shapes
+
+    data = set(default_data_names(sym))
+    make = [n for n in sym.list_inputs() if n not in values and (make_data if n in data else make_params)]
+    if not make:
+        return {}, []
+    variables = {n.name: n for n in sym.topo_nodes() if n.is_variable}
+    shapes = {k: tuple(np.shape(v)) for k, v in values.items()}
+    for name in make:  # a data input takes its declared shape, with batch= as its first dim
+        declared = _declared_shape(variables[name])
+        if name in data and declared is not None:
+            shapes[name] = (int(batch), *declared[1:]) if batch is not None else declared
+    known = infer_entry_shapes(sym, shapes, partial=True)
+    unknown = [n for n in make if known.get((id(variables[n]), 0)) is None]
+    if unknown:  # name a data input first: the weights' shapes follow from it
+        name = min(unknown, key=lambda n: n not in data)
+        raise Error(f"cannot make input '{name}' (params= or inputs= left out): its shape is unknown; "
+                    f"declare it in the model{', pass batch= to size it' if batch is None else ''}, or pass it in inputs=")
+    declared = {n: known[(id(v), 0)] for n, v in variables.items() if (id(v), 0) in known}
+    made = synthetic_inputs(_with_declared_shapes(sym, declared), seed)
+    made = {k: made[k] for k in make}
+    initialized = [k for k in make if k not in data]
+    synthetic = [k for k in make if k in data]
+    # one line, as Hugging Face's "newly initialized" weights warning: a step on made-up values
+    # is easy to mistake for one on the user's own (shown unless logging is configured off)
+    _LOG.warning("autotile.backend.run: %s (seed %d, as `autotile run`); pass params=/inputs= to use your own",
+                 "; ".join(part for part in (
+                     f"initialised {len(initialized)} parameters ({', '.join(initialized[:6])}"
+                     f"{', ...' if len(initialized) > 6 else ''}) as MXNet does (Xavier)" if initialized else "",
+                     "synthetic " + ", ".join(f"{k} {made[k].shape}" for k in synthetic) if synthetic else "")
+                     if part), seed)
+    return made, initialized
 
 
 def _loss_scale(dtype, loss_scale, train: bool) -> float:
