@@ -31,6 +31,10 @@
 // recursion spent) in work units (DP entries, node options derived, edge costs priced), so a
 // small graph is refined until no move helps and a large one gets at most about half the
 // recursion's time more (none when the first move alone would cost more than that).
+//
+// Files: this driver (cut_refine.cc: the starts and the descent), the Refiner and its
+// constants (refiner.h), the cut-by-cut moves (refine_moves.cc) and the wide moves
+// (refine_neighbourhood.cc).
 #pragma once
 #include <vector>
 

@@ -316,7 +316,7 @@ void min_sum(const std::vector<const double*>& tables, const std::vector<int64_t
 }  // namespace
 
 EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority, int64_t max_states,
-                            const std::function<std::string(int)>& describe) {
+                            const std::function<std::string(int)>& describe, bool report_width) {
   const int V = static_cast<int>(fg.domain.size());
   for (int d : fg.domain)
     if (d > 65535) fail("internal: a search variable has ", d, " values");
@@ -395,6 +395,10 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
     double size = 1;
     for (int u : scope) size *= fg.domain[u];
     if (size * fg.domain[v] > static_cast<double>(max_states)) {
+      if (report_width) {
+        res.too_wide = true;
+        return res;
+      }
       std::string others;
       for (size_t i = 0; i < scope.size() && i < 8; ++i) others += (i ? ", " : "") + describe(scope[i]);
       if (scope.size() > 8) others += ", ...";

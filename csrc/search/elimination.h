@@ -51,14 +51,19 @@ struct EliminationResult {
   double log2_width = 0;   ///< log2 of the largest table built (the induced width in entries)
   double work = 0;         ///< table entries visited in all (sum of table size x factors)
   double computed = 0;     ///< the part of `work` computed (the rest repeated an earlier elimination)
+  /// With `report_width`: a table would have passed `max_states`, nothing was computed (value
+  /// empty). Without it that is a WidthError.
+  bool too_wide = false;
 };
 
-/// \brief Exact minimum by greedy min-weight elimination (takes the tables over: pass an rvalue). `priority[v]` (optional, may be
-/// empty) breaks ties: lower first. Throws WidthError (message from `describe(v)`) when a table
-/// would exceed `max_states` entries. An elimination whose incident tables equal an earlier
-/// one's (tables of whole numbers compared after shifting them to a minimum of 0, which is
-/// exact) takes the earlier result; AUTOTILE_SEARCH_REUSE=off computes every table unshifted.
+/// \brief Exact minimum by greedy min-weight elimination (takes the tables over: pass an
+/// rvalue). `priority[v]` (optional, may be empty) breaks ties: lower first. When a table would
+/// exceed `max_states` entries it throws WidthError (message from `describe(v)`), or with
+/// `report_width` returns a result marked too_wide (callers that probe whether a problem fits
+/// take no exception on that normal path). An elimination whose incident tables equal an
+/// earlier one's (tables of whole numbers compared after shifting them to a minimum of 0, which
+/// is exact) takes the earlier result; AUTOTILE_SEARCH_REUSE=off computes every table unshifted.
 EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority, int64_t max_states,
-                            const std::function<std::string(int)>& describe);
+                            const std::function<std::string(int)>& describe, bool report_width = false);
 
 }  // namespace autotile

@@ -32,7 +32,7 @@ namespace {
 // factor: their terms only depend on the node's strategy, so a fixed shared input couples no
 // nodes.
 CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainReduction& r,
-                            const std::vector<int64_t>& priority, int64_t max_states,
+                            const std::vector<int64_t>& priority, int64_t max_states, bool report_width,
                             const std::vector<char>& folded = {}) {
   const int V = p.num_vars();
   const int N = static_cast<int>(p.edges.size());
@@ -120,8 +120,12 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainRed
     if (home >= 0) return "the tiling of tensor '" + g.tensor(home).name + "'";
     return "the shared strategy of node '" + g.node(~home).name + "'";
   };
-  EliminationResult res = eliminate(std::move(fg), prio, max_states, describe);
+  EliminationResult res = eliminate(std::move(fg), prio, max_states, describe, report_width);
   CutSolution sol;
+  if (res.too_wide) {
+    sol.too_wide = true;
+    return sol;
+  }
   sol.value.assign(res.value.begin(), res.value.begin() + V);
   sol.cost = res.cost;
   sol.log2_width = res.log2_width;
@@ -132,29 +136,30 @@ CutSolution solve_factor_dp(const Graph& g, const CutProblem& p, const DomainRed
 
 // Solves `p` restricted to `r`, in `p`'s values and costs.
 CutSolution solve_restricted(const Graph& g, const CutProblem& p, const DomainReduction& r,
-                             const std::vector<int64_t>& priority, int64_t max_states) {
-  if (r.empty()) return solve_factor_dp(g, p, r, priority, max_states);
+                             const std::vector<int64_t>& priority, int64_t max_states, bool report_width) {
+  if (r.empty()) return solve_factor_dp(g, p, r, priority, max_states, report_width);
   std::vector<char> folded(p.num_vars(), 0);
   for (int v = 0; v < p.num_vars(); ++v) folded[v] = p.domain[v] > 1 && r.kept[v].size() == 1;
-  CutSolution sol = solve_factor_dp(g, p, r, priority, max_states, folded);
-  sol.cost += expand_and_polish(p, r, &sol.value);
+  CutSolution sol = solve_factor_dp(g, p, r, priority, max_states, report_width, folded);
+  if (!sol.too_wide) sol.cost += expand_and_polish(p, r, &sol.value);
   return sol;
 }
 
 // The same, once per combination of tilings of the shared read-only inputs `r` leaves open
 // (search/shared_inputs.h), keeping the cheapest (the first of equal ones).
 CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduction& r,
-                          const std::vector<int64_t>& priority, int64_t max_states) {
+                          const std::vector<int64_t>& priority, int64_t max_states, bool report_width) {
   constexpr int kMinReaders = 4;       // a layer's forward and backward reading it twice
   constexpr int64_t kMaxCombinations = 64;
   const std::vector<int> shared = shared_input_vars(g, p, r, kMinReaders);
-  if (shared.empty()) return solve_restricted(g, p, r, priority, max_states);
+  if (shared.empty()) return solve_restricted(g, p, r, priority, max_states, report_width);
   const auto each = fix_each_combination(p, r, shared, kMaxCombinations);
-  if (each.size() < 2) return solve_restricted(g, p, r, priority, max_states);
+  if (each.size() < 2) return solve_restricted(g, p, r, priority, max_states, report_width);
   CutSolution best;
   double work = 0, computed = 0, log2_width = 0;
   for (const DomainReduction& f : each) {
-    CutSolution sol = solve_restricted(g, p, f, priority, max_states);
+    CutSolution sol = solve_restricted(g, p, f, priority, max_states, report_width);
+    if (sol.too_wide) return sol;  // (every combination has the same variables and domains)
     work += sol.work, computed += sol.computed, log2_width = std::max(log2_width, sol.log2_width);
     if (best.value.empty() || sol.cost < best.cost - 1e-12 * std::abs(best.cost)) best = std::move(sol);
   }
@@ -164,7 +169,7 @@ CutSolution solve_reduced(const Graph& g, const CutProblem& p, const DomainReduc
 }  // namespace
 
 CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vector<int64_t>& priority,
-                             int64_t max_states) {
+                             int64_t max_states, WidthPolicy width) {
   // Dominated values leave the domains first (search/dominance.h), which is exact: variables
   // with one dominant value (inputs shared by every layer, such as rotary tables) are fixed,
   // so they no longer couple the layers; shared inputs that stay open are conditioned on
@@ -173,21 +178,31 @@ CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vec
   // on the shared inputs without reducing anything first.
   const char* env = std::getenv("AUTOTILE_SEARCH_DOMINANCE");
   const std::string mode = env ? env : "";
-  if (mode == "off") return solve_factor_dp(g, p, DomainReduction{}, priority, max_states);
-  if (mode == "all") return solve_reduced(g, p, reduce_domains(p, Reduce::kEvery), priority, max_states);
-  if (mode == "condition") return solve_reduced(g, p, reduce_domains(p, Reduce::kNothing), priority, max_states);
+  const bool report = width == WidthPolicy::kReport;
+  if (mode == "off") return solve_factor_dp(g, p, DomainReduction{}, priority, max_states, report);
+  if (mode == "all") return solve_reduced(g, p, reduce_domains(p, Reduce::kEvery), priority, max_states, report);
+  if (mode == "condition")
+    return solve_reduced(g, p, reduce_domains(p, Reduce::kNothing), priority, max_states, report);
   const DomainReduction fixed = reduce_domains(p, Reduce::kDominant);
   DomainReduction every;
-  try {
-    return solve_reduced(g, p, fixed, priority, max_states);
-  } catch (const Error&) {
-    // Too wide even so (the only error the elimination raises): drop every dominated value
-    // and option as well, which shrinks the tables further; rethrow when that drops nothing more.
+  // Too wide even so: drop every dominated value and option as well, which shrinks the tables
+  // further; too wide again (or nothing more dropped) stays too wide.
+  auto drops_more = [&] {
     every = reduce_domains(p, Reduce::kEvery);
-    if (every.pruned_vars == fixed.pruned_vars && every.fixed_vars == fixed.fixed_vars && every.pruned_nodes == 0)
-      throw;
+    return !(every.pruned_vars == fixed.pruned_vars && every.fixed_vars == fixed.fixed_vars && every.pruned_nodes == 0);
+  };
+  if (report) {
+    CutSolution sol = solve_reduced(g, p, fixed, priority, max_states, true);
+    if (!sol.too_wide || !drops_more()) return sol;
+    return solve_reduced(g, p, every, priority, max_states, true);
   }
-  return solve_reduced(g, p, every, priority, max_states);
+  try {
+    return solve_reduced(g, p, fixed, priority, max_states, false);
+  } catch (const Error&) {
+    // (the only error the elimination raises: too wide) rethrown when that drops nothing more
+    if (!drops_more()) throw;
+  }
+  return solve_reduced(g, p, every, priority, max_states, false);
 }
 
 }  // namespace autotile

@@ -23,13 +23,22 @@ struct CutSolution {
   double log2_width = 0;  ///< log2 of the largest DP table (0 for bruteforce)
   double work = 0;        ///< DP table entries visited (0 for bruteforce)
   double computed = 0;    ///< the part of `work` computed, not reused from an equal elimination
+  /// WidthPolicy::kReport only: the DP would pass `max_states` (nothing solved, value empty).
+  bool too_wide = false;
 };
 
+/// \brief What solve_one_cut_dp does with a problem too wide for `max_states`: throw WidthError
+/// naming the variable (the search: a cut it cannot solve), or return a solution marked
+/// too_wide (the refinement, whose moves try neighbourhoods that may not fit: that is a normal
+/// outcome there, not an error, and takes no exception).
+enum class WidthPolicy { kThrow, kReport };
+
 /// \brief Exact minimum of the cut problem. `priority[v]` (may be empty) orders ties between
-/// equally cheap eliminations, lower first. Throws Error naming the tensor or node whose
-/// elimination would build a table of more than `max_states` entries.
+/// equally cheap eliminations, lower first. A problem whose elimination would build a table of
+/// more than `max_states` entries throws Error naming the tensor or node (kThrow) or comes back
+/// marked too_wide (kReport).
 CutSolution solve_one_cut_dp(const Graph& g, const CutProblem& p, const std::vector<int64_t>& priority,
-                             int64_t max_states = 1 << 26);
+                             int64_t max_states = 1 << 26, WidthPolicy width = WidthPolicy::kThrow);
 
 /// \brief Tie-break priority of every variable: BFS level of its group, then its id.
 std::vector<int64_t> level_priority(const CutProblem& p, const std::vector<int>& level_of_group, const Coarsening& c);
