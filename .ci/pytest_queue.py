@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import subprocess
 import sys
@@ -50,7 +51,7 @@ def main() -> int:
     todo = [(name, args + opts.pytest_args) for name, args in units([d for d in opts.first.split(",") if d])
             if not only or name in only]
     todo = [(f"pytest {a}", shlex.split(a)) for a in opts.also] + todo if opts.also else todo
-    lock, results, t_start = threading.Lock(), [], time.time()
+    lock, results, outputs, t_start = threading.Lock(), [], [], time.time()
 
     def worker():
         while True:
@@ -65,6 +66,7 @@ def main() -> int:
             ok = proc.returncode in (0, 5)
             with lock:
                 results.append((name, dt, proc.returncode))
+                outputs.append(proc.stdout)
                 print(f"===== {name}: {dt / 60:.1f} min, exit {proc.returncode}{'' if ok else '  FAILED'} "
                       f"(at {(time.time() - t_start) / 60:.1f} min) =====")
                 print(proc.stdout.rstrip(), flush=True)
@@ -80,7 +82,19 @@ def main() -> int:
     failed = [name for name, _, rc in results if rc not in (0, 5)]
     if failed:
         print("FAILED units: " + ", ".join(failed))
+    # One closing line for the whole run, in pytest's words (each unit printed its own above).
+    counts = {word: sum(counts_of(out).get(word, 0) for out in outputs) for word in ("passed", "failed", "skipped", "error")}
+    print(f"total: {counts['passed']} passed, {counts['failed'] + counts['error']} failed, {counts['skipped']} skipped")
     return 1 if failed else 0
+
+
+def counts_of(output: str) -> dict:
+    """pytest's closing counts ('3 failed, 7380 passed, 135 skipped in ...') of one unit's output."""
+    lines = [line for line in output.splitlines() if re.search(r"\d+ (passed|failed|skipped|errors?)\b", line)]
+    if not lines:
+        return {}
+    return {("error" if word.startswith("error") else word): int(n)
+            for n, word in re.findall(r"(\d+) (passed|failed|skipped|errors?)\b", lines[-1])}
 
 
 if __name__ == "__main__":
