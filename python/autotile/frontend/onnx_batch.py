@@ -24,6 +24,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from ..errors import Error
+from .onnx_trainable import topological_indices
 
 #: the batch shape inference runs at: a prime no model has as a size, so a dimension that is a
 #: multiple of it carries the batch (alone, or merged with other dims as B x heads)
@@ -134,7 +135,8 @@ def rebatch(model, new_batch: int, own: bool):
     graph = model.graph
     literals = _literals(graph, onnx)
     done, overrides = set(), {}
-    order = _topo_indices(graph.node)
+    order, cyclic = topological_indices(graph.node)
+    order += cyclic  # (an invalid graph's cycle at the end, as it is)
     for _ in range(_MAX_ROUNDS):
         dims = _sentinel_dims(model, onnx, fixed, overrides)
         changed = False
@@ -176,29 +178,6 @@ def rebatch(model, new_batch: int, own: bool):
             break
     report.pins = _pins(graph, literals, old, done) + _data_pins(graph, dims, old)
     return model, report
-
-
-def _topo_indices(nodes) -> List[int]:
-    """Node indices, producers first (nodes left on a cycle at the end, as they are)."""
-    producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
-    waiting = [0] * len(nodes)
-    readers: Dict[int, list] = {}
-    for k, n in enumerate(nodes):
-        for x in set(n.input):
-            if x in producer:
-                waiting[k] += 1
-                readers.setdefault(producer[x], []).append(k)
-    ready = [k for k in range(len(nodes)) if not waiting[k]][::-1]
-    order = []
-    while ready:
-        k = ready.pop()
-        order.append(k)
-        for r in readers.get(k, ()):
-            waiting[r] -= 1
-            if not waiting[r]:
-                ready.append(r)
-    seen = set(order)
-    return order + [k for k in range(len(nodes)) if k not in seen]
 
 
 def _reshape_target(value, data, old: int, new: int):

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import fnmatch
 import re
-from typing import Dict, Optional, Set, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 import numpy as np
 
@@ -108,12 +108,12 @@ class _Uses:
         self.outputs = {o.name for o in graph.output}
         self.in_subgraphs = _subgraph_inputs(graph.node)  # read by If/Loop/Scan bodies: differentiable
         self._wanted: Dict[str, Tuple[bool, bool]] = {}
-        order, cyclic = _topological(graph.node)
-        for node in cyclic:  # an invalid graph's cycle: differentiable, to be safe
-            for o in node.output:
+        order, cyclic = topological_indices(graph.node)
+        for k in cyclic:  # an invalid graph's cycle: differentiable, to be safe
+            for o in graph.node[k].output:
                 self._wanted[o] = (True, True)
-        for node in reversed(order):
-            for o in node.output:
+        for k in reversed(order):
+            for o in graph.node[k].output:
                 if o:
                     self._wanted[o] = self._decide(o)
 
@@ -147,8 +147,9 @@ class _Uses:
         return anyway, if_uniform
 
 
-def _topological(nodes):
-    """(the nodes in an order where producers come first, the nodes left on a cycle)."""
+def topological_indices(nodes) -> Tuple[List[int], List[int]]:
+    """(indices of `nodes` in an order where producers come first, lowest index first among the
+    ready ones; the indices left on a cycle, in their order)."""
     producer = {o: k for k, n in enumerate(nodes) for o in n.output if o}
     waiting = [0] * len(nodes)
     readers: Dict[int, list] = {}
@@ -157,17 +158,17 @@ def _topological(nodes):
             if x in producer:
                 waiting[k] += 1
                 readers.setdefault(producer[x], []).append(k)
-    ready = [k for k in range(len(nodes)) if waiting[k] == 0]
+    ready = [k for k in range(len(nodes)) if not waiting[k]][::-1]
     order = []
     while ready:
         k = ready.pop()
-        order.append(nodes[k])
+        order.append(k)
         for r in readers.get(k, ()):
             waiting[r] -= 1
-            if waiting[r] == 0:
+            if not waiting[r]:
                 ready.append(r)
-    done = {id(n) for n in order}
-    return order, [n for n in nodes if id(n) not in done]
+    seen = set(order)
+    return order, [k for k in range(len(nodes)) if k not in seen]
 
 
 def _subgraph_inputs(nodes) -> Set[str]:
