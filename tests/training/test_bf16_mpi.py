@@ -25,8 +25,9 @@ pytest.importorskip("ml_dtypes")
 def launch(ranks, *args, timeout=240):
     version = subprocess.run([MPIRUN, "--version"], capture_output=True, text=True, timeout=30).stdout
     extra = ["--oversubscribe"] if "Open MPI" in version or "OpenRTE" in version else []
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1",
-           "PYTHONPATH": os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    # PYTHONPATH as tests/conftest.py set it (the in-tree build or the installed package), never
+    # the source tree itself: without an in-tree build that has no _core
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1"}
     cmd = [MPIRUN, *extra, "-np", str(ranks), sys.executable, os.path.join(HERE, "bf16_mpi_step.py"), *args]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, cwd=ROOT,
                             start_new_session=True)
