@@ -1,7 +1,7 @@
 """``autotile bench NAME [args]``: run a benchmark of :mod:`autotile.bench`.
 
     autotile bench speedup|mlp|algorithms|memory|search|validate|multifetch|... [--quick] [...]
-    autotile bench calibrate [--quick] [--out PATH]
+    autotile bench calibrate [--quick] [--out PROFILE.json]   (a profile of this machine, measured)
     autotile bench all [--quick]
 
 Arguments after NAME go to the benchmark (``autotile bench speedup --help`` lists its own).
@@ -117,7 +117,7 @@ def cmd_bench(args) -> int:
 def add_parser(sub) -> None:
     """Register ``bench`` on the ``autotile`` command's subparsers."""
     lines = [f"  {name:<12} {desc}" for name, (_, desc) in BENCHES.items()]
-    lines += [f"  {'calibrate':<12} measure this host's kernels for the simulator's host profile",
+    lines += [f"  {'calibrate':<12} measure this machine's kernels and write a hardware profile (--out my-host.json)",
               f"  {'all':<12} {', '.join(ALL)} in turn"]
     sp = sub.add_parser("bench", help="run a benchmark (tables on stdout, PNG and JSON files)",
                         description="benchmarks:\n" + "\n".join(lines),

@@ -1,28 +1,28 @@
 """Validate the simulator against the host runtime on this machine, in and out of sample.
 
-For MLP, AlexNet and VGG-16 at small batch (small images, to keep each step under a second
-or so; --quick: a small MLP and the digits CNN) on 1, 2, 4 and 8 virtual devices: run the
-training step's ExecGraph with the host runtime (median step time of a few runs, MEASURED)
-and simulate it on the `host` profile three ways:
+For an MLP, AlexNet, VGG-16 and a Transformer block at sizes that run in a second or less
+on 2 cores (--quick: a small MLP and the digits CNN) on 1, 2, 4 and 8 virtual devices (tofu
+and data plans): the host runtime's step is MEASURED and every graph calibrated (each op and
+fetch timed alone and contended), into one dataset (autotile.bench.sim_measure; measured
+once, kept, re-used with --from-data). Each step is then simulated three ways:
 
-- in-sample: calibrated on the very graph simulated (every op and fetch measured; this tests
-  the scheduler, cores and contention model over measured durations). The 1- and 2-device
-  graphs; the 4- and 8-device ones too with --in-sample-all (calibrating them is slow).
-- devices held out: the host profile *fitted* (autotile.sim.fit: per-kind roofline efficiency
-  as a function of tile FLOPs, fetch cost model, co-runner slowdowns) to the 1- and 2-device
-  graphs of every model, predicting every graph; the 4- and 8-device rows are out of sample.
-  (The runtime gives a 1-device step every core's BLAS threads and k devices one each: the
-  1-device rows use the fit to the 1-device graphs, the others the fit to the 2-device ones.)
-- model held out: the same fit to the 1- and 2-device graphs of the *other* models only.
+- in-sample: the `host` profile with the graph's own calibration (every op and fetch
+  duration measured): tests the scheduler, core-sharing, contention and dispatch models.
+- devices held out: a profile *fitted* (autotile.sim.fit) to the 1- and 2-device graphs of
+  every model predicts the 4- and 8-device graphs (smaller tiles, other fetches), which no
+  fit sees. (The runtime gives a 1-device step every core's BLAS threads and k devices one
+  each: 1-device rows use the fit to the 1-device graphs, the others the 2-device fit.)
+- model held out: the same fit to the 1- and 2-device graphs of the *other* models only
+  predicts every graph of the model.
 
-    autotile bench validate [--quick]
+    autotile bench validate [--quick] [--data PATH] [--from-data] [--redo]
 """
 from __future__ import annotations
 
 import os
-import statistics
 import sys
 import time
+from typing import Callable, Dict, List, Optional
 
 # One BLAS thread per virtual device, before NumPy loads: k device threads each running a
 # 2-thread OpenBLAS oversubscribe the 2 cores (spinning workers); the host profile says so.
@@ -30,100 +30,97 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 from . import common
-
-
-def cases(quick: bool):
-    """(label, Symbol builder) of the validation models; small images keep steps short."""
-    from autotile.models import alexnet, mlp, vgg
-
-    from autotile.models.digits import cnn_digits
-
-    if quick:
-        return [("mlp-3-512 b64", lambda: mlp(64, layers=3, hidden=512)),
-                ("cnn-digits-f32 b64", lambda: cnn_digits(64, filters=32))]
-    return [("mlp-4-2048 b128", lambda: mlp(128, layers=4, hidden=2048)),
-            ("alexnet-i128 b16", lambda: alexnet(16, image=128, classes=200)),
-            ("vgg16-i64 b8", lambda: vgg(16, 8, image=64, classes=200))]
-
-
-def _busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has been busy (user+nice+system+irq+softirq+steal)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
-
-
-def wait_for_quiet(max_seconds: float = 180.0, idle: float = 0.9) -> float:
-    """Waits (at most `max_seconds`) until the machine is idle -- over three 1-second windows
-    in a row, at least `idle` of the CPU time unused -- so that calibration and measurement
-    see this process alone; returns the seconds waited (this machine is shared with builds
-    and test runs that come and go)."""
-    if not os.path.exists("/proc/stat"):
-        return 0.0
-    t0, quiet = time.perf_counter(), 0
-    cpus = os.cpu_count() or 1
-    while quiet < 3 and time.perf_counter() - t0 < max_seconds:
-        b0 = _busy_cpu_seconds()
-        time.sleep(1.0)
-        quiet = quiet + 1 if _busy_cpu_seconds() - b0 < (1 - idle) * cpus else 0
-    return time.perf_counter() - t0
-
-
-def timed_step(rt, check: bool = True):
-    """(wall seconds of one step of HostRuntime `rt`, whether no other process took CPU time
-    during it). Clock ticks are 10 ms: one tick plus 3% of a core is allowed."""
-    busy0, own0 = (_busy_cpu_seconds(), sum(os.times()[:2])) if check else (0.0, 0.0)
-    t0 = time.perf_counter()
-    rt.run()
-    t = time.perf_counter() - t0
-    if not check:
-        return t, True
-    foreign = (_busy_cpu_seconds() - busy0) - (sum(os.times()[:2]) - own0)
-    return t, foreign <= 0.011 + 0.03 * t
-
-
-def measure(eg, repeat: int, max_tries: int = 30):
-    """Median step time of the host runtime on `eg` (after two warm-up steps), and how many
-    steps were thrown away because other processes took CPU time during them (this machine is
-    shared: a step during which another job ran measures that job, not the runtime; the
-    simulator models the runtime alone). After `max_tries` steps it keeps what it has."""
-    from autotile.backend.host_runtime import HostRuntime
-
-    from autotile.sim.calibrate import step_inputs
-
-    have_proc = os.path.exists("/proc/stat")
-    rt = HostRuntime(eg)
-    values = step_inputs(eg)
-    times, disturbed = [], []
-    for i in range(max_tries + 2):
-        rt.load(values)  # the memory plan reuses input regions: reload before every step
-        t, undisturbed = timed_step(rt, check=have_proc)
-        if i < 2:  # two warm-up steps: first-touch page faults of arenas and temporaries
-            continue
-        (times if undisturbed else disturbed).append(t)
-        if len(times) >= repeat:
-            break
-    return statistics.median(times or disturbed), len(disturbed)
-
+from .sim_measure import timed_step, wait_for_quiet  # noqa: F401  (bench/swap_host.py times its steps so)
 
 CALIBRATE_ON = (1, 2)  #: device counts the out-of-sample fits are calibrated on
 
 
-def _graphs(quick: bool, log):
-    """[(label, k, algorithm, ExecGraph or error text)] for every case and device count."""
-    import autotile as at
+def entry_calibration(entry: dict, machine: dict):
+    """The Calibration of one dataset entry (its graph's ops and fetches) with the dataset's
+    machine figures."""
+    from autotile.sim import Calibration
 
-    out = []
-    for label, build in cases(quick):
-        sym = build()
-        for k in (1, 2, 4, 8):
-            for algo in ("tofu", "data") if k > 1 else ("data",):
-                try:
-                    out.append((label, k, algo, at.transform(sym, at.plan(sym, devices=k, algorithm=algo))))
-                except at.Error as e:
-                    out.append((label, k, algo, common.error_text(e, 40)))
-                    log(f"  {label} k={k} {algo}: {e}")
-    return out
+    return Calibration({**entry["calibration"], "machine": machine})
+
+
+def training_entries(data: dict, devices: int, leave_out: Optional[str] = None) -> List[dict]:
+    """The entries a fit for `devices`-device graphs is made from: the graphs on
+    :data:`CALIBRATE_ON` devices of the same BLAS regime (1 device: every core's BLAS threads;
+    more: one each), without model `leave_out`."""
+    return [e for e in data["entries"].values() if e["devices"] in CALIBRATE_ON
+            and (e["devices"] == 1) == (devices == 1) and e["model"] != leave_out]
+
+
+#: the hand-off delay the fit probes the simulated steps with (seconds per op)
+HANDOFF_PROBE = 2e-4
+
+
+def fitted_simulator(entries: List[dict], machine: dict, graph_of: Callable[[dict], object]):
+    """A Simulator on the host profile fitted to `entries` alone (None without any): the op,
+    fetch and slowdown models to their calibrations (:func:`autotile.sim.fit.fitted_profile`),
+    then the per-op hand-off delay to their measured steps (:func:`autotile.sim.fit.fit_handoff`)."""
+    import copy
+
+    from autotile.bench.sim_measure import step_seconds
+    from autotile.sim import Calibration, Simulator
+    from autotile.sim.fit import fit_handoff, fitted_profile
+
+    if not entries:
+        return None
+    hw = fitted_profile(Calibration.merged([entry_calibration(e, machine) for e in entries]))
+    hw.device["handoff_s"] = 0.0
+    probe = copy.deepcopy(hw)
+    probe.device["handoff_s"] = HANDOFF_PROBE
+    samples = []
+    for e in entries:
+        eg = graph_of(e)
+        samples.append((Simulator(hw).run(eg).step_seconds, Simulator(probe).run(eg).step_seconds, step_seconds(e)))
+    hw.device["handoff_s"] = fit_handoff(samples, HANDOFF_PROBE)
+    return Simulator(hw)
+
+
+def predictions(data: dict, graph_of: Callable[[dict], object]) -> List[dict]:
+    """A row per dataset entry: measured step, in-sample and out-of-sample simulated steps
+    (devices held out: a row on 4+ devices; model held out: every row). `graph_of(entry)`
+    gives the entry's ExecGraph."""
+    from autotile.bench.sim_measure import step_seconds
+    from autotile.sim import Simulator, load_profile
+
+    machine = data["machine"]
+    profile = load_profile("host")
+    fits: Dict[tuple, object] = {}
+
+    def fit(k, leave_out=None):
+        regime = (k == 1, leave_out)
+        if regime not in fits:
+            fits[regime] = fitted_simulator(training_entries(data, k, leave_out), machine, graph_of)
+        return fits[regime]
+
+    rows = []
+    for e in data["entries"].values():
+        eg = graph_of(e)
+        own = entry_calibration(e, machine)
+        measured = step_seconds(e)
+        held = fit(e["devices"])
+        model_out = fit(e["devices"], e["model"])
+        rows.append({"model": e["model"], "devices": e["devices"], "algorithm": e["algorithm"],
+                     "measured_seconds": measured, "load": e["load"],
+                     "undisturbed_steps": len(e["steps"]), "disturbed_steps": len(e["disturbed"]),
+                     "in_sample": Simulator(profile, own).run(eg).step_seconds,
+                     "in_sample_no_dispatch": Simulator(*_without_dispatch(profile, own)).run(eg).step_seconds,
+                     "devices_out": held.run(eg).step_seconds if held is not None else None,
+                     "model_out": model_out.run(eg).step_seconds if model_out is not None else None})
+        if e["devices"] not in CALIBRATE_ON and held is not None:
+            rows[-1]["devices_out_entries"] = _entries(held, own)
+        if model_out is not None:
+            rows[-1]["model_out_entries"] = _entries(model_out, own)
+    return rows
+
+
+def _entries(simulator, own) -> dict:
+    from autotile.sim.fit import entry_errors
+
+    return entry_errors(simulator, own)
 
 
 def _without_dispatch(profile, calibration):
@@ -162,6 +159,10 @@ def _stats_rows(raw):
               ("fitted host profile, devices 1-2 (training rows)", "devices_out", lambda r: r["devices"] in CALIBRATE_ON),
               ("fitted host profile, devices 4-8 held out", "devices_out", lambda r: r["devices"] not in CALIBRATE_ON),
               ("fitted host profile, model held out", "model_out", lambda r: True)]
+    for model in dict.fromkeys(r["model"] for r in raw):
+        groups.append((f"  {model}: devices 4-8 held out", "devices_out",
+                       lambda r, m=model: r["model"] == m and r["devices"] not in CALIBRATE_ON))
+        groups.append((f"  {model}: model held out", "model_out", lambda r, m=model: r["model"] == m))
     rows = []
     for name, key, pick in groups:
         st = relative_errors([(r[key], r["measured_seconds"]) for r in raw if pick(r) and r.get(key) is not None])
@@ -173,99 +174,62 @@ def _stats_rows(raw):
 
 def main(argv=None) -> int:
     p = common.arg_parser(__doc__.split("\n")[0])
-    p.add_argument("--calibration", default=None, help="calibration JSON written (all graphs measured)")
-    p.add_argument("--in-sample-all", action="store_true",
-                   help="also calibrate the 4- and 8-device graphs for in-sample errors there (slow)")
-    p.add_argument("--max-wait", type=float, default=None,
-                   help="seconds to wait, per run, for other jobs on the machine to pause (default 120, --quick 2)")
+    p.add_argument("--data", default=None, help="measurement dataset JSON (default: sim_validate_data.json "
+                   "in the bench output folder; --quick: sim_validate_quick_data.json)")
+    p.add_argument("--from-data", action="store_true", help="measure nothing: evaluate the dataset as it is")
+    p.add_argument("--redo", action="store_true", help="measure every graph again (else only those missing)")
+    p.add_argument("--model", action="append", default=None, help="measure only this model (repeatable)")
     args = p.parse_args(argv)
-    from autotile.sim import Calibration, Simulator, load_profile
-    from autotile.sim.calibrate import (calibrate_graphs, default_path, machine_dispatch, measure_parallelism,
-                                        measure_wake_latency)
-    from autotile.sim.fit import entry_errors, fitted
+    import autotile as at
+
+    from autotile.bench.sim_measure import cases, load_dataset, measure_dataset
 
     def log(s):
         print(s, file=sys.stderr, flush=True)
 
-    path = args.calibration or default_path()
-    profile = load_profile("host")
-    repeat = 3 if args.quick else 5
-    max_wait = args.max_wait if args.max_wait is not None else 2 if args.quick else 120
+    path = args.data or common.out_path("sim_validate_quick_data.json" if args.quick else "sim_validate_data.json")
     t_start = time.perf_counter()
-    load0 = os.getloadavg()[0]  # other jobs on this machine disturb the measurements
-    waited = wait_for_quiet(max_wait)
-    machine = {"effective_cores": measure_parallelism(), "wake_latency_s": measure_wake_latency(),
-               **machine_dispatch()}
-    log("runtime dispatch: " + ", ".join(f"{k} {v * 1e6:.1f} us" for k, v in machine.items() if k.endswith("_s")))
-    runs = []  # (label, k, algo, eg, measured, own calibration or None)
-    for label, k, algo, eg in _graphs(args.quick, log):
-        if isinstance(eg, str):
-            runs.append((label, k, algo, eg, None, None))
-            continue
-        waited += wait_for_quiet(max_wait)
-        own = None
-        if k in CALIBRATE_ON or args.in_sample_all:
-            own = calibrate_graphs([eg], repeat=repeat, parallelism=False)
-            own.machine.update(machine)
-        measured, thrown = measure(eg, repeat, max_tries=8 if args.quick else 30)
-        runs.append((label, k, algo, eg, (measured, thrown), own))
-        log(f"  {label} k={k} {algo}: measured {measured * 1e3:.1f} ms")
-    train = [r for r in runs if r[5] is not None and r[1] in CALIBRATE_ON]
+    load0 = os.getloadavg()[0]
+    if args.from_data:
+        data = load_dataset(path)
+        if not data["entries"]:
+            raise at.Error(f"no measurements in {path}: run `autotile bench validate` without --from-data first")
+    else:
+        data = measure_dataset(path, args.quick, repeat=3 if args.quick else 5, log=log, redo=args.redo,
+                               only=args.model, max_tries=8 if args.quick else 30)
+    builders = dict(cases(args.quick))
+    syms, graphs = {}, {}
 
-    def fit(k, leave_out=None):
-        """The fitted simulator for k-device graphs: kernels on 1 device run with every core's
-        BLAS threads, on more devices with one each (as the runtime gives them), so each
-        regime is fitted on its own graphs; None when nothing is left to fit on."""
-        cals = [r[5] for r in train if (r[1] == 1) == (k == 1) and r[0] != leave_out]
-        return Simulator(*fitted(Calibration.merged(cals))) if cals else None
+    def graph_of(e):
+        if e["model"] not in builders:
+            raise at.Error(f"{path}: model '{e['model']}' is not one of this set's ({', '.join(builders)})")
+        name = (e["model"], e["devices"], e["algorithm"])
+        if name not in graphs:
+            sym = syms.setdefault(e["model"], builders[e["model"]]())
+            graphs[name] = at.transform(sym, at.plan(sym, devices=e["devices"], algorithm=e["algorithm"]))
+        return graphs[name]
 
-    devices_out = {1: fit(1), 2: fit(2)}
-    model_out = {(label, one): fit(1 if one else 2, label) for label in {r[0] for r in runs} for one in (True, False)}
-    rows, raw, op_rows = [], [], []
-    for label, k, algo, eg, meas, own in runs:
-        if meas is None:
-            rows.append((label, k, algo, "-", "-", "-", "-", eg))
-            continue
-        measured, thrown = meas
-        r = {"model": label, "devices": k, "algorithm": algo, "measured_seconds": measured, "disturbed_steps": thrown,
-             "in_sample": Simulator(profile, own).run(eg).step_seconds if own is not None else None,
-             "in_sample_no_dispatch": Simulator(*_without_dispatch(profile, own)).run(eg).step_seconds
-             if own is not None else None,
-             "devices_out": devices_out[min(k, 2)].run(eg).step_seconds,
-             "model_out": model_out[label, k == 1].run(eg).step_seconds if model_out[label, k == 1] else None}
-        raw.append(r)
-        err = {key: None if r[key] is None else (r[key] - measured) / measured
-               for key in ("in_sample", "devices_out", "model_out")}
-        rows.append((label, k, algo, measured * 1e3, _pct(err["in_sample"]), _pct(err["devices_out"]),
-                     _pct(err["model_out"]), f"{thrown} disturbed steps re-run" if thrown else ""))
-        if own is not None:  # per-op CPU times of this graph against the fitted models' prices
-            sim_for = {"devices_out": devices_out[2]} if k not in CALIBRATE_ON else {}
-            if model_out[label, k == 1]:
-                sim_for["model_out"] = model_out[label, k == 1]
-            for key, simulator in sim_for.items():
-                e = entry_errors(simulator, own)
-                r[key + "_entries"] = e
-                op_rows.append((label, k, algo, key.replace("_", " "), _abs_pct(e.get("ops")),
-                                _abs_pct(e.get("fetches")), _pct(e.get("total"))))
-    Calibration.merged([r[5] for r in runs if r[5] is not None]).save(path)
-    print("Simulator vs host runtime on this machine (measured: host runtime, median of "
-          f"{repeat} steps; error of the simulated step: in-sample = calibrated on that graph, "
-          f"devices out = host profile fitted on {CALIBRATE_ON[0]}-{CALIBRATE_ON[-1]} devices of every model, "
-          f"model out = fitted on {CALIBRATE_ON[0]}-{CALIBRATE_ON[-1]} devices of the other models); load average "
-          f"before/after: {load0:.1f}/{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores; waited {waited:.0f}s "
-          "in all for other jobs to pause")
-    print(common.table(("model", "devices", "algorithm", "measured ms", "in-sample", "devices out",
-                        "model out", "note"), rows))
+    raw = predictions(data, graph_of)
+    loads = [x for r in raw for x in r["load"]]
+    rows = []
+    for r in raw:
+        m = r["measured_seconds"]
+        err = {key: None if r[key] is None else (r[key] - m) / m for key in ("in_sample", "devices_out", "model_out")}
+        rows.append((r["model"], r["devices"], r["algorithm"], m * 1e3, _pct(err["in_sample"]),
+                     _pct(err["devices_out"]) if r["devices"] not in CALIBRATE_ON else f"({_pct(err['devices_out'])})",
+                     _pct(err["model_out"]), f"{r['undisturbed_steps']}+{r['disturbed_steps']}",
+                     f"{min(r['load']):.1f}-{max(r['load']):.1f}"))
+    print("Simulator vs host runtime on this machine (measured: host runtime step; in-sample = the graph's own "
+          f"calibration; devices out = host profile fitted on {CALIBRATE_ON[0]}-{CALIBRATE_ON[-1]} devices of every "
+          f"model, in parentheses the training rows; model out = fitted on {CALIBRATE_ON[0]}-{CALIBRATE_ON[-1]} "
+          f"devices of the other models); load average while measured {min(loads):.1f}-{max(loads):.1f} on "
+          f"{os.cpu_count()} cores (dataset {path})")
+    print(common.table(("model", "devices", "algorithm", "measured ms", "in-sample", "devices out", "model out",
+                        "steps ok+disturbed", "load"), rows))
     print()
     print(common.table(("prediction", "runs", "mean |error|", "median |error|", "max |error|"), _stats_rows(raw)))
-    if op_rows:
-        print("\nOut-of-sample op prices: the fitted models against each op and fetch shape of the graph timed "
-              "alone (thread CPU time on 2+ devices: other jobs do not inflate it); median |error| per shape, and "
-              "the error of the sum over the graph's shapes")
-        print(common.table(("model", "devices", "algorithm", "fit", "ops median", "fetches median", "sum"), op_rows))
-    print(f"\ncalibration: {path}; {time.perf_counter() - t_start:.0f}s")
-    common.write_json("sim_validate.json", {"rows": raw, "calibration": path, "machine": machine,
-                                            "fitted_profile": devices_out[2].hw.to_dict() if devices_out[2] else None})
+    print(f"\nload average now {load0:.1f} -> {os.getloadavg()[0]:.1f}; {time.perf_counter() - t_start:.0f}s")
+    common.write_json("sim_validate.json", {"rows": raw, "data": path, "machine": data["machine"]})
     common.plot_or_note(_plot, raw)
     return 0
 

@@ -22,6 +22,12 @@ from .cost_table import Calibration, fetch_key, fit_fetch, op_tiles, shape_key
 DEFAULT_PATH = os.path.join(os.path.expanduser("~"), ".cache", "autotile", "calibration-host.json")
 
 
+def default_profile_path() -> str:
+    """Where `autotile bench calibrate` writes the fitted profile without --out:
+    ~/.cache/autotile/host-calibrated.json."""
+    return os.path.join(os.path.expanduser("~"), ".cache", "autotile", "host-calibrated.json")
+
+
 def default_path() -> str:
     """$AUTOTILE_CALIBRATION, else ~/.cache/autotile/calibration-host.json."""
     return os.environ.get("AUTOTILE_CALIBRATION", DEFAULT_PATH)
@@ -195,44 +201,88 @@ def calibrate_graphs(graphs: Iterable, calibration: Optional[Calibration] = None
 
 
 def calibration_graphs(quick: bool = False):
-    """ExecGraphs whose ops `autotile bench calibrate` times: the simulator-validation models
-    (MLP, AlexNet, VGG-16 at small batch and image size) on 1, 2 and 4 devices."""
+    """ExecGraphs whose ops `autotile bench calibrate` times: an MLP, AlexNet, VGG-16 and a
+    Transformer block at small sizes (--quick: an MLP and AlexNet) on 2 and 4 devices (quick:
+    2), tofu and data parallel plans -- the regime of a multi-device step, one BLAS thread per
+    device -- so the fit sees products, convolutions, attention, element-wise kernels and
+    fetches of several tile sizes."""
     from .. import planner
     from ..execgraph import transform
     from ..models import alexnet, mlp, vgg
+    from ..models.transformer import decoder_lm
 
-    models = [mlp(64, layers=4, hidden=1024), alexnet(8, image=96, classes=100)] if quick else \
-        [mlp(128, layers=4, hidden=2048), alexnet(16, image=128, classes=200), vgg(16, 8, image=64, classes=200)]
+    models = [mlp(64, layers=3, hidden=1024), alexnet(8, image=96, classes=100)] if quick else \
+        [mlp(128, layers=4, hidden=2048), alexnet(16, image=128, classes=200), vgg(16, 8, image=64, classes=200),
+         decoder_lm(8, 64, 1, 256, 4, 1024, 512)]
     for sym in models:
-        for k in ((1, 2) if quick else (1, 2, 4)):
-            for algo in (("data",) if k == 1 else ("tofu", "data")):
+        for k in ((2,) if quick else (2, 4)):
+            for algo in ("tofu", "data"):
                 yield transform(sym, planner.plan(sym, devices=k, algorithm=algo))
 
 
+def profile_document(calibration: Calibration, name: str = "host-calibrated") -> dict:
+    """The profile JSON (:func:`autotile.sim.load_profile`'s form) fitted to `calibration`
+    (:func:`autotile.sim.fit.fitted_profile` on the shipped ``host`` profile), named `name`,
+    with where and when it was measured in its sources."""
+    from .fit import fitted_profile
+
+    hw = fitted_profile(calibration, "host")
+    doc = hw.to_dict()
+    m = calibration.machine
+    doc["name"] = name
+    doc["description"] = (f"this machine as `autotile bench calibrate` measured it: k virtual devices (threads of "
+                          f"the host runtime) sharing {m.get('cpus', '?')} CPU cores, one BLAS thread per device; "
+                          "op times by the fitted serial roofline (launch + FLOPs / (peak x efficiency[kind]) + "
+                          "bytes / mem_bandwidth + im2col bytes / im2col_bandwidth), fetches by the fitted copy "
+                          "model, co-runner slowdowns per kind (co_runner_slowdown:KIND), the runtime's dispatch "
+                          "figures and wake-up latency as measured. A 1-device step's BLAS kernels use every core "
+                          "and run faster than priced here.")
+    doc["sources"] = [f"measured on {m.get('host', '?')} ({m.get('processor', '?')}, {m.get('cpus', '?')} CPUs, "
+                      f"NumPy {m.get('numpy', '?')}) at {m.get('date', '?')}: {len(calibration.ops)} op shapes and "
+                      f"{len(calibration.fetches)} fetch shapes timed in place in host-runtime replays, alone and "
+                      "contended; the load average then: " + str(m.get("load", "?"))]
+    return doc
+
+
 def main(argv=None) -> int:
-    """``autotile bench calibrate [--quick] [--out PATH]``: time this machine's kernels."""
+    """``autotile bench calibrate [--quick] [--out PROFILE] [--calibration PATH]``: time this
+    machine's kernels, fit a profile to them and write it (load it with
+    ``at.plan(..., hardware=PROFILE)`` or ``simulate(eg, PROFILE)``). The host runtime is what
+    is measured here; on a machine with a GPU, ``autotile bench gpu`` measures the GPU runtime."""
     import argparse
+    import json
     import sys
 
-    p = argparse.ArgumentParser(prog="autotile bench calibrate")
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--out", default=None, help=f"calibration JSON (default {default_path()})")
-    p.add_argument("--repeat", type=int, default=5)
+    p = argparse.ArgumentParser(prog="autotile bench calibrate",
+                                description="measure this machine's kernels and write a hardware profile JSON")
+    p.add_argument("--quick", action="store_true", help="fewer, smaller graphs (about a minute)")
+    p.add_argument("--out", default=None, help=f"profile JSON to write (default {default_profile_path()})")
+    p.add_argument("--calibration", default=None,
+                   help=f"where the raw measurements go too (default {default_path()}; per op and fetch shape)")
+    p.add_argument("--repeat", type=int, default=5, help="replays per graph (default 5)")
     args = p.parse_args(argv)
-    path = args.out or default_path()
-    cal = Calibration.load(path) if os.path.exists(path) else Calibration()
+    if args.repeat < 1:
+        p.error(f"--repeat must be at least 1, got {args.repeat}")
+    out = args.out or default_profile_path()
     t0 = time.perf_counter()
-    cal = calibrate_graphs(calibration_graphs(args.quick), cal, repeat=args.repeat,
+    load0 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    cal = calibrate_graphs(calibration_graphs(args.quick), Calibration(), repeat=args.repeat,
                            log=lambda s: print(s, file=sys.stderr))
-    cal.save(path)
-    f = cal.fetch
+    if load0 is not None:
+        cal.machine["load"] = f"{load0:.1f} before, {os.getloadavg()[0]:.1f} after, on {os.cpu_count()} cores"
+    cal.save(args.calibration or default_path())
+    doc = profile_document(cal)
+    os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+    dev, f = doc["device"], cal.fetch
     print(f"calibrated {len(cal.ops)} op shapes of {len({e['kind'] for e in cal.ops.values()})} op kinds and "
-          f"{len(cal.fetches)} fetch shapes; fetch model: {f.get('overhead', 0) * 1e6:.0f} us + rows x "
-          f"{f.get('row_seconds', 0) * 1e9:.0f} ns + bytes / {f.get('bandwidth', 0) / 1e9:.2f} GB/s (summing: "
-          f"{f.get('accumulate_bandwidth', 0) / 1e9:.2f} GB/s); runtime dispatch: "
-          f"{cal.machine.get('step_overhead_s', 0) * 1e3:.2f} ms per step + {cal.machine.get('op_overhead_s', 0) * 1e6:.1f} us "
-          f"per op, Python part of an op {cal.machine.get('dispatch_compute_s', 0) * 1e6:.1f} us (fetch "
-          f"{cal.machine.get('dispatch_fetch_s', 0) * 1e6:.1f} us); {time.perf_counter() - t0:.0f}s; written to {path}")
+          f"{len(cal.fetches)} fetch shapes in {time.perf_counter() - t0:.0f}s; fitted: BLAS "
+          f"{dev['peak_flops'] * doc['efficiency'].get('FullyConnected', 1.0) / 1e9:.1f} GFLOP/s, "
+          f"{dev['launch_overhead_s'] * 1e6:.0f} us per kernel, bytes at {dev['mem_bandwidth'] / 1e9:.2f} GB/s; "
+          f"fetch {f.get('overhead', 0) * 1e6:.0f} us + rows x {f.get('row_seconds', 0) * 1e9:.0f} ns + bytes / "
+          f"{f.get('bandwidth', 0) / 1e9:.2f} GB/s; {doc['cores']:.2f} cores; profile written to {out} "
+          f"(at.plan(..., hardware={out!r}))")
     return 0
 
 

@@ -103,6 +103,37 @@ def bytes_touched(ins: List[Optional[Shape]], outs: List[Shape], itemsize: int =
     return float(itemsize * (sum(_numel(s) for s in ins if s is not None) + sum(_numel(s) for s in outs)))
 
 
+def im2col_bytes(kind: str, ins: List[Optional[Shape]], outs: List[Shape], itemsize: int = 4) -> float:
+    """Bytes of the column buffer a convolution kernel of the host runtime materialises
+    (ops/conv.py: im2col windows copied into one GEMM operand forward and for the weight
+    gradient; the columns the data gradient scatters back): batch x output pixels x C x kernel
+    pixels, read off the tiles (weight (F, C/g, *K); g from the data tile's channels); 0 for
+    other kinds."""
+    present = [s for s in ins if s is not None]
+    if kind == "Convolution" and len(present) >= 2 and outs and len(outs[0]) >= 2:
+        x, w, out = present[0], present[1], outs[0]
+        return float(itemsize * out[0] * _numel(out[2:]) * x[1] * _numel(w[2:]))
+    if kind == "_backward_Convolution_data" and len(present) >= 2 and outs and len(outs[0]) >= 2:
+        og, w, dx = present[0], present[1], outs[0]
+        return float(itemsize * og[0] * _numel(og[2:]) * dx[1] * _numel(w[2:]))
+    if kind == "_backward_Convolution_weight" and len(present) >= 2 and outs:
+        og, x, dw = present[0], present[1], outs[0]
+        return float(itemsize * og[0] * _numel(og[2:]) * x[1] * _numel(dw[2:]))
+    return 0.0
+
+
+def parse_shape_key(key: str) -> Tuple[str, List[Optional[Shape]], List[Shape]]:
+    """(kind, input tiles, output tiles) of a :func:`shape_key`."""
+    kind, ins, outs = key.split("|")
+
+    def shape(text):
+        if text == "-":
+            return None
+        return () if text == "scalar" else tuple(int(d) for d in text.split("x"))
+
+    return kind, [shape(t) for t in ins.split(",")] if ins else [], [shape(t) for t in outs.split(",")] if outs else []
+
+
 def shape_key(kind: str, ins: List[Optional[Shape]], outs: List[Shape]) -> str:
     """The calibration key of an op on tiles: ``kind|4x3x224x224,-,96|4x96x54x54``."""
     return f"{kind}|{','.join(_fmt(s) for s in ins)}|{','.join(_fmt(s) for s in outs)}"
@@ -156,24 +187,34 @@ def fetch_key(eg, op: dict) -> str:
     return f"fetch{'+' if op['accumulate'] else ''}|{_fmt(int(h) - int(l) for l, h in zip(dst['lo'], dst['hi']))}|{pieces}"
 
 
-def _nnls(a, y):
-    """Least squares with non-negative coefficients (exhaustive over the active sets: a few
-    columns only)."""
-    import itertools
-
+def _nnls(a, y, iterations: int = 0):
+    """Least squares with non-negative coefficients: argmin |a x - y| over x >= 0, by
+    Lawson and Hanson's active-set method (exact: the problem is convex; any number of columns)."""
     import numpy as np
 
     a, y = np.asarray(a, float), np.asarray(y, float)
-    best, best_err = np.zeros(a.shape[1]), float(np.sum(y * y))
-    for r in range(1, a.shape[1] + 1):
-        for cols in itertools.combinations(range(a.shape[1]), r):
-            coef, *_ = np.linalg.lstsq(a[:, cols], y, rcond=None)
-            if np.all(coef >= 0):
-                err = float(np.sum((a[:, cols] @ coef - y) ** 2))
-                if err < best_err:
-                    best, best_err = np.zeros(a.shape[1]), err
-                    best[list(cols)] = coef
-    return best
+    n = a.shape[1]
+    x = np.zeros(n)
+    free = np.zeros(n, bool)  # the passive set: coefficients allowed to be positive
+    tol = 1e-12 * max(1.0, float(np.abs(a).max(initial=0.0)) * float(np.abs(y).max(initial=0.0))) * n
+    for _ in range(iterations or 3 * n + 30):
+        w = a.T @ (y - a @ x)
+        cand = np.where(~free & (w > tol))[0]
+        if not len(cand):
+            break
+        free[cand[np.argmax(w[cand])]] = True
+        while True:
+            z = np.zeros(n)
+            z[free] = np.linalg.lstsq(a[:, free], y, rcond=None)[0]
+            if np.all(z[free] > 0):
+                x = z
+                break
+            neg = free & (z <= 0)
+            alpha = np.min(x[neg] / (x[neg] - z[neg]))
+            x = x + alpha * (z - x)
+            free &= x > 1e-15
+            x[~free] = 0.0
+    return x
 
 
 def fit_fetch(samples: List[dict], previous: Optional[dict] = None) -> dict:
@@ -309,6 +350,17 @@ class Calibration:
         return y0 + (y1 - y0) * (f - x0) / (x1 - x0) if x1 > x0 else y1
 
 
+#: a profile's device figure holding the co-runner slowdown of an op kind (or "fetch")
+SLOWDOWN_PREFIX = "co_runner_slowdown:"
+
+
+def profile_slowdown(hw: Hardware, kind: str) -> float:
+    """The co-runner slowdown profile `hw` gives op `kind` (``device["co_runner_slowdown:KIND"]``,
+    else ``co_runner_slowdown:default``, else 1)."""
+    dev = hw.device
+    return max(1.0, float(dev.get(SLOWDOWN_PREFIX + kind, dev.get(SLOWDOWN_PREFIX + "default", 1.0))))
+
+
 def efficiency(hw: Hardware, kind: str, f: float) -> float:
     """Fraction of `hw`'s peak FLOP/s op `kind` reaches on a tile of `f` FLOPs:
     ``eff[kind] * f / (f + half[kind])`` (``eff``: the profile's ``efficiency``, falling back
@@ -320,14 +372,26 @@ def efficiency(hw: Hardware, kind: str, f: float) -> float:
 
 def roofline(hw: Hardware, kind: str, ins, outs) -> float:
     """Seconds op `kind` takes on these tiles by the roofline of profile `hw`:
-    ``launch + max(FLOPs / (peak * efficiency(kind, FLOPs)), bytes / (mem_bw * eff["memory"]))``."""
-    return roofline_seconds(hw, kind, flops(kind, ins, outs), bytes_touched(ins, outs))
+    ``launch + max(FLOPs / (peak * efficiency(kind, FLOPs)), bytes / (mem_bw * eff["memory"]))``
+    (a profile with ``serial_roofline``: the sum of the two, plus a convolution's column
+    buffer over ``im2col_bandwidth``; see :func:`roofline_seconds`)."""
+    extra = im2col_bytes(kind, ins, outs) if hw.device.get("serial_roofline") else 0.0
+    return roofline_seconds(hw, kind, flops(kind, ins, outs), bytes_touched(ins, outs), extra)
 
 
-def roofline_seconds(hw: Hardware, kind: str, f: float, nbytes: float) -> float:
-    """:func:`roofline` of an op of `kind` doing `f` FLOPs over `nbytes` bytes."""
+def roofline_seconds(hw: Hardware, kind: str, f: float, nbytes: float, im2col: float = 0.0) -> float:
+    """:func:`roofline` of an op of `kind` doing `f` FLOPs over `nbytes` bytes.
+
+    On a GPU the arithmetic and the memory traffic of a kernel overlap: the slower one is the
+    time. A CPU thread running NumPy kernels (the host runtime) does them one after another:
+    an op is several passes (a GEMM packs its operands, then multiplies; an element-wise op
+    with temporaries streams each), so a profile with ``serial_roofline`` adds the two, and
+    a convolution's `im2col` column-buffer bytes at ``device.im2col_bandwidth``."""
     t_flops = f / (hw.peak_flops * efficiency(hw, kind, f)) if f > 0 else 0.0
     t_mem = nbytes / (hw.mem_bandwidth * float(hw.efficiency.get("memory", 0.7)))
+    if hw.device.get("serial_roofline"):
+        cols = im2col / float(hw.device.get("im2col_bandwidth", hw.mem_bandwidth)) if im2col > 0 else 0.0
+        return hw.launch_overhead + t_flops + t_mem + cols
     return hw.launch_overhead + max(t_flops, t_mem)
 
 
@@ -372,19 +436,26 @@ class CostTable:
         """The fitted fetch model's seconds (see :meth:`fetch_time`) for a fetch of `nbytes`
         bytes in `rows` contiguous runs."""
         f = self.calibration.fetch if self.calibration is not None else {}
-        bw = float(f.get("accumulate_bandwidth" if accumulate else "bandwidth", self.hw.local_copy_bandwidth))
-        return (float(f.get("overhead", self.hw.device.get("fetch_overhead_s", 0.0)))
-                + rows * float(f.get("row_seconds", 0.0)) + nbytes / bw)
+        dev = self.hw.device
+        copy_bw = float(f.get("bandwidth", self.hw.local_copy_bandwidth))
+        bw = float(f.get("accumulate_bandwidth", dev.get("accumulate_bandwidth", copy_bw))) if accumulate else copy_bw
+        return (float(f.get("overhead", dev.get("fetch_overhead_s", 0.0)))
+                + rows * float(f.get("row_seconds", dev.get("fetch_row_seconds", 0.0))) + nbytes / bw)
 
     def slowdown(self, eg, op: dict) -> float:
         """How many times longer `op` takes when the other cores are busy than alone
-        (measured, see :class:`Calibration`; 1 without a calibration)."""
-        if self.calibration is None:
-            return 1.0
+        (measured, see :class:`Calibration`; else the profile's ``co_runner_slowdown:KIND``
+        figure, as a fitted profile carries it; else 1)."""
         if op["kind"] == "fetch":
-            return self.calibration.slowdown(fetch_key(eg, op), "fetch")
-        kind, ins, outs = op_tiles(eg, op)
-        return self.calibration.slowdown(shape_key(kind, ins, outs), kind)
+            kind, key = "fetch", None
+        else:
+            kind, ins, outs = op_tiles(eg, op)
+            key = shape_key(kind, ins, outs)
+        if self.calibration is not None:
+            s = self.calibration.slowdown(fetch_key(eg, op) if key is None else key, kind)
+            if s != 1.0 or kind in self.calibration.slowdowns_by_kind():
+                return s
+        return profile_slowdown(self.hw, kind)
 
     def threads(self, kind: str) -> float:
         """Cores an op keeps busy when it runs alone on a shared-core host: BLAS kernels use

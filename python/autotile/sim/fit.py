@@ -21,7 +21,8 @@ import copy
 import statistics
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .cost_table import MATMUL_KINDS, Calibration, CostTable, _nnls, roofline_seconds
+from .cost_table import (MATMUL_KINDS, Calibration, CostTable, _nnls, bytes_touched, im2col_bytes, parse_shape_key,
+                         roofline)
 from .hardware import Hardware, load_profile
 
 
@@ -40,43 +41,106 @@ def fit_curve(samples: Sequence[Tuple[float, float]]) -> Tuple[float, float]:
     return a, b
 
 
+def op_features(key: str, entry: dict) -> Tuple[str, float, float, float, float]:
+    """(kind, BLAS FLOPs, other kinds' work (elements), bytes touched, im2col column bytes) of
+    a calibration entry (its key's tiles; the entry's own figures where the key does not parse)."""
+    kind = entry["kind"]
+    try:
+        _, ins, outs = parse_shape_key(key)
+        nbytes, cols = bytes_touched(ins, outs), im2col_bytes(kind, ins, outs)
+    except (ValueError, IndexError):
+        nbytes, cols = float(entry["bytes"]), 0.0
+    f = float(entry["flops"])
+    return kind, (f if kind in MATMUL_KINDS else 0.0), (0.0 if kind in MATMUL_KINDS else f), nbytes, cols
+
+
+def _relative_scale(us: Sequence[float], vs: Sequence[float]) -> float:
+    """c >= 0 minimising sum (c u - v)^2 (one coefficient by least squares on relative errors)."""
+    den = sum(u * u for u in us)
+    return max(0.0, sum(u * v for u, v in zip(us, vs)) / den) if den > 0 else 0.0
+
+
+def fit_op_model(calibration: Calibration) -> Optional[dict]:
+    """The host op-cost model fitted to `calibration`'s measured ops, or None without any:
+    ``t = launch + FLOPs x c[kind] + bytes / mem_bw + im2col bytes / im2col_bw``.
+
+    Fitted over every op together by non-negative least squares on relative errors (small
+    kernels count as much as large ones): what is physical is shared by every kind -- a
+    kernel's fixed cost ``launch``, streaming bytes at ``mem_bw``, copying a convolution's
+    columns at ``im2col_bw`` -- and each kind measured has its own cost per FLOP (``c[kind]``:
+    a GEMM's rate depends on the shapes a kind gives it; an element-wise op, a pooling window,
+    a softmax differ in the work per element). Kinds never measured take one cost per FLOP
+    fitted over the measured kinds of their class (``@matmul``: BLAS products, ``@default``:
+    the rest), the shared terms fixed. Returns
+    {"launch", "mem_bw", "im2col_bw", "per_flop": {kind or "@matmul"/"@default": c}}."""
+    rows = [(op_features(key, e), float(e["seconds"])) for key, e in calibration.ops.items()
+            if float(e["seconds"]) > 0]
+    if not rows:
+        return None
+    kinds = sorted({kind for (kind, *_), _ in rows})
+    column = {kind: 3 + i for i, kind in enumerate(kinds)}  # shared: launch, bytes, columns
+    cols = []
+    for (kind, fg, fe, b, x), _ in rows:
+        col = [1.0, b, x] + [0.0] * len(kinds)
+        col[column[kind]] = fg + fe
+        cols.append(col)
+    width = len(cols[0])
+    scale = [max((abs(col[j]) / t for col, (_, t) in zip(cols, rows)), default=0.0) or 1.0 for j in range(width)]
+    coef = _nnls([[c / t / sc for c, sc in zip(col, scale)] for col, (_, t) in zip(cols, rows)], [1.0] * len(rows))
+    coef = [float(c) / sc for c, sc in zip(coef, scale)]
+    launch, per_byte, per_col = coef[:3]
+    per_flop = {kind: coef[column[kind]] for kind in kinds if coef[column[kind]] > 0}
+    # kinds never measured: one cost per FLOP (BLAS) or per element (the rest) for the class,
+    # fitted over the measured kinds of the class with the shared terms fixed
+    for cls, blas in (("@matmul", True), ("@default", False)):
+        pts = [(fg + fe, t, launch + b * per_byte + x * per_col) for (kind, fg, fe, b, x), t in rows
+               if (kind in MATMUL_KINDS) == blas]
+        per_flop[cls] = _relative_scale([f / t for f, t, _ in pts], [1.0 - base / t for _, t, base in pts])
+    return {"launch": launch, "mem_bw": 1.0 / per_byte if per_byte > 0 else 0.0,
+            "im2col_bw": 1.0 / per_col if per_col > 0 else 0.0, "per_flop": per_flop}
+
+
 def fitted_profile(calibration: Calibration, base="host") -> Hardware:
-    """`base` (a profile or its name) with its roofline fitted to `calibration`'s measured
-    ops: per measured kind ``efficiency`` and ``efficiency_half_flops``, the class fits for
-    the kinds never measured, ``launch_overhead_s`` and the memory roof (see the module)."""
+    """`base` (a profile or its name) fitted to `calibration`: the op-cost model
+    (:func:`fit_op_model`) as a ``serial_roofline`` profile -- ``peak_flops`` the fastest
+    kind's rate, ``efficiency[kind]`` each kind's share of it (``default``: the non-BLAS class,
+    BLAS kinds never measured the BLAS class), ``launch_overhead_s``, ``mem_bandwidth``,
+    ``im2col_bandwidth`` -- and everything else the simulator takes from a host calibration
+    folded in: the fetch model, the cores the runtime's threads got, its dispatch figures and
+    wake-up latency (:func:`autotile.sim.simulator.with_calibration`) and the co-runner slowdown
+    per kind (``co_runner_slowdown:KIND``). A simulation on it alone prices every op and fetch
+    by these models: no measured shape is looked up."""
+    from .cost_table import SLOWDOWN_PREFIX
+    from .simulator import with_calibration
+
     hw = copy.deepcopy(load_profile(base) if isinstance(base, str) else base)
-    by_kind: Dict[str, List[Tuple[float, float]]] = {}
-    for e in calibration.ops.values():
-        by_kind.setdefault(e["kind"], []).append((float(e["flops"]), float(e["seconds"])))
-    curves = {kind: fit_curve(pts) for kind, pts in by_kind.items()}
-    for cls, members in (("matmul", [k for k in by_kind if k in MATMUL_KINDS]),
-                         ("default", [k for k in by_kind if k not in MATMUL_KINDS])):
-        if members:
-            curves["@" + cls] = fit_curve([p for k in members for p in by_kind[k]])
-    curves = {k: c for k, c in curves.items() if c[1] > 0}
-    if not curves:
+    hw = copy.deepcopy(with_calibration(hw, calibration))
+    for kind, s in calibration.slowdowns_by_kind().items():
+        hw.device[SLOWDOWN_PREFIX + kind] = float(s)
+    model = fit_op_model(calibration)
+    if model is None:
         return hw
-    launch = max(0.0, min(a for a, _ in curves.values()))
-    peak = hw.peak_flops
-    efficiency, half = {}, {}
-    for kind, (a, b) in curves.items():
-        efficiency[kind], half[kind] = 1.0 / (peak * b), max(0.0, a - launch) / b
-    matmul, default = curves.get("@matmul") and "@matmul", curves.get("@default") and "@default"
-    for kind in MATMUL_KINDS:  # a BLAS kind never measured: the pooled BLAS fit
-        src = kind if kind in efficiency else matmul or default
-        if src:
-            efficiency[kind], half[kind] = efficiency[src], half[src]
-    src = default or matmul
-    efficiency["default"], half["default"] = efficiency[src], half[src]
-    hw.efficiency = {k: v for k, v in efficiency.items() if not k.startswith("@")}
-    hw.half_flops = {k: v for k, v in half.items() if not k.startswith("@")}
-    # the memory roof: the fastest any measured op streamed its bytes once the launch is paid
-    mem_bw = max((float(e["bytes"]) / (float(e["seconds"]) - launch) for e in calibration.ops.values()
-                  if float(e["seconds"]) > launch), default=0.0)
-    if mem_bw > 0:
-        hw.device["mem_bandwidth"] = mem_bw
-        hw.efficiency["memory"] = 1.0
-    hw.device["launch_overhead_s"] = launch
+    per_flop = model["per_flop"]
+    matmul, default = per_flop.get("@matmul", 0.0), per_flop.get("@default", 0.0)
+    rates = {k: 1.0 / c for k, c in per_flop.items() if c > 0}
+    if not rates:
+        return hw
+    peak = max(rates.values())
+    efficiency = {k: r / peak for k, r in rates.items() if not k.startswith("@")}
+    for kind in MATMUL_KINDS:  # a BLAS kind never measured: the BLAS class
+        if kind not in efficiency and matmul > 0:
+            efficiency[kind] = rates["@matmul"] / peak
+    efficiency["default"] = (rates["@default"] if default > 0 else rates.get("@matmul", peak)) / peak
+    hw.device["peak_flops"] = peak
+    hw.device["serial_roofline"] = True
+    hw.device["launch_overhead_s"] = model["launch"]
+    hw.device["mem_bandwidth"] = model["mem_bw"] if model["mem_bw"] > 0 else 1e18  # no byte term
+    if model["im2col_bw"] > 0:
+        hw.device["im2col_bandwidth"] = model["im2col_bw"]
+    else:
+        hw.device.pop("im2col_bandwidth", None)
+    hw.efficiency = {**efficiency, "memory": 1.0}
+    hw.half_flops = {}
     hw.name = f"{hw.name} (fitted to {len(calibration.ops)} measured op shapes)"
     return hw
 
@@ -105,6 +169,20 @@ def fit_dispatch(samples: Sequence[dict]) -> Tuple[float, float]:
     return float(c0), float(per_op)
 
 
+def fit_handoff(samples: Sequence[Tuple[float, float, float]], probe: float) -> float:
+    """The per-op hand-off delay ``handoff_s`` >= 0 that best fits measured steps, from
+    (simulated step without it, simulated step with `probe` seconds of it, measured step)
+    per graph: the simulated step grows about linearly with the delay (each device's ops are a
+    chain), so ``step(h) = s0 + h (s1 - s0) / probe`` and h minimises the squared relative
+    errors over the graphs (closed form)."""
+    us, vs = [], []
+    for s0, s1, m in samples:
+        if m > 0:
+            us.append((s1 - s0) / probe / m)
+            vs.append(1.0 - s0 / m)
+    return _relative_scale(us, vs)
+
+
 def relative_errors(pairs: Sequence[Tuple[float, float]]) -> Optional[Dict[str, float]]:
     """{mean, median, max} of |predicted - measured| / measured over (predicted, measured)."""
     errs = [abs(p - m) / m for p, m in pairs if m > 0]
@@ -119,8 +197,7 @@ def entry_errors(simulator, measured: Calibration) -> Dict[str, float]:
     {"ops": median |error| over the op shapes, "fetches": the same over the fetch shapes,
     "total": (sum of predicted - sum of measured) / sum of measured over every entry once}."""
     table: CostTable = simulator.cost
-    pairs_ops = [(roofline_seconds(table.hw, e["kind"], float(e["flops"]), float(e["bytes"])), float(e["seconds"]))
-                 for e in measured.ops.values()]
+    pairs_ops = [(roofline(table.hw, *parse_shape_key(key)), float(e["seconds"])) for key, e in measured.ops.items()]
     pairs_fetch = [(table.fetch_model_time(float(e["bytes"]), float(e["rows"]), bool(e["accumulate"])),
                     float(e["seconds"])) for e in measured.fetches.values()]
     out = {}

@@ -13,7 +13,11 @@ Model (what is simulated, and what is not):
   An in-order thread that had to block on a dependency (another device's op) starts its op
   ``wake_latency_s`` after the dependency is met: the waker's ``Event.set`` wakes it, and it
   must then get the GIL, which the waker holds while it dispatches its own next op (a
-  measured machine figure, :func:`autotile.sim.calibrate.measure_wake_latency`).
+  measured machine figure, :func:`autotile.sim.calibrate.measure_wake_latency`). Every op of
+  an in-order stream also starts ``handoff_s`` after it could (a device figure, default 0): the
+  delay measured steps show between an op becoming ready and starting beyond the dispatch
+  terms below (the runtime's worker pool handing ops over through one queue, threads waking
+  on a loaded machine), fitted to measured steps (:func:`autotile.sim.fit.fit_handoff`).
 - Compute. An op takes its cost-table time. On a profile whose devices share CPU cores
   (``cores`` set: the host), concurrent ops share the cores: an op that runs alone uses
   ``threads`` cores (all of them for BLAS kernels, one otherwise); when the running ops ask
@@ -57,7 +61,8 @@ from .hardware import Hardware, load_profile
 
 _EPS = 1e-15
 #: a host calibration's machine figures that replace the profile's device figures of that name
-MACHINE_FIGURES = ("wake_latency_s", "step_overhead_s", "op_overhead_s", "dispatch_compute_s", "dispatch_fetch_s")
+MACHINE_FIGURES = ("wake_latency_s", "step_overhead_s", "op_overhead_s", "dispatch_compute_s", "dispatch_fetch_s",
+                   "handoff_s")
 _START = object()  # a timer whose end starts its op (a device thread waking up)
 
 
@@ -144,19 +149,8 @@ class Simulator:
     """Simulates ExecGraphs on one hardware profile (``Simulator("p2.8xlarge").run(eg)``)."""
 
     def __init__(self, hardware, calibration: Optional[Calibration] = None, cost: Optional[CostTable] = None):
-        self.hw: Hardware = load_profile(hardware) if isinstance(hardware, str) else hardware
-        if calibration is not None and calibration.fetch:
-            self.hw = _with_fetch_calibration(self.hw, calibration.fetch)
-        machine = calibration.machine if calibration is not None else {}
-        measured = [key for key in MACHINE_FIGURES if machine.get(key) is not None]
-        if self.hw.cores and (machine.get("effective_cores") or measured):
-            import copy
-
-            self.hw = copy.deepcopy(self.hw)
-            if machine.get("effective_cores"):  # the parallelism the runtime's threads got when calibrated
-                self.hw.cores = float(machine["effective_cores"])
-            for key in measured:  # wake-up latency, dispatch costs (calibrate.measure_dispatch)
-                self.hw.device[key] = float(machine[key])
+        self.hw: Hardware = with_calibration(load_profile(hardware) if isinstance(hardware, str) else hardware,
+                                             calibration)
         self.cost = cost or CostTable(self.hw, calibration)
 
     # ------------------------------------------------------------------ op setup
@@ -206,6 +200,8 @@ class Simulator:
         in_order = hw.in_order
         # a thread that blocked on a dependency resumes wake_latency after it is met
         wake = hw.wake_latency if in_order else 0.0
+        # every op of an in-order stream starts handoff_s after it could (the pool's hand-off)
+        handoff = float(hw.device.get("handoff_s", 0.0)) if in_order else 0.0
         last_end = [0.0] * len(queues)
         head = [0] * len(queues)
         running = [0] * len(queues)
@@ -291,8 +287,9 @@ class Simulator:
                         i = q[head[s]]
                         head[s] += 1
                         running[s] += 1
-                        if wake > 0 and now > last_end[s] + _EPS:  # the thread slept on a dependency
-                            active.append(_Activity(i, "timer", timer_end=now + wake, then=_START))
+                        delay = handoff + (wake if now > last_end[s] + _EPS else 0.0)  # slept on a dependency
+                        if delay > 0:
+                            active.append(_Activity(i, "timer", timer_end=now + delay, then=_START))
                         else:
                             start_op(i)
                 else:
@@ -411,6 +408,28 @@ class Simulator:
                          profile=self.hw.name, op_start=list(start), op_end=list(end))
 
 
+def with_calibration(hw: Hardware, calibration: Optional[Calibration]) -> Hardware:
+    """`hw` with a host calibration's figures in place of its own: the fetch model
+    (:func:`_with_fetch_calibration`), the cores the runtime's threads got (``effective_cores``)
+    and the runtime's wake-up latency and dispatch costs (:data:`MACHINE_FIGURES`); `hw` itself
+    when the calibration has none of them."""
+    if calibration is None:
+        return hw
+    if calibration.fetch:
+        hw = _with_fetch_calibration(hw, calibration.fetch)
+    machine = calibration.machine
+    measured = [key for key in MACHINE_FIGURES if machine.get(key) is not None]
+    if hw.cores and (machine.get("effective_cores") or measured):
+        import copy
+
+        hw = copy.deepcopy(hw)
+        if machine.get("effective_cores"):  # the parallelism the runtime's threads got when calibrated
+            hw.cores = float(machine["effective_cores"])
+        for key in measured:  # wake-up latency, dispatch costs (calibrate.measure_dispatch)
+            hw.device[key] = float(machine[key])
+    return hw
+
+
 def _with_fetch_calibration(hw: Hardware, fetch: dict) -> Hardware:
     """The host profile with its memory-bus bandwidth, fetch latency and local copy speed
     replaced by measured ones."""
@@ -421,6 +440,9 @@ def _with_fetch_calibration(hw: Hardware, fetch: dict) -> Hardware:
         for lv in hw.levels:
             lv.bandwidth = float(fetch["bandwidth"])
         hw.device["local_copy_bandwidth"] = float(fetch["bandwidth"])
+    for key, figure in (("accumulate_bandwidth", "accumulate_bandwidth"), ("row_seconds", "fetch_row_seconds")):
+        if key in fetch:
+            hw.device[figure] = float(fetch[key])
     if "latency" in fetch:
         for lv in hw.levels:
             lv.latency = float(fetch["latency"]) / max(len(hw.levels), 1)
