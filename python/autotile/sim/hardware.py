@@ -220,6 +220,46 @@ class Hardware:
             result.append(self.levels[lv].bandwidth if self.levels else 1.0)
         return result
 
+    def check_fits(self, k: int) -> None:
+        """Error naming the field unless `k` devices fit this profile's levels: at most
+        ``devices``, and within what the levels group (a level of fixed groups that is the
+        outermost cannot hold more devices than its groups do)."""
+        if self.devices is not None and k > self.devices:
+            raise Error(f"profile '{self.name}': devices is {self.devices}, cannot plan for {k} devices")
+        sizes = self._group_sizes(k)
+        if sizes and sizes[-1] < k:
+            raise Error(f"profile '{self.name}': its {len(self.levels)} level(s) group at most {sizes[-1]} devices "
+                        f"(levels[{len(self.levels) - 1}].group = {self.levels[-1].group}), cannot hold {k}")
+
+    def cut_levels(self, factors: List[int]) -> List[int]:
+        """The level each cut crosses, in cut order. Device ids are the cuts' digits, the first
+        cut most significant (csrc/search/cost_model.h), and a node holds consecutive ids, so
+        the first cuts separate the outermost groups: cut i splits groups of ``span * f_i``
+        devices into f_i parts and crosses the lowest level whose groups hold ``span * f_i``."""
+        k = 1
+        for f in factors:
+            k *= f
+        self.check_fits(k)
+        sizes = self._group_sizes(k)
+        result, span = [], k
+        for f in factors:
+            span //= f
+            result.append(next((i for i, s in enumerate(sizes) if s >= span * f), len(sizes) - 1))
+        return result
+
+    def device_bandwidth(self, level: int, k: int) -> float:
+        """Bytes/s each way one device gets at `level` when every device sends across it at
+        once: the level's link bandwidth shared by the devices below one child link (all the
+        group's devices for a ``shared`` medium)."""
+        sizes = self._group_sizes(k)
+        lv = self.levels[level]
+        below = min(k, sizes[level]) if lv.shared else (sizes[level - 1] if level > 0 else 1)
+        return lv.bandwidth / max(1, below)
+
+    def level_latency(self, level: int) -> float:
+        """Start-up latency of a transfer that climbs to `level` (the sum of the levels' latencies)."""
+        return float(sum(lv.latency for lv in self.levels[:level + 1]))
+
     def to_dict(self) -> dict:
         return {"name": self.name, "description": self.description, "devices": self.devices,
                 "cores": self.cores, "device": dict(self.device), "efficiency": dict(self.efficiency),
@@ -229,14 +269,44 @@ class Hardware:
                                                         else [vars(lv).copy() for lv in self.host_levels]})}
 
 
+#: figures of ``device`` that must be numbers > 0 when given (the first three always)
+_POSITIVE_DEVICE = ("peak_flops", "mem_bandwidth", "memory_bytes", "local_copy_bandwidth", "host_bandwidth")
+#: figures of ``device`` that must be numbers >= 0 when given
+_NON_NEGATIVE_DEVICE = ("launch_overhead_s", "copy_engines", "wake_latency_s", "step_overhead_s", "op_overhead_s",
+                        "dispatch_compute_s", "dispatch_fetch_s", "fetch_overhead_s", "blas_threads")
+#: the fields a level may have
+_LEVEL_FIELDS = ("name", "group", "bandwidth", "latency", "shared")
+
+
+def _number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+
+
 def _parse(doc: dict, path: Optional[str]) -> Hardware:
     where = path or "profile"
+    if not isinstance(doc, dict):
+        raise Error(f"{where}: a hardware profile is a JSON object, got {type(doc).__name__}")
     for key in ("name", "device", "levels"):
         if key not in doc:
             raise Error(f"{where}: hardware profile has no '{key}'")
-    for key in ("peak_flops", "mem_bandwidth", "memory_bytes"):
-        if not isinstance(doc["device"].get(key), (int, float)) or doc["device"][key] <= 0:
-            raise Error(f"{where}: device.{key} must be a positive number")
+    if not isinstance(doc["device"], dict):
+        raise Error(f"{where}: device must be an object of figures")
+    for key in _POSITIVE_DEVICE:
+        if (key in _POSITIVE_DEVICE[:3] or key in doc["device"]) and (
+                not _number(doc["device"].get(key)) or doc["device"][key] <= 0):
+            raise Error(f"{where}: device.{key} must be a positive number"
+                        f"{'' if key in doc['device'] else ' (missing)'}, got {doc['device'].get(key)!r}")
+    for key in _NON_NEGATIVE_DEVICE:
+        if key in doc["device"] and (not _number(doc["device"][key]) or doc["device"][key] < 0):
+            raise Error(f"{where}: device.{key} must be a number >= 0, got {doc['device'][key]!r}")
+    eff = doc.get("efficiency", {})
+    if not isinstance(eff, dict):
+        raise Error(f"{where}: efficiency must map op kinds to fractions of peak")
+    for kind, v in eff.items():
+        if not _number(v) or v <= 0:
+            raise Error(f"{where}: efficiency.{kind} must be a positive number, got {v!r}")
+    if not isinstance(doc["levels"], list) or not doc["levels"]:
+        raise Error(f"{where}: levels must be a non-empty list of link levels (innermost first)")
     levels = _parse_levels(doc["levels"], where, "levels")
     host_levels = doc.get("host_levels")
     if host_levels is not None and host_levels != "levels":
@@ -244,11 +314,13 @@ def _parse(doc: dict, path: Optional[str]) -> Hardware:
             raise Error(f"{where}: host_levels must be \"levels\" or a non-empty list of levels")
         host_levels = _parse_levels(host_levels, where, "host_levels")
     half = doc.get("efficiency_half_flops", {})
-    if not isinstance(half, dict) or any(not isinstance(v, (int, float)) or v < 0 for v in half.values()):
+    if not isinstance(half, dict) or any(not _number(v) or v < 0 for v in half.values()):
         raise Error(f"{where}: efficiency_half_flops must map op kinds to FLOPs >= 0")
     devices = doc.get("devices")
+    if devices is not None and (not isinstance(devices, int) or isinstance(devices, bool) or devices < 1):
+        raise Error(f"{where}: devices must be a positive integer or null (any number), got {devices!r}")
     hw = Hardware(name=doc["name"], description=doc.get("description", ""), devices=devices,
-                  device=dict(doc["device"]), efficiency=dict(doc.get("efficiency", {})), levels=levels,
+                  device=dict(doc["device"]), efficiency=dict(eff), levels=levels,
                   half_flops={str(k): float(v) for k, v in half.items()}, cores=doc.get("cores"),
                   sources=list(doc.get("sources", [])), path=path, host_levels=host_levels)
     if devices is not None:
@@ -261,15 +333,26 @@ def _parse(doc: dict, path: Optional[str]) -> Hardware:
 def _parse_levels(docs, where: str, key: str) -> List[Level]:
     levels = []
     for i, lv in enumerate(docs):
-        try:
-            level = Level(name=str(lv.get("name", f"level{i}")), group=lv.get("group"),
-                          bandwidth=float(lv["bandwidth"]), latency=float(lv.get("latency", 0.0)),
-                          shared=bool(lv.get("shared", False)))
-        except (AttributeError, KeyError, TypeError, ValueError) as e:
-            raise Error(f"{where}: {key}[{i}] needs a numeric 'bandwidth' ({e})") from None
-        if level.bandwidth <= 0 or (level.group is not None and int(level.group) < 1):
-            raise Error(f"{where}: level '{level.name}' needs bandwidth > 0 and group >= 1")
-        levels.append(level)
+        field = f"{key}[{i}]"
+        if not isinstance(lv, dict):
+            raise Error(f"{where}: {field} must be an object with a 'bandwidth' (and group, latency, name)")
+        for name in lv:
+            if name not in _LEVEL_FIELDS and not str(name).endswith("_comment"):
+                raise Error(f"{where}: {field}.{name}: unknown level field (a level has {', '.join(_LEVEL_FIELDS)})")
+        if "bandwidth" not in lv:
+            raise Error(f"{where}: {field}.bandwidth is missing (bytes/s each way per child link)")
+        if not _number(lv["bandwidth"]) or lv["bandwidth"] <= 0:
+            raise Error(f"{where}: {field}.bandwidth must be a positive number, got {lv['bandwidth']!r}")
+        if "latency" in lv and (not _number(lv["latency"]) or lv["latency"] < 0):
+            raise Error(f"{where}: {field}.latency must be a number >= 0 (seconds), got {lv['latency']!r}")
+        group = lv.get("group")
+        if group is not None and (not isinstance(group, int) or isinstance(group, bool) or group < 1):
+            raise Error(f"{where}: {field}.group must be a positive integer or null (all the rest), got {group!r}")
+        if group is None and i != len(docs) - 1:
+            raise Error(f"{where}: {field}.group is null (all the rest) but levels follow it: only the outermost "
+                        f"level may be null")
+        levels.append(Level(name=str(lv.get("name", f"level{i}")), group=group, bandwidth=float(lv["bandwidth"]),
+                            latency=float(lv.get("latency", 0.0)), shared=bool(lv.get("shared", False))))
     return levels
 
 
