@@ -170,10 +170,9 @@ def export(module, *args, opset: int = 17, **load_kwargs):
     import torch
 
     try:
-        import onnx
+        import onnx  # noqa: F401  (before the module runs)
     except ImportError:
         raise Error("autotile.torch.export needs the onnx package: pip install 'autotile[onnx]'") from None
-    from .. import onnx as at_onnx
 
     if not isinstance(module, torch.nn.Module):
         raise Error(f"autotile.torch.export takes an nn.Module and its example inputs, got module of type "
@@ -183,32 +182,16 @@ def export(module, *args, opset: int = 17, **load_kwargs):
         raise Error(f"autotile.torch.export({type(module).__name__}) needs example inputs, one per argument of "
                     f"forward{tuple(forward_arg_names(module))}: export(module, x, ...)")
     input_names = forward_arg_names(module, len(args))
-    # the export runs the module twice: in eval mode (as the exporter traces it), each module's
-    # mode and every buffer (BatchNorm's running statistics) restored after
-    modes = [(m, m.training) for m in module.modules()]
-    buffers = [(b, b.detach().clone()) for b in module.buffers()]
-    module.eval()
-    try:
-        calls = record_calls(module, args)
-        with torch.no_grad():
-            out = module(*args)
-        n_out = len(flat_tensors(out))
-        output_names = ["output"] if n_out == 1 else [f"output_{i}" for i in range(n_out)]
-        buf = io.BytesIO()
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
-            # keep_initializers_as_inputs: in eval mode the exporter otherwise merges parameters of
-            # equal values (two fresh LayerNorms' weights) into one initializer and an Identity
-            torch.onnx.export(module, args, buf, dynamo=False, do_constant_folding=False, opset_version=opset,
-                              input_names=input_names, output_names=output_names,
-                              keep_initializers_as_inputs=True)
-    finally:
-        for m, mode in modes:
-            m.training = mode
-        with torch.no_grad():
-            for b, kept in buffers:
-                b.copy_(kept)
-    model = onnx.load_from_string(buf.getvalue())
+    calls = record_calls_restoring(module, args)
+    model = onnx_export(module, args, input_names, opset=opset)
+    return import_export(module, model, calls, input_names, **load_kwargs)
+
+
+def import_export(module, model, calls, input_names: Sequence[str], **load_kwargs):
+    """Import the ONNX export `model` of `module` (``at.onnx.load``, trainable: the module's
+    parameters that want a gradient unless ``load_kwargs`` say) with ``sym.torch_map``."""
+    from .. import onnx as at_onnx
+
     if "trainable" not in load_kwargs:
         # what the module trains: its parameters that want a gradient, not its buffers (BatchNorm's
         # running statistics, a registered scale), which the import's own rule would train
@@ -218,6 +201,58 @@ def export(module, *args, opset: int = 17, **load_kwargs):
     sym = at_onnx.load(model, **load_kwargs)
     sym.torch_map = module_map(model, sym.onnx_names, calls, input_names)
     return sym
+
+
+def _in_eval_mode(module, fn):
+    """``fn()`` with `module` in eval mode (as the exporter traces it), each module's mode
+    and every buffer (BatchNorm's running statistics) restored after."""
+    import torch
+
+    modes = [(m, m.training) for m in module.modules()]
+    buffers = [(b, b.detach().clone()) for b in module.buffers()]
+    module.eval()
+    try:
+        return fn()
+    finally:
+        for m, mode in modes:
+            m.training = mode
+        with torch.no_grad():
+            for b, kept in buffers:
+                b.copy_(kept)
+
+
+def record_calls_restoring(module, args):
+    """:func:`record_calls` in eval mode, the module's modes and buffers restored."""
+    return _in_eval_mode(module, lambda: record_calls(module, args))
+
+
+def onnx_export(module, args, input_names: Sequence[str], opset: int = 17):
+    """The TorchScript ONNX export of `module` on `args` as an ``onnx.ModelProto``: parameter
+    names kept, one initializer per parameter, no constant folding, inputs `input_names`,
+    outputs ``output`` / ``output_0``, ..., traced in eval mode (modes and buffers restored)."""
+    import torch
+
+    try:
+        import onnx
+    except ImportError:
+        raise Error("autotile.torch needs the onnx package: pip install 'autotile[torch]'") from None
+
+    def run():
+        with torch.no_grad():
+            out = module(*args)
+        n_out = len(flat_tensors(out))
+        output_names = ["output"] if n_out == 1 else [f"output_{i}" for i in range(n_out)]
+        buf = io.BytesIO()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
+            # keep_initializers_as_inputs: in eval mode the exporter otherwise merges parameters of
+            # equal values (two fresh LayerNorms' weights) into one initializer and an Identity
+            torch.onnx.export(module, tuple(args), buf, dynamo=False, do_constant_folding=False,
+                              opset_version=opset, input_names=list(input_names), output_names=output_names,
+                              keep_initializers_as_inputs=True)
+        return onnx.load_from_string(buf.getvalue())
+
+    return _in_eval_mode(module, run)
 
 
 def module_map(model, onnx_names: Dict[str, str], calls, input_names: Sequence[str]) -> ModuleMap:

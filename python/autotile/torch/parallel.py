@@ -287,8 +287,8 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         raise Error(f"parallelize: {type(module).__name__} is already distributed ({', '.join(already[:3]) or 'module'}"
                     f"{' ...' if len(already) > 3 else ''} DTensor parameters); parallelize a fresh copy of the "
                     f"plain module")
-    if model is None:
-        model = _export_for(module, plan)
+    if model is None:  # autotile.torch.plan's planned model, else an export on zeros
+        model = getattr(plan, "torch_model", None) or _export_for(module, plan)
     mesh, layout = device_mesh(plan, device_type, granularity)
     pmap, transposed, views = _match(module, plan, model)
     tmap = getattr(model, "torch_map", None)

@@ -1,0 +1,215 @@
+"""autotile.torch.plan: an nn.Module, its example inputs and its loss in, a plan out, with the
+module's parameter names; autotile.torch.parallelize(module, plan) runs it.
+
+Oracles: the plain module's own ``loss(module(x), y).backward()`` in this process: the planned
+step's gradients (at.backend.run of plan.torch_model on 2 devices) and the parallelized step's
+on 2 gloo ranks must equal them; torch's own error for the bad inputs (the message must name
+the op, the module path, the shapes)."""
+import copy
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="torch is not installed (pip install 'autotile[torch]')")
+pytest.importorskip("onnx", reason="onnx is not installed (pip install 'autotile[torch]')")
+pytest.importorskip("torch.distributed.tensor", reason="this torch has no torch.distributed.tensor")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+
+import autotile as at  # noqa: E402
+import autotile.torch as att  # noqa: E402
+
+RTOL, ATOL = 1e-4, 1e-6
+
+
+class MLP(nn.Module):
+    def __init__(self, n_in=8, hidden=16, n_out=5):
+        super().__init__()
+        self.fc1 = nn.Linear(n_in, hidden)
+        self.norm = nn.LayerNorm(hidden)
+        self.fc2 = nn.Linear(hidden, n_out)
+
+    def forward(self, x):
+        return self.fc2(self.norm(torch.relu(self.fc1(x))))
+
+
+def _data(batch=8, n_in=8, n_out=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(batch, n_in, generator=g), torch.randint(0, n_out, (batch,), generator=g)
+
+
+def plain_grads(module, loss, x, y):
+    """{parameter name: gradient} of loss(module(x), y).backward() on a copy."""
+    ref = copy.deepcopy(module)
+    loss(ref(x), y).backward()
+    return {n: p.grad.numpy() for n, p in ref.named_parameters()}
+
+
+def planned_grads(module, plan, feeds, devices=2):
+    """{parameter name: gradient} of the planned step (at.backend.run of plan.torch_model)."""
+    sym = plan.torch_model
+    params = dict(sym.params)
+    params.update({plan.torch_params[n]: p.detach().numpy() for n, p in module.named_parameters()})
+    res = at.backend.run(sym, devices=devices, inputs=feeds, params=params, train=True, optimizer_args={"lr": 0.0})
+    return {n: res.grads[t] for n, t in plan.torch_params.items()}
+
+
+def assert_grads_equal(got, want):
+    assert sorted(got) == sorted(want)
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], rtol=RTOL, atol=ATOL, err_msg=name)
+
+
+@pytest.fixture(scope="module")
+def mlp_plan():
+    torch.manual_seed(0)
+    module = MLP()
+    x, y = _data()
+    return module, x, y, att.plan(module, x, loss=F.cross_entropy, target=y, devices=2)
+
+
+def test_callable_loss_trains_the_loss_under_module_names(mlp_plan):
+    module, x, y, plan = mlp_plan
+    names = [n for n, _ in module.named_parameters()]
+    assert plan.torch_params == {n: n for n in names}
+    for n in names:
+        plan.tiling(n)  # every parameter is a plan tensor under its module name
+    assert plan.torch_loss == "cross_entropy"
+    got = planned_grads(module, plan, {"x": x.numpy(), "target": y.numpy()})
+    assert_grads_equal(got, plain_grads(module, F.cross_entropy, x, y))
+
+
+@pytest.mark.parametrize("kind", ["cross_entropy", "mse"])
+def test_string_loss_equals_torch_loss(kind):
+    torch.manual_seed(1)
+    module = MLP()
+    x, y = _data(seed=1)
+    if kind == "mse":
+        y = torch.randn(8, 5)
+    plan = att.plan(module, x, loss=kind, target=y, devices=2)
+    assert plan.torch_model.loss == (kind, "output_output", "target")
+    fn = F.cross_entropy if kind == "cross_entropy" else F.mse_loss
+    got = planned_grads(module, plan, {"x": x.numpy(), "target": y.numpy().astype(np.float32)})
+    assert_grads_equal(got, plain_grads(module, fn, x, y))
+
+
+def _parallel_step(rank, module, plan, x, y, lr):
+    """One SGD step of `module` parallelized by `plan` (two-argument form) with the loss on
+    the gathered output; every parameter's gradient and new value, gathered."""
+    from torch.distributed.tensor import DTensor
+
+    mod = att.parallelize(copy.deepcopy(module), plan)
+    out = mod(x)
+    out = out.full_tensor() if isinstance(out, DTensor) else out
+    loss = F.cross_entropy(out, y)
+    loss.backward()
+    torch.optim.SGD(mod.parameters(), lr=lr).step()
+    full = (lambda t: t.full_tensor() if isinstance(t, DTensor) else t)
+    return {n: (full(p.grad).numpy(), full(p.detach()).numpy()) for n, p in mod.named_parameters()}
+
+
+def test_parallelize_with_the_plan_alone_trains_as_the_plain_module(mlp_plan):
+    module, x, y, plan = mlp_plan
+    ranks = att.run_local(_parallel_step, 2, module, plan, x, y, 0.1, timeout=300)
+    ref = copy.deepcopy(module)
+    F.cross_entropy(ref(x), y).backward()
+    torch.optim.SGD(ref.parameters(), lr=0.1).step()
+    for got in ranks:
+        for n, p in ref.named_parameters():
+            np.testing.assert_allclose(got[n][0], p.grad.numpy(), rtol=RTOL, atol=ATOL, err_msg=n)
+            np.testing.assert_allclose(got[n][1], p.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=n)
+
+
+def _parallelize_only(rank, module, plan):
+    att.parallelize(copy.deepcopy(module), plan)
+    return rank
+
+
+def test_mesh_of_another_size_than_the_group_is_refused_on_every_rank(mlp_plan):
+    """A plan for 2 devices on 3 ranks: each rank's parallelize raises; run_local returns
+    within its timeout with that error (every rank exits)."""
+    module, _x, _y, plan = mlp_plan
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(at.Error, match=r"rank \d of 3 raised Error: the plan is for 2 devices but the process "
+                                       r"group has 3 ranks"):
+        att.run_local(_parallelize_only, 3, module, plan, timeout=120)
+    assert time.monotonic() - start < 120
+
+
+def _one_rank_fails(rank):
+    import torch.distributed as dist
+
+    if rank == 1:
+        raise ValueError("rank one's own failure")
+    t = torch.ones(3)
+    dist.all_reduce(t)  # rank 0 waits here for a peer that has gone
+    return float(t.sum())
+
+
+def test_a_failing_rank_ends_every_rank_with_its_error():
+    import time
+
+    start = time.monotonic()
+    with pytest.raises(at.Error, match=r"rank 1 of 2 raised ValueError: rank one's own failure") as info:
+        att.run_local(_one_rank_fails, 2, timeout=60)
+    assert time.monotonic() - start < 60
+    assert "rank 0 of 2 raised" not in str(info.value).splitlines()[0]
+
+
+class TwoOutputs(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 5)
+
+    def forward(self, x):
+        return self.fc(x).unsqueeze(1).expand(-1, 3, -1)
+
+
+def test_bad_loss_and_target_are_refused_before_export():
+    torch.manual_seed(0)
+    module = MLP()
+    x, y = _data()
+    with pytest.raises(at.Error, match=r"must return a scalar tensor.*shape \(8,\) for an output of shape \(8, 5\)"):
+        att.plan(module, x, loss=lambda out, t: F.cross_entropy(out, t, reduction="none"), target=y, devices=2)
+    with pytest.raises(at.Error, match=r"label 'target' has shape \(8, 2\), but output 'output' of shape \(8, 5\) "
+                                       r"needs class indices of shape \(8,\)"):
+        att.plan(module, x, loss="cross_entropy", target=torch.zeros(8, 2, dtype=torch.long), devices=2)
+    with pytest.raises(at.Error, match=r"label 'target' has shape \(8, 4\), but output 'output' of shape \(8, 5\) "
+                                       r"needs a target of shape \(8, 5\)"):
+        att.plan(module, x, loss="mse", target=torch.zeros(8, 4), devices=2)
+    with pytest.raises(at.Error, match=r"target has shape \(4,\) but the output of MLP has shape \(8, 5\)"):
+        att.plan(module, x, loss=F.cross_entropy, target=y[:4], devices=2)
+    with pytest.raises(at.Error, match=r"loss mse_loss\(output of shape \(8, 5\), target of shape \(8, 1\)\) failed"):
+        att.plan(module, x, loss=F.mse_loss, target=torch.zeros(8, 1), devices=2)
+    with pytest.raises(at.Error, match=r"needs target="):
+        att.plan(module, x, loss="mse", devices=2)
+    with pytest.raises(at.Error, match=r"'cross_entropy', 'mse'.*'hinge'"):
+        att.plan(module, x, loss="hinge", target=y, devices=2)
+
+
+class QR(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(8, 8)
+
+    def forward(self, x):
+        return torch.linalg.qr(self.fc(x))[0]
+
+
+class Encoder(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.embed = nn.Linear(8, 8)
+        self.layers = nn.ModuleList([nn.Identity(), QR()])
+
+    def forward(self, x):
+        return self.layers[1](self.layers[0](self.embed(x)))
+
+
+def test_a_module_the_exporter_cannot_take_names_the_op_and_module_path():
+    with pytest.raises(at.Error, match=r"Encoder cannot be exported to ONNX at op aten::linalg_qr in module "
+                                       r"'layers.1': torchscript exporter: .*linalg_qr"):
+        att.plan(Encoder(), torch.randn(4, 8), devices=2, exporter="torchscript")
