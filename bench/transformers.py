@@ -94,7 +94,8 @@ def compare(name, sizes, heads, devices, batch, mesh=None):
     if mesh is None:
         cols = _model_axis(heads, devices)
         mesh = {"rows": devices // cols, "cols": cols}
-    row = {"model": name, "devices": devices, "batch": batch, "mesh": f"{mesh['rows']}x{mesh['cols']}"}
+    row = {"model": name, "layers": sizes.get("layers", "all"), "devices": devices, "batch": batch,
+           "mesh": f"{mesh['rows']}x{mesh['cols']}"}
     runs = [("tofu", dict(devices=devices)), ("data", dict(devices=devices, algorithm="data")),
             ("megatron", dict(mesh=mesh, layout=MEGATRON)), ("mesh-tf", dict(mesh=mesh, layout=MESH_TF))]
     for label, kwargs in runs:

@@ -1,0 +1,106 @@
+"""Every python/bash/console block of README.md and docs/*.md runs as written (doc_blocks.py says
+how blocks are found, marked and run). A block that needs a GPU, MPI ranks or a file the
+checkout does not ship carries `<!-- skip: REASON -->`, one that takes long `<!-- slow: REASON -->`
+(run by .ci/nightly); `<!-- file: NAME -->` writes the block to NAME for a later block to run."""
+import os
+import subprocess
+
+import tempfile
+
+import pytest
+
+from doc_blocks import ROOT, all_blocks, blocks, console_script, COMMAND
+
+BLOCKS = [b for b in all_blocks() if b.kind]
+TIMEOUT = 600
+_pages = {}  # page -> {"dir": temp dir, "ns": namespace, "done": set of executed block lines}
+
+
+def _param(b):
+    marks = [pytest.mark.slow] if b.marker == "slow" else []
+    return pytest.param(b, id=b.id, marks=marks)
+
+
+def _page(path):
+    page = _pages.get(path)
+    if page is None:
+        tmp = tempfile.mkdtemp(prefix="autotile-doc-")
+        for name in ("tests", "bench", "examples"):
+            os.symlink(os.path.join(ROOT, name), os.path.join(tmp, name))
+        page = _pages[path] = {"dir": tmp, "ns": {"__name__": "__main__"}, "done": set()}
+    return page
+
+
+def _env(tmp):
+    env = dict(os.environ, MPLBACKEND="Agg", AUTOTILE_BENCH_OUT=os.path.join(tmp, "bench-out"))
+    return env
+
+
+def _exec_python(b, page):
+    code = compile(b.code, b.id, "exec")
+    cwd = os.getcwd()
+    os.chdir(page["dir"])
+    old = dict(os.environ)
+    os.environ.update(MPLBACKEND="Agg", AUTOTILE_BENCH_OUT=os.path.join(page["dir"], "bench-out"))
+    try:
+        exec(code, page["ns"])
+    finally:
+        os.chdir(cwd)
+        os.environ.clear()
+        os.environ.update(old)
+    page["done"].add(b.line)
+
+
+def _write_files(block, page):
+    """The page's `file:` blocks up to this one, written into its directory."""
+    for b in blocks(block.path):
+        if b.line > block.line:
+            break
+        if b.marker == "file":
+            with open(os.path.join(page["dir"], b.reason), "w", encoding="utf-8") as f:
+                f.write(b.code)
+
+
+@pytest.mark.parametrize("block", [_param(b) for b in BLOCKS])
+def test_doc_block_runs(block):
+    if block.marker == "skip":
+        pytest.skip(block.reason)
+    page = _page(block.path)
+    _write_files(block, page)
+    if block.marker == "file":
+        return
+    if block.kind == "python":
+        # the page's earlier python blocks first, when this one runs alone (-k, a rerun)
+        for earlier in blocks(block.path):
+            if earlier.line >= block.line:
+                break
+            if earlier.kind == "python" and earlier.marker is None and earlier.line not in page["done"]:
+                _exec_python(earlier, page)
+        import matplotlib
+
+        matplotlib.use("Agg")
+        _exec_python(block, page)
+        return
+    script = block.code if block.kind == "bash" else console_script(block.code)
+    r = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=page["dir"], env=_env(page["dir"]),
+                       capture_output=True, text=True, timeout=TIMEOUT)
+    assert r.returncode == 0, (f"{block.id}: exit {r.returncode}\n--- script\n{script}\n--- stdout\n"
+                               f"{r.stdout[-3000:]}\n--- stderr\n{r.stderr[-3000:]}")
+
+
+def test_command_blocks_are_tagged():
+    """An untagged block that starts with a shell command would never run: tag it."""
+    bad = [b.id for b in all_blocks() if not b.lang and COMMAND.match(b.code)]
+    assert not bad, f"untagged command blocks (tag them bash or console): {bad}"
+
+
+def test_markers_name_a_reason():
+    bad = [b.id for b in all_blocks() if b.marker and not b.reason]
+    assert not bad, f"skip/slow markers without a reason: {bad}"
+
+
+def test_the_blocks_are_found():
+    """The extractor sees the README's python blocks (a regex gone wrong would pass vacuously)."""
+    readme = [b for b in BLOCKS if b.path == "README.md" and b.kind == "python"]
+    assert len(readme) >= 2, [b.id for b in BLOCKS]
+
