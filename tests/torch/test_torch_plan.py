@@ -40,10 +40,11 @@ def _data(batch=8, n_in=8, n_out=5, seed=0):
 
 
 def plain_grads(module, loss, x, y):
-    """{parameter name: gradient} of loss(module(x), y).backward() on a copy."""
+    """{parameter name: gradient} of loss(module(x), y).backward() on a copy (each owner of a
+    tied parameter by its own name)."""
     ref = copy.deepcopy(module)
     loss(ref(x), y).backward()
-    return {n: p.grad.numpy() for n, p in ref.named_parameters()}
+    return {n: p.grad.numpy() for n, p in ref.named_parameters(remove_duplicate=False)}
 
 
 def planned_grads(module, plan, feeds, devices=2):
