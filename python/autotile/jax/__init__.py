@@ -1,5 +1,8 @@
 """``autotile.jax``: a plan taken to JAX (needs ``autotile[jax]``).
 
+    planned = autotile.jax.plan(loss_fn, params, x, y, mesh={"data": 2, "model": 4})
+    planned.shardings, planned.step(params, x, y), planned.plan     # a JAX function planned
+
     step = autotile.jax.training_step(net, plan)          # jitted on a Mesh from the plan
     outputs, new_params = step(params, inputs)
     text = step.lower(params, inputs).compile().as_text()
@@ -9,7 +12,8 @@
 """
 from .attribution import compiled_bytes_by_tensor, differences, plan_bytes_by_tensor
 from .collectives import collective_bytes, collectives
+from .function_plan import JaxPlan, plan
 from .step import TrainingStep, mesh_of, training_step
 
-__all__ = ["TrainingStep", "collective_bytes", "collectives", "compiled_bytes_by_tensor", "differences", "mesh_of",
-           "plan_bytes_by_tensor", "training_step"]
+__all__ = ["JaxPlan", "TrainingStep", "collective_bytes", "collectives", "compiled_bytes_by_tensor", "differences",
+           "mesh_of", "plan", "plan_bytes_by_tensor", "training_step"]

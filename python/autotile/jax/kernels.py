@@ -406,6 +406,8 @@ def topk_backward(attrs, inputs, ctx):
 
 #: op name -> kernel for the JAX step (ahead of backend/gpu_kernels.KERNELS)
 KERNELS = {
+    # numpy.abs on a traced array recurses in jax.numpy's jit of absolute (jax 0.10)
+    "abs": lambda attrs, inputs, ctx: [ctx.xp.abs(inputs[0])],
     "topk": topk,
     "_backward_topk": topk_backward,
     "take": take,
