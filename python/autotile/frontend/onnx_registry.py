@@ -110,8 +110,9 @@ def _ranked(ctx, i: int, rank: Optional[int], other: Optional[int]):
     if ctx.is_const(i) and not ctx.is_weight(i):
         c = np.asarray(ctx.const(i))
         return ctx.param(c.reshape((1,) * (other - rank) + c.shape), ctx.input_name(i), f"r{other}")
-    if ctx.is_const(i):  # a 0-d weight is a (1,) Variable: autotile tensors have rank >= 1
-        rank = max(rank, 1)
+    # any 0-d ONNX tensor (a weight, Exp of a 0-d weight: CLIP's logit scale) is a (1,) autotile
+    # tensor (autotile tensors have rank >= 1): aligned from rank 1, not expanded to other + 1
+    rank = max(rank, 1)
     return _expand_to_rank(ctx, ctx.input(i), rank, other, f"in{i}_dims")
 
 

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from ..errors import Error
+from .exportable import exportable
 
 
 def _unqualified(qualified: str) -> str:
@@ -247,9 +248,10 @@ def onnx_export(module, args, input_names: Sequence[str], opset: int = 17):
             warnings.simplefilter("ignore")  # the TorchScript exporter's deprecation notice
             # keep_initializers_as_inputs: in eval mode the exporter otherwise merges parameters of
             # equal values (two fresh LayerNorms' weights) into one initializer and an Identity
-            torch.onnx.export(module, tuple(args), buf, dynamo=False, do_constant_folding=False,
-                              opset_version=opset, input_names=list(input_names), output_names=output_names,
-                              keep_initializers_as_inputs=True)
+            with exportable(module):  # defaulted forward arguments, SDPA with enable_gqa
+                torch.onnx.export(module, tuple(args), buf, dynamo=False, do_constant_folding=False,
+                                  opset_version=opset, input_names=list(input_names), output_names=output_names,
+                                  keep_initializers_as_inputs=True)
         return onnx.load_from_string(buf.getvalue())
 
     return _in_eval_mode(module, run)
