@@ -82,7 +82,7 @@ def conv(n, c, hw, f, k):
 
 def _synthetic_shapes():
     return ([fc(16, 64, d) for d in (32, 128, 512, 2048)] + [fc(256, 1024, 64), fc(8, 4096, 4096)]
-            + [conv(4, 8, 16, 16, 3), conv(2, 3, 32, 8, 5)]
+            + [conv(4, 8, 16, 16, 3), conv(2, 3, 32, 8, 5), conv(1, 16, 8, 4, 3), conv(2, 4, 20, 32, 1)]
             + [relu(n) for n in (1000, 10000, 100000)]
             + [("sgd_update", [(n,), (n,)], [(n,)]) for n in (500, 20000, 300000)])
 

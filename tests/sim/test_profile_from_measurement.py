@@ -38,15 +38,16 @@ def test_calibrated_profile_loads_round_trips_and_simulates_as_its_fit(tmp_path)
     assert simulate(eg, str(path)).step_seconds == pytest.approx(want, rel=1e-12)
 
 
-def test_fit_handoff_recovers_the_delay_of_linear_steps():
-    # steps generated as s0 + h * slope with h = 150 us: the fit returns h from any probe
-    h, probe = 1.5e-4, 2e-4
+def test_fit_handoff_recovers_the_serial_terms_of_linear_steps():
+    # steps generated as s0 + h x (chain ops) + f x (chain seconds), h = 150 us, f = 0.08:
+    # the fit returns both from any probes
+    h, f, probes = 1.5e-4, 0.08, (2e-4, 0.05)
     samples = []
-    for s0, per in ((0.1, 300), (0.25, 900), (0.05, 80)):  # per: ops on the critical chain
-        samples.append((s0, s0 + per * probe, s0 + per * h))
-    assert fit_handoff(samples, probe) == pytest.approx(h, rel=1e-9)
-    # steps faster than simulated without it: no negative delay
-    assert fit_handoff([(0.2, 0.3, 0.1)], probe) == 0.0
+    for s0, ops, secs in ((0.1, 300, 0.05), (0.25, 900, 0.2), (0.05, 80, 0.04), (0.4, 200, 0.3)):
+        samples.append((s0, s0 + ops * probes[0], s0 + secs * probes[1], s0 + ops * h + secs * f))
+    assert fit_handoff(samples, probes) == pytest.approx([h, f], rel=1e-9)
+    # steps faster than simulated without them: no negative term
+    assert fit_handoff([(0.2, 0.3, 0.25, 0.1)], probes) == [0.0, 0.0]
 
 
 def _synthetic_entry(model, eg, scale, measured):

@@ -51,14 +51,14 @@ def training_entries(data: dict, devices: int, leave_out: Optional[str] = None) 
             and (e["devices"] == 1) == (devices == 1) and e["model"] != leave_out]
 
 
-#: the hand-off delay the fit probes the simulated steps with (seconds per op)
-HANDOFF_PROBE = 2e-4
+#: the serial per-op terms fitted to the training steps, and the values the fit probes them at
+SERIAL_TERMS = (("handoff_s", 2e-4), ("gil_fraction", 0.05))
 
 
 def fitted_simulator(entries: List[dict], machine: dict, graph_of: Callable[[dict], object]):
     """A Simulator on the host profile fitted to `entries` alone (None without any): the op,
     fetch and slowdown models to their calibrations (:func:`autotile.sim.fit.fitted_profile`),
-    then the per-op hand-off delay to their measured steps (:func:`autotile.sim.fit.fit_handoff`)."""
+    then the serial per-op terms to their measured steps (:func:`autotile.sim.fit.fit_handoff`)."""
     import copy
 
     from autotile.bench.sim_measure import step_seconds
@@ -68,14 +68,18 @@ def fitted_simulator(entries: List[dict], machine: dict, graph_of: Callable[[dic
     if not entries:
         return None
     hw = fitted_profile(Calibration.merged([entry_calibration(e, machine) for e in entries]))
-    hw.device["handoff_s"] = 0.0
-    probe = copy.deepcopy(hw)
-    probe.device["handoff_s"] = HANDOFF_PROBE
+    for name, _ in SERIAL_TERMS:
+        hw.device[name] = 0.0
+    probes = []
+    for name, value in SERIAL_TERMS:
+        probes.append(copy.deepcopy(hw))
+        probes[-1].device[name] = value
     samples = []
     for e in entries:
         eg = graph_of(e)
-        samples.append((Simulator(hw).run(eg).step_seconds, Simulator(probe).run(eg).step_seconds, step_seconds(e)))
-    hw.device["handoff_s"] = fit_handoff(samples, HANDOFF_PROBE)
+        samples.append([Simulator(h).run(eg).step_seconds for h in [hw] + probes] + [step_seconds(e)])
+    for (name, _), c in zip(SERIAL_TERMS, fit_handoff(samples, [v for _, v in SERIAL_TERMS])):
+        hw.device[name] = c
     return Simulator(hw)
 
 
@@ -106,7 +110,7 @@ def predictions(data: dict, graph_of: Callable[[dict], object]) -> List[dict]:
         rows.append({"model": e["model"], "devices": e["devices"], "algorithm": e["algorithm"],
                      "measured_seconds": measured, "load": e["load"],
                      "undisturbed_steps": len(e["steps"]), "disturbed_steps": len(e["disturbed"]),
-                     "in_sample": Simulator(profile, own).run(eg).step_seconds,
+                     "in_sample": Simulator(_serial_terms(profile, held), own).run(eg).step_seconds,
                      "in_sample_no_dispatch": Simulator(*_without_dispatch(profile, own)).run(eg).step_seconds,
                      "devices_out": held.run(eg).step_seconds if held is not None else None,
                      "model_out": model_out.run(eg).step_seconds if model_out is not None else None})
@@ -115,6 +119,18 @@ def predictions(data: dict, graph_of: Callable[[dict], object]) -> List[dict]:
         if model_out is not None:
             rows[-1]["model_out_entries"] = _entries(model_out, own)
     return rows
+
+
+def _serial_terms(profile, fitted):
+    """`profile` with the serial per-op terms of `fitted` (a fitted Simulator, or None)."""
+    import copy
+
+    if fitted is None:
+        return profile
+    profile = copy.deepcopy(profile)
+    for name, _ in SERIAL_TERMS:
+        profile.device[name] = fitted.hw.device.get(name, 0.0)
+    return profile
 
 
 def _entries(simulator, own) -> dict:
@@ -154,8 +170,8 @@ def _stats_rows(raw):
     """Rows of (prediction, rows it covers, n, mean, median, max |error|)."""
     from autotile.sim.fit import relative_errors
 
-    groups = [("in-sample (calibrated on the graph itself)", "in_sample", lambda r: True),
-              ("in-sample without the dispatch terms (ablation)", "in_sample_no_dispatch", lambda r: True),
+    groups = [("in-sample (the graph's own op and fetch times)", "in_sample", lambda r: True),
+              ("in-sample without dispatch and serial terms (ablation)", "in_sample_no_dispatch", lambda r: True),
               ("fitted host profile, devices 1-2 (training rows)", "devices_out", lambda r: r["devices"] in CALIBRATE_ON),
               ("fitted host profile, devices 4-8 held out", "devices_out", lambda r: r["devices"] not in CALIBRATE_ON),
               ("fitted host profile, model held out", "model_out", lambda r: True)]

@@ -78,25 +78,30 @@ def fit_op_model(calibration: Calibration) -> Optional[dict]:
     if not rows:
         return None
     kinds = sorted({kind for (kind, *_), _ in rows})
-    column = {kind: 3 + i for i, kind in enumerate(kinds)}  # shared: launch, bytes, columns
+    n = len(kinds)
+    column = {kind: i for i, kind in enumerate(kinds)}  # per kind: a fixed cost, a cost per FLOP
     cols = []
     for (kind, fg, fe, b, x), _ in rows:
-        col = [1.0, b, x] + [0.0] * len(kinds)
-        col[column[kind]] = fg + fe
+        col = [0.0] * (2 * n) + [b, x]  # shared: bytes, columns
+        col[column[kind]] = 1.0
+        col[n + column[kind]] = fg + fe
         cols.append(col)
     width = len(cols[0])
     scale = [max((abs(col[j]) / t for col, (_, t) in zip(cols, rows)), default=0.0) or 1.0 for j in range(width)]
     coef = _nnls([[c / t / sc for c, sc in zip(col, scale)] for col, (_, t) in zip(cols, rows)], [1.0] * len(rows))
     coef = [float(c) / sc for c, sc in zip(coef, scale)]
-    launch, per_byte, per_col = coef[:3]
-    per_flop = {kind: coef[column[kind]] for kind in kinds if coef[column[kind]] > 0}
+    per_byte, per_col = coef[2 * n:]
+    fixed = {kind: coef[column[kind]] for kind in kinds}
+    launch = min(fixed.values())
+    per_flop = {kind: coef[n + column[kind]] for kind in kinds if coef[n + column[kind]] > 0}
+    extra = {kind: fixed[kind] - launch for kind in per_flop}
     # kinds never measured: one cost per FLOP (BLAS) or per element (the rest) for the class,
     # fitted over the measured kinds of the class with the shared terms fixed
     for cls, blas in (("@matmul", True), ("@default", False)):
         pts = [(fg + fe, t, launch + b * per_byte + x * per_col) for (kind, fg, fe, b, x), t in rows
                if (kind in MATMUL_KINDS) == blas]
         per_flop[cls] = _relative_scale([f / t for f, t, _ in pts], [1.0 - base / t for _, t, base in pts])
-    return {"launch": launch, "mem_bw": 1.0 / per_byte if per_byte > 0 else 0.0,
+    return {"launch": launch, "extra": extra, "mem_bw": 1.0 / per_byte if per_byte > 0 else 0.0,
             "im2col_bw": 1.0 / per_col if per_col > 0 else 0.0, "per_flop": per_flop}
 
 
@@ -140,7 +145,8 @@ def fitted_profile(calibration: Calibration, base="host") -> Hardware:
     else:
         hw.device.pop("im2col_bandwidth", None)
     hw.efficiency = {**efficiency, "memory": 1.0}
-    hw.half_flops = {}
+    # a kind's fixed cost beyond the launch, as the FLOPs its rate does in that time
+    hw.half_flops = {k: e / per_flop[k] for k, e in model["extra"].items() if e > 0 and per_flop.get(k, 0) > 0}
     hw.name = f"{hw.name} (fitted to {len(calibration.ops)} measured op shapes)"
     return hw
 
@@ -169,18 +175,21 @@ def fit_dispatch(samples: Sequence[dict]) -> Tuple[float, float]:
     return float(c0), float(per_op)
 
 
-def fit_handoff(samples: Sequence[Tuple[float, float, float]], probe: float) -> float:
-    """The per-op hand-off delay ``handoff_s`` >= 0 that best fits measured steps, from
-    (simulated step without it, simulated step with `probe` seconds of it, measured step)
-    per graph: the simulated step grows about linearly with the delay (each device's ops are a
-    chain), so ``step(h) = s0 + h (s1 - s0) / probe`` and h minimises the squared relative
-    errors over the graphs (closed form)."""
-    us, vs = [], []
-    for s0, s1, m in samples:
+def fit_handoff(samples: Sequence[Sequence[float]], probes: Sequence[float]) -> List[float]:
+    """Non-negative coefficients of the serial per-op terms (``handoff_s``, ``gil_fraction``)
+    that best fit measured steps, from (simulated step without them, simulated step with only
+    the first at ``probes[0]``, ..., measured step) per graph: the simulated step grows about
+    linearly in each, ``step = s0 + sum_j c_j (s_j - s0) / probe_j``; least squares on
+    relative errors."""
+    rows, ys = [], []
+    for sample in samples:
+        s0, m = sample[0], sample[-1]
         if m > 0:
-            us.append((s1 - s0) / probe / m)
-            vs.append(1.0 - s0 / m)
-    return _relative_scale(us, vs)
+            rows.append([(sj - s0) / p / m for sj, p in zip(sample[1:-1], probes)])
+            ys.append(1.0 - s0 / m)
+    if not rows:
+        return [0.0] * len(probes)
+    return [float(c) for c in _nnls(rows, ys)]
 
 
 def relative_errors(pairs: Sequence[Tuple[float, float]]) -> Optional[Dict[str, float]]:

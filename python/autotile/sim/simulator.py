@@ -62,7 +62,7 @@ from .hardware import Hardware, load_profile
 _EPS = 1e-15
 #: a host calibration's machine figures that replace the profile's device figures of that name
 MACHINE_FIGURES = ("wake_latency_s", "step_overhead_s", "op_overhead_s", "dispatch_compute_s", "dispatch_fetch_s",
-                   "handoff_s")
+                   "handoff_s", "gil_fraction")
 _START = object()  # a timer whose end starts its op (a device thread waking up)
 
 
@@ -200,8 +200,6 @@ class Simulator:
         in_order = hw.in_order
         # a thread that blocked on a dependency resumes wake_latency after it is met
         wake = hw.wake_latency if in_order else 0.0
-        # every op of an in-order stream starts handoff_s after it could (the pool's hand-off)
-        handoff = float(hw.device.get("handoff_s", 0.0)) if in_order else 0.0
         last_end = [0.0] * len(queues)
         head = [0] * len(queues)
         running = [0] * len(queues)
@@ -258,7 +256,8 @@ class Simulator:
                 kernel = _Activity(i, "compute", remaining=seconds - python, slowdown=self.cost.slowdown(eg, o),
                                    demand=1.0 if is_fetch else self.cost.threads(kind))
                 parts_left[i] = 1
-                lead = python + hw.op_overhead
+                lead = (python + hw.op_overhead + float(hw.device.get("handoff_s", 0.0))
+                        + float(hw.device.get("gil_fraction", 0.0)) * seconds)
                 if lead <= 0:
                     active.append(kernel)
                 elif hw.gil:
@@ -287,9 +286,8 @@ class Simulator:
                         i = q[head[s]]
                         head[s] += 1
                         running[s] += 1
-                        delay = handoff + (wake if now > last_end[s] + _EPS else 0.0)  # slept on a dependency
-                        if delay > 0:
-                            active.append(_Activity(i, "timer", timer_end=now + delay, then=_START))
+                        if wake > 0 and now > last_end[s] + _EPS:  # the thread slept on a dependency
+                            active.append(_Activity(i, "timer", timer_end=now + wake, then=_START))
                         else:
                             start_op(i)
                 else:
