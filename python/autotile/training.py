@@ -6,7 +6,8 @@ data set on k devices, with loss and accuracy per epoch, a plot and an MXNet che
     hist.epochs[-1].test_accuracy
 
 Every step runs through :func:`autotile.backend.run` (on k > 1 devices with one plan made before
-the first step), with SGD as MXNet's Module sets it up (rescale_grad = 1/batch) and parameters
+the first step), with SGD on the gradient of the mean loss over the batch (:func:`batch_rescale`:
+rescale_grad = 1/batch for MXNet's summing heads, as its Module sets it up) and parameters
 initialised as MXNet's initializers do (:mod:`autotile.training_init`). Test-set figures come
 from a forward pass on one device after each epoch. On ``--data digits``, ``mlp`` and ``cnn``
 name the zoo's ``mlp-digits`` and ``cnn-digits``.
@@ -60,11 +61,34 @@ class History:
                 f"test loss {e.test_loss:.4f} acc {100 * e.test_accuracy:.1f}%  {e.seconds:.1f}s")
 
 
-def sgd_args(lr: float, batch: int) -> dict:
-    """SGD arguments as MXNet's Module sets them: the learning rate and rescale_grad = 1/batch
-    (SoftmaxOutput's gradient is summed over the batch)."""
+#: loss heads whose gradient sums over the batch unless their ``normalization`` says otherwise
+_NORMALIZED_HEADS = ("SoftmaxOutput", "MakeLoss")
+
+
+def batch_rescale(sym, batch: int) -> float:
+    """The ``rescale_grad`` that makes a step of `sym` train the mean of its loss over the
+    batch, the one gradient convention of :func:`autotile.backend.run` (``loss=``), ``autotile
+    run`` and ``autotile train`` (torch's ``reduction="mean"``): 1 when the loss heads already
+    average (the losses :func:`autotile.losses.attach_loss` attaches, ``SoftmaxOutput`` or
+    ``MakeLoss`` with ``normalization="batch"`` or ``"valid"``), 1/batch when a head sums over
+    the batch as MXNet's defaults do (``normalization="null"``, the regression outputs): the
+    rescale MXNet's Module applies."""
+    if getattr(sym, "loss", None) is not None:  # attach_loss: a mean by construction
+        return 1.0
+    heads = [node for node, _ in sym.entries if not node.is_variable]
+    if heads and all(h.op in _NORMALIZED_HEADS and h.parsed_attrs().get("normalization", "null") != "null"
+                     for h in heads):
+        return 1.0
+    return 1.0 / max(1, batch)
+
+
+def sgd_args(lr: float, batch: int, sym=None) -> dict:
+    """SGD arguments for a step that trains the mean loss over a batch of `batch`
+    (:func:`batch_rescale`): the learning rate and rescale_grad, 1/batch for a head that
+    sums over the batch (MXNet's SoftmaxOutput default, and any head when `sym` is not given,
+    as MXNet's Module sets it), 1 for one that already averages."""
     check_lr(lr)
-    return {"lr": float(lr), "rescale_grad": 1.0 / max(1, batch)}
+    return {"lr": float(lr), "rescale_grad": 1.0 / max(1, batch) if sym is None else batch_rescale(sym, batch)}
 
 
 def check_lr(lr) -> float:
@@ -167,7 +191,8 @@ def evaluate(sym, x: np.ndarray, y: np.ndarray, params, aux, data: str, label: s
 
 def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, batch: Optional[int] = 32,
           lr: float = 0.1, init: str = "xavier", seed: int = 0, plot: Optional[str] = None,
-          save: Optional[str] = None, progress: Optional[bool] = None, out=None, dtype: str = "float32") -> History:
+          save: Optional[str] = None, progress: Optional[bool] = None, out=None, dtype: str = "float32",
+          loss: Optional[str] = None, label: Optional[str] = None) -> History:
     """Train `model` (zoo name or Symbol ending in SoftmaxOutput) on data set `data`
     ("digits" or "synthetic", :mod:`autotile.training_data`) for `epochs` epochs of SGD steps
     of `batch` samples (a shuffled epoch; the last partial batch is dropped) on `devices`
@@ -177,6 +202,10 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     as ``mx.model.save_checkpoint`` writes them). ``dtype="bfloat16"``: mixed precision (bf16
     compute, float32 master weights; docs/mixed-precision.md), evaluation in bf16 too;
     ``"float16"`` likewise with a static loss scale (``backend.run.FLOAT16_LOSS_SCALE``).
+    `loss`: ``"cross_entropy"`` attaches a softmax cross-entropy to a model without a loss
+    (an exported classifier's logits, :func:`autotile.losses.attach_loss`), its class labels
+    the new input `label` (default ``"label"``). The gradient is that of the mean loss over the
+    batch (:func:`batch_rescale`, the convention of :func:`autotile.backend.run` too).
     Returns the :class:`History`."""
     from . import backend
     from . import training_data
@@ -197,6 +226,15 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
     check_output_paths(plot, save)  # before training: a bad path would lose the whole run
     out = sys.stdout if out is None else out
     sym, name = resolve_model(model, data, batch)
+    if loss is not None:
+        if loss != "cross_entropy":
+            raise Error(f"train fits a classifier to class labels: loss='cross_entropy', not {loss!r} (for 'mse', "
+                        f"call autotile.backend.run(loss='mse') with your targets)")
+        from .backend.run import with_loss
+
+        sym = with_loss(sym, loss, label)
+    elif label is not None:
+        raise Error(f"label={label!r} names the target of a loss: pass loss='cross_entropy' too")
     arg_shapes, aux_shapes = param_shapes(sym)
     data_name, label_name = _io_names(sym, arg_shapes)
     batch = arg_shapes[data_name][0]
@@ -207,7 +245,7 @@ def train(model="mlp", data: str = "digits", devices: int = 1, epochs: int = 5, 
         raise Error(f"batch {batch} is larger than the {len(ds.x_train)} training samples of '{data}'")
     params = init_params(arg_shapes, seed=seed, init=init, skip=(data_name, label_name))
     aux = init_params(aux_shapes, seed=seed, init=init)
-    opt_args = sgd_args(lr, batch)
+    opt_args = sgd_args(lr, batch, sym)
     if dtype != "float32":  # the casts go in once: planned and run as they are
         from .backend.run import FLOAT16_LOSS_SCALE, mixed_precision_symbol
 

@@ -72,7 +72,7 @@ def plan_output(tmp_path_factory):
     """One `plan mlp --devices 4 --batch 8 --json --draw` run, in a subprocess."""
     d = tmp_path_factory.mktemp("cli")
     js, png = d / "plan.json", d / "plan.png"
-    argv = ["plan", "mlp", "--devices", "4", "--batch", "8", "--json", str(js)]
+    argv = ["plan", "mlp", "--devices", "4", "--batch", "8", "--baselines", "--json", str(js)]
     try:
         import matplotlib  # noqa: F401
 
@@ -227,7 +227,7 @@ def test_subcommand_help_and_missing_arguments(capsys):
     status, out, err = run_main(capsys)
     assert status == 2 and out == "" and "usage:" in err
     status, out, err = run_main(capsys, "plan")
-    assert status == 2 and "model" in err
+    assert status == 2 and "MODEL" in err
 
 
 @pytest.mark.parametrize("argv, status, match", [

@@ -217,11 +217,11 @@ def test_cli_runs_saves_and_resumes(tmp_path):
     cli = [sys.executable, "-m", "autotile.cli", "run", model, "--ctx", "mpi", "--checkpoint", ckpt]
     rc, out, _ = mpirun(2, cli + ["--devices", "2", "--steps", "2"])
     assert rc == 0, out[-4000:]
-    assert "step 1/2: output mean" in out and "step 2/2: output mean" in out
+    assert "step 1/2: loss" in out and "step 2/2: loss" in out
     assert json.load(open(os.path.join(ckpt, "manifest.json")))["step"] == 2
     rc, out, _ = mpirun(4, cli + ["--devices", "4", "--steps", "3"])
     assert rc == 0, out[-4000:]
-    assert "at step 2" in out and "step 3/3: output mean" in out and "step 1/3" not in out
+    assert "at step 2" in out and "step 3/3: loss" in out and "step 1/3" not in out
     rc, out, _ = mpirun(2, cli + ["--devices", "4", "--steps", "1"])
     assert rc == 1 and "autotile: error: --devices 4 but the MPI world has 2 rank(s)" in out
 

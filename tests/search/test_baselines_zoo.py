@@ -71,7 +71,7 @@ def test_zoo_baselines_valid_and_not_below_tofu(model, batch, devices):
 def test_cli_comparison_has_a_number_for_every_baseline(capsys):
     from autotile import cli
 
-    cli.main(["plan", "alexnet", "--devices", "8", "--batch", "256"])
+    cli.main(["plan", "alexnet", "--devices", "8", "--batch", "256", "--baselines"])
     out = capsys.readouterr().out
     table = out[out.index("algorithm "):].splitlines()[1:]
     rows = {line.split()[0]: line for line in table if line.strip()}

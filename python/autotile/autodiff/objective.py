@@ -3,7 +3,8 @@
 A model with a loss head (SoftmaxOutput, the regression outputs, MakeLoss) trains that loss.
 An exported classifier (an ONNX file from PyTorch) usually ends in its logits or a softmax of
 them and carries no loss: :func:`training_objective` then attaches a softmax cross-entropy
-(MXNet's SoftmaxOutput) to the logits, with integer class labels ``softmax_label`` of shape
+(MXNet's SoftmaxOutput, ``normalization="batch"``: the gradient of the mean over the batch,
+as torch's cross_entropy) to the logits, with integer class labels ``softmax_label`` of shape
 (batch,) taken from the logits' shape. Any other loss-free model back-propagates head
 gradients of ones, i.e. it minimises the sum of its outputs, and says so.
 """
@@ -64,7 +65,7 @@ def training_objective(sym: Symbol, shapes: Optional[Dict[str, tuple]] = None) -
     label = Variable(LABEL, shape=(shape[0],))
     taken = {n.name for n in sym.topo_nodes()}
     loss_name = next(n for n in ("softmax", "softmax_loss", "autotile_softmax_loss") if n not in taken)
-    loss = create("SoftmaxOutput", logits, label, name=loss_name)
+    loss = create("SoftmaxOutput", logits, label, name=loss_name, normalization="batch")  # the mean, as torch
     trained = Symbol(loss.entries, sym.params)
     for attr in ("onnx_names",):  # the importer's name map, for inputs= by the model's own names
         if hasattr(sym, attr):

@@ -488,11 +488,12 @@ def run_mpi(sym, devices: int, values: Dict[str, np.ndarray], train: bool = True
 
 def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], devices: int, steps: int,
             seed: int = 0, checkpoint: Optional[str] = None, timeout: Optional[float] = None,
-            out=sys.stdout, optimizer_args: Optional[dict] = None) -> int:
-    """``autotile run MODEL --devices K --ctx mpi`` under ``mpirun -np K``: plans once, runs
-    `steps` training steps keeping params sharded (resuming from and saving to `checkpoint`
-    after every step when given), the SGD update set by `optimizer_args`; rank 0 prints one
-    line per step."""
+            out=sys.stdout, optimizer_args: Optional[dict] = None, plan=None, loss_of=None) -> int:
+    """``autotile run MODEL --devices K --ctx mpi`` under ``mpirun -np K``: plans once (or
+    runs `plan`), runs `steps` training steps keeping params sharded (resuming from and saving
+    to `checkpoint` after every step when given), the SGD update set by `optimizer_args`;
+    rank 0 prints one line per step: ``loss_of(first output)`` as the loss, else the first
+    output's mean."""
     from .. import planner
     from ..execgraph import transform
 
@@ -505,10 +506,10 @@ def run_cli(sym, inputs: Dict[str, np.ndarray], params: Dict[str, np.ndarray], d
 
     shapes = {n: tuple(np.shape(inputs[n])) for n in default_data_names(sym) if n in inputs}
     timeout = check_timeout(timeout)  # before planning: a bad --timeout is the user's at once
-    plan = planner.plan(sym, devices=devices, shapes=shapes)
+    plan = plan if plan is not None else planner.plan(sym, devices=devices, shapes=shapes)
     eg = transform(sym, plan, optimizer_args=optimizer_args)
     try:
-        return _run_steps(eg, comm, inputs, params, steps, seed, checkpoint, timeout, out)
+        return _run_steps(eg, comm, inputs, params, steps, seed, checkpoint, timeout, out, loss_of)
     except MemoryError as e:  # NumPy's "Unable to allocate ...": this rank's share does not fit
         raise Error(_out_of_memory(eg, comm.Get_rank(), e)) from None
     except MPI.Exception as e:  # MPI_Win_allocate's "Out of memory"
@@ -527,7 +528,7 @@ def _out_of_memory(eg, rank: int, what) -> str:
             f"(mpirun -np K ... --devices K) or with a smaller --batch")
 
 
-def _run_steps(eg, comm, inputs, params, steps, seed, checkpoint, timeout, out) -> int:
+def _run_steps(eg, comm, inputs, params, steps, seed, checkpoint, timeout, out, loss_of=None) -> int:
     """run_cli's steps on this rank (one MPIRuntime, its windows freed at the end)."""
     rt = MPIRuntime(eg, comm=comm, timeout=timeout)
     rt.load(step_inputs(eg, {**params, **inputs}))
@@ -545,7 +546,8 @@ def _run_steps(eg, comm, inputs, params, steps, seed, checkpoint, timeout, out) 
         if checkpoint:
             rt.save_checkpoint(checkpoint)
         if rt.rank == 0:
-            print(f"step {step + 1}/{steps}: output mean {float(np.mean(value)):.6f}  time "
+            what = f"loss {loss_of(value):.6f}" if loss_of else f"output mean {float(np.mean(value)):.6f}"
+            print(f"step {step + 1}/{steps}: {what}  time "
                   f"{time.perf_counter() - t0:.3f}s  (rank 0: fetch {stats['fetch_seconds']:.3f}s, "
                   f"wait {stats['wait_seconds']:.3f}s)", file=out, flush=True)
     rt.close()

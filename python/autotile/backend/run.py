@@ -97,8 +97,24 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         train: bool = False, optimizer: str = "sgd", optimizer_args: Optional[dict] = None,
         batch: Optional[int] = None, seed: int = 0, ctx: str = "cpu", head_grads=None,
         states: Optional[Dict[str, np.ndarray]] = None, trainable=None, dtype: str = "float32",
-        loss_scale: Optional[float] = None, **kwargs) -> Result:
+        loss_scale: Optional[float] = None, loss: Optional[str] = None, label: Optional[str] = None,
+        **kwargs) -> Result:
     """Run one step of `model` (Symbol, model path or zoo name).
+
+    loss: ``"cross_entropy"`` or ``"mse"`` attaches that loss to the model's output
+    (:func:`autotile.losses.attach_loss`; a model with several outputs takes the first), with
+    the target as the new input `label` (default ``"label"``; its values in `inputs`, or
+    synthetic when inputs are left out). Gradient convention (the one of ``autotile run`` and
+    ``autotile train`` too): the step trains the **mean** of the loss over the batch, as
+    torch's losses do by default (``reduction="mean"``): cross-entropy averaged over every
+    labelled position (a language model's batch x positions), mse over every element, so
+    ``res.grads`` are the gradients of that mean and the update is ``lr * res.grads``. A model
+    that brings its own MXNet loss head keeps that head's meaning in ``res.grads``:
+    ``SoftmaxOutput(normalization="batch")`` is a mean, MXNet's default ``"null"`` and the
+    regression outputs sum over the batch; for those, pass
+    ``optimizer_args=at.training.sgd_args(lr, batch, sym)`` (rescale_grad = 1/batch, as MXNet's
+    Module and the CLI do) for the update of the mean. A model with no loss head at all trains
+    the sum of its outputs (head gradients of ones).
 
     inputs: data (and label) arrays by name; params: weights by name (defaults to the model's
     own ``sym.params``; an MXNet checkpoint dict with ``arg:``/``aux:`` names is split); aux:
@@ -137,6 +153,10 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     if ctx not in ("cpu", "gpu", "mpi"):
         raise Error(f"ctx='{ctx}' is not available: the runtime runs on ctx='cpu', 'gpu' or 'mpi'")
     sym = as_symbol(model, batch=batch, trainable=trainable)
+    if loss is not None:
+        sym = with_loss(sym, loss, label, inputs)
+    elif label is not None:
+        raise Error(f"label={label!r} names the target of a loss: pass loss='cross_entropy' or 'mse' too")
     if not isinstance(devices, int) or isinstance(devices, bool) or devices < 1:
         raise Error(f"devices must be a positive integer, got {devices!r}")
     seed = check_seed(seed)
@@ -188,6 +208,19 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     return _unscale(res, scale) if scale != 1.0 else res
 
 
+def with_loss(sym, loss: str, label: Optional[str], inputs=None):
+    """`sym` with `loss` attached to its first output (:func:`autotile.losses.attach_loss`),
+    the target input named `label` (default ``"label"``); `inputs` (arrays by name, the
+    model's own ONNX names too) size the model when its variables do not declare shapes."""
+    from ..losses import attach_loss
+
+    onnx_names = getattr(sym, "onnx_names", None) or {}
+    shapes = {onnx_names.get(k, k): tuple(np.shape(v)) for k, v in (inputs or {}).items()}
+    label = "label" if label is None else label
+    shapes.pop(label, None)  # the target is checked against the output's shape after the attach
+    return attach_loss(sym, loss, output=0 if len(sym.entries) > 1 else None, label=label, shapes=shapes)
+
+
 def _with_declared_shapes(sym, shapes: Dict[str, tuple]):
     """A copy of `sym`'s graph whose variables declare `shapes` (``__shape__``); the same
     nodes in the same order, so the CLI's generator walks it exactly as it walks `sym`."""
@@ -211,7 +244,7 @@ def _made_inputs(sym, values: Dict[str, np.ndarray], make_params: bool, make_dat
     variance one), data standard normal, labels class ids below the output's width, ids below
     their table's size. Returns ({name: array}, names of the weights/states among them)."""
     from ..autodiff.graph import default_data_names
-    from ..cli import synthetic_inputs
+    from ..cli.inputs import synthetic_inputs
     from ..symbol.infer import _declared_shape, infer_entry_shapes
 
     data = set(default_data_names(sym))

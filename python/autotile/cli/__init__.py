@@ -20,8 +20,9 @@ import sys
 from typing import List, Optional
 
 from ..errors import Error
-from .args import Progress, load_model  # noqa: F401  (public: autotile.cli.Progress, load_model)
+from .args import Progress  # noqa: F401  (public: autotile.cli.Progress)
 from .info import model_summary  # noqa: F401
+from .models import load_model  # noqa: F401
 from .inputs import synthetic_inputs  # noqa: F401  (autotile.cli.synthetic_inputs, the one generator)
 from .plan import compare_table  # noqa: F401
 
@@ -31,8 +32,15 @@ def build_parser() -> argparse.ArgumentParser:
     from ..bench_cli import add_parser as add_bench_parser
     from . import info, plan, run, train
 
-    p = argparse.ArgumentParser(prog="autotile", description="Automatic tensor partitioning for DL training.")
-    sub = p.add_subparsers(dest="command", required=True)
+    from .. import __version__
+    from .args import HelpFormatter
+
+    p = argparse.ArgumentParser(prog="autotile", formatter_class=HelpFormatter,
+                                description="Automatic tensor partitioning for DL training: plan how to tile a "
+                                            "model's training step across devices, run it, train, benchmark.")
+    p.add_argument("--version", action="version", version=f"autotile {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                           help="info, plan, run, train or bench (autotile COMMAND --help for its options)")
     for module in (info, plan, run, train):
         module.add_parser(sub)
     add_bench_parser(sub)
@@ -59,6 +67,7 @@ OUT_OF_MEMORY = ("the model at this size does not fit this process's memory: pla
 def main(argv: Optional[List[str]] = None) -> int:
     """Run the ``autotile`` command with `argv` (default: sys.argv[1:]); returns the exit status."""
     args = build_parser().parse_args(argv)
+    Progress.quiet = bool(getattr(args, "quiet", False))
     try:
         if getattr(args, "usage", None) is not None:
             try:

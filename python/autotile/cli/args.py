@@ -14,38 +14,46 @@ from ..errors import Error
 
 
 class Progress:
-    """Shows '<label> ... Ns' on stderr when a step takes more than a second (TTY only)."""
+    """One line on stderr for a phase that runs longer than `after` seconds (2): ``autotile:
+    <label> ...`` once it has run that long, then `` Ns`` when it ends; nothing for a shorter
+    phase, nor when :attr:`quiet` (``-q``) is set."""
 
-    def __init__(self, label: str, enabled: Optional[bool] = None):
+    #: set by ``-q``: no progress lines at all
+    quiet = False
+
+    def __init__(self, label: str, enabled: Optional[bool] = None, after: float = 2.0):
         self.label = label
-        self.enabled = sys.stderr.isatty() if enabled is None else enabled
+        self.enabled = (not Progress.quiet) if enabled is None else enabled
+        self.after = after
         self._done = threading.Event()
         self._thread = None
+        self._shown = False
+        self._lock = threading.Lock()
 
     def __enter__(self):
         if self.enabled:
             self._start = time.perf_counter()
-            self._thread = threading.Thread(target=self._tick, daemon=True)
+            self._thread = threading.Thread(target=self._announce, daemon=True)
             self._thread.start()
         return self
 
-    def _tick(self):
-        spinner = "|/-\\"
-        i = 0
-        if self._done.wait(1.0):
+    def _announce(self):
+        if self._done.wait(self.after):
             return
-        while not self._done.wait(0.2):
-            elapsed = time.perf_counter() - self._start
-            sys.stderr.write(f"\r{spinner[i % 4]} {self.label} {elapsed:.1f}s")
-            sys.stderr.flush()
-            i += 1
+        with self._lock:
+            if not self._done.is_set():
+                sys.stderr.write(f"autotile: {self.label} ...")
+                sys.stderr.flush()
+                self._shown = True
 
     def __exit__(self, *exc):
-        self._done.set()
+        with self._lock:
+            self._done.set()
         if self._thread is not None:
             self._thread.join()
-            sys.stderr.write("\r\033[K")
-            sys.stderr.flush()
+            if self._shown:
+                sys.stderr.write(f" {time.perf_counter() - self._start:.1f}s\n")
+                sys.stderr.flush()
         return False
 
 
@@ -147,11 +155,53 @@ def write_output(option: str, path: str, text: str) -> None:
 DTYPES = ["float32", "bfloat16", "float16"]
 
 
-def model_args(sp) -> None:
-    """The MODEL positional, --batch and --seq (info, plan, run)."""
-    sp.add_argument("model", help="zoo name (mlp, alexnet, vgg16, wresnet-152-10, rnn-10-8k), .onnx or -symbol.json")
-    sp.add_argument("--batch", type=positive_int, default=None, help="batch size")
+def shape_arg(text):
+    """--shape: ``NAME=1x3x224x224``, an ONNX input's whole shape (exit 2 when malformed)."""
+    name, eq, dims = text.partition("=")
+    try:
+        shape = tuple(int(d) for d in dims.lower().split("x"))
+    except ValueError:
+        shape = ()
+    if not eq or not name.strip() or not shape or any(d < 1 for d in shape):
+        raise argparse.ArgumentTypeError(f"expected NAME=DIMS with positive dims joined by x, e.g. "
+                                         f"input=1x3x224x224; got {text!r}")
+    return name.strip(), shape
+
+
+def model_help() -> str:
+    """What MODEL may be: the zoo's names (``autotile.models.get``), or a model file."""
+    from ..models.zoo import known_names
+
+    return "a zoo name (" + "; ".join(known_names()) + "), an .onnx file or an MXNet -symbol.json file"
+
+
+def model_args(sp, model_help_text: Optional[str] = None) -> None:
+    """The MODEL positional, --batch, --seq and --shape (info, plan, run, train)."""
+    sp.add_argument("model", metavar="MODEL", help=model_help_text or model_help())
+    sp.add_argument("--batch", type=positive_int, default=None,
+                    help="batch size (zoo models: 32; ONNX files: the first dim of every data input)")
     sp.add_argument("--seq", type=positive_int, default=None, help="sequence length (zoo sequence models)")
+    add_shape_arg(sp)
+
+
+def add_shape_arg(sp) -> None:
+    """--shape NAME=DIMS (repeatable): ONNX inputs' shapes."""
+    sp.add_argument("--shape", action="append", default=None, type=shape_arg, metavar="NAME=DIMS",
+                    help="an ONNX input's shape, e.g. input=1x3x224x224 (repeatable; sets its symbolic dims)")
+
+
+def add_quiet_arg(sp) -> None:
+    """-q/--quiet: no progress lines on stderr."""
+    sp.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (results only)")
+
+
+class HelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """``--help`` with each option's default, except where there is none (None, False)."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.default is False or isinstance(action.default, list):
+            return action.help
+        return super()._get_help_string(action)
 
 
 def add_init_args(sp) -> None:
@@ -168,26 +218,3 @@ def add_dtype_arg(sp) -> None:
     """--dtype (``autotile run`` and ``autotile train``)."""
     sp.add_argument("--dtype", default="float32", choices=DTYPES,
                     help="mixed precision, fp32 master weights; float16 with loss scaling (docs/mixed-precision.md)")
-
-
-def load_model(args):
-    """The Symbol of ``args.model`` sized by --batch and, for zoo models with a sequence length
-    (transformers), --seq; Error when --seq is given to a model that takes none."""
-    from ..model_input import as_symbol
-
-    seq = getattr(args, "seq", None)
-    if seq is None:
-        return as_symbol(args.model, batch=args.batch)
-    import os
-
-    from .. import models
-
-    if os.path.exists(args.model) or args.model.endswith((".onnx", ".json")):
-        raise Error(f"--seq sizes zoo models; '{args.model}' is a file, whose shapes are its own")
-    try:
-        return models.get(args.model, batch=args.batch, seq=seq)
-    except TypeError as e:
-        if "seq" not in str(e):
-            raise
-        raise Error(f"model '{args.model}' takes no sequence length (--seq is for sequence models such as "
-                    f"gpt2-small, bert-base, llama-7b)") from None

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .args import fmt_bytes, load_model, model_args
+from .args import fmt_bytes, model_args
+from .models import load_model
 
 
 def model_summary(sym, batch: Optional[int]) -> str:
@@ -40,6 +41,9 @@ def cmd_info(args) -> int:
 
 def add_parser(sub) -> None:
     """The ``info`` subcommand."""
-    sp = sub.add_parser("info", help="print a model summary")
+    from .args import HelpFormatter
+
+    sp = sub.add_parser("info", help="print a model summary", formatter_class=HelpFormatter,
+                        description="Print MODEL's ops, inputs and parameter count.")
     model_args(sp)
     sp.set_defaults(fn=cmd_info)

@@ -38,9 +38,32 @@ def _index_ranges(sym, known) -> dict:
     return ranges
 
 
+#: loss heads whose second input is a regression target (real values of the output's shape)
+_REGRESSION = ("LinearRegressionOutput", "MAERegressionOutput", "LogisticRegressionOutput")
+
+
+def _label_roles(sym, known) -> dict:
+    """Variable name -> number of classes (a SoftmaxOutput's label: class ids below its
+    width) or None (a regression head's target: real values), from the loss heads' inputs,
+    whatever the variables are called."""
+    roles = {}
+    for n in sym.topo_nodes():
+        if n.is_variable or len(n.inputs) < 2 or not n.inputs[1][0].is_variable:
+            continue
+        name = n.inputs[1][0].name
+        if n.op == "SoftmaxOutput":
+            shape = known.get((id(n.inputs[0][0]), n.inputs[0][1]))
+            axis = 1 if n.parsed_attrs().get("multi_output") else -1
+            roles[name] = int(shape[axis]) if shape else 2
+        elif n.op in _REGRESSION:
+            roles[name] = None
+    return roles
+
+
 def synthetic_inputs(sym, seed: int, init: str = "xavier"):
-    """Random inputs for a model, each of its kind: labels are class ids below the output's
-    width; ids that index a table (an Embedding's, a take's: ``input_ids``, ``token_type_ids``)
+    """Random inputs for a model, each of its kind: labels (a SoftmaxOutput's, or an input
+    named ``*label``) are class ids below the width of the output they label, a regression
+    head's target standard normal; ids that index a table (an Embedding's, a take's: ``input_ids``, ``token_type_ids``)
     are drawn below its size; other integer inputs (``attention_mask``) are ones and boolean
     ones all true, so nothing is masked out; other data are standard normal. Inputs keep the
     dtype the model declares. Parameters and auxiliary states start as MXNet's initializers set
@@ -59,6 +82,7 @@ def synthetic_inputs(sym, seed: int, init: str = "xavier"):
     data_names = set(default_data_names(sym))
     int_range = _index_ranges(sym, known)
     classes = max(2, known.get((id(sym.entries[0][0]), 0), (0, 10))[-1])
+    roles = _label_roles(sym, known)
     values = {}
     for n in sym.topo_nodes():
         if not n.is_variable:
@@ -67,8 +91,10 @@ def synthetic_inputs(sym, seed: int, init: str = "xavier"):
         if shape is None:
             raise Error(f"cannot run: the shape of input '{n.name}' is unknown")
         dtype = np.dtype(dtype_name(n.attrs["__dtype__"])) if "__dtype__" in n.attrs else np.dtype(np.float32)
-        if n.name.endswith("label"):
-            values[n.name] = rng.integers(0, classes, size=shape).astype(np.float32)
+        if n.name in roles and roles[n.name] is None:
+            values[n.name] = rng.standard_normal(shape).astype(np.float32)
+        elif n.name in roles or n.name.endswith("label"):
+            values[n.name] = rng.integers(0, roles.get(n.name) or classes, size=shape).astype(np.float32)
         elif n.name in int_range:
             values[n.name] = rng.integers(0, int_range[n.name], size=shape).astype(dtype)
         elif n.name in data_names and dtype.kind in "iub":
