@@ -37,27 +37,25 @@ def get_cmake_dir() -> str:
 
 
 def __getattr__(name):
-    # Heavier or optional parts load on first use (onnx needs the onnx package).
+    # Heavier or optional parts load on first use (onnx needs the onnx package); each is kept
+    # as a module attribute once loaded, so tools that read the module (pdoc) find it there.
     import importlib
 
     lazy = {"onnx": ".onnx", "nd": ".ndarray", "models": ".models", "autodiff": ".autodiff", "training": ".training"}
     if name in lazy:
-        module = importlib.import_module(lazy[name], __name__)
-        globals()[name] = module
-        return module
-    if name == "train":  # autotile.train(...): training.train
-        from .training import train
-
-        return train
-    if name in ("plan", "Plan"):
+        value = importlib.import_module(lazy[name], __name__)
+    elif name == "train":  # autotile.train(...): training.train
+        from .training import train as value
+    elif name in ("plan", "Plan"):
         from . import planner
 
-        return getattr(planner, name)
-    if name == "transform":
-        from .execgraph import transform
-
-        return transform
-    raise AttributeError(f"module 'autotile' has no attribute '{name}'")
+        value = getattr(planner, name)
+    elif name == "transform":
+        from .execgraph import transform as value
+    else:
+        raise AttributeError(f"module 'autotile' has no attribute '{name}'")
+    globals()[name] = value
+    return value
 
 
 # The public API, the lazily loaded parts included (`autotile.jax` and `autotile.torch` are
