@@ -109,3 +109,17 @@ def test_non_scalar_loss_and_non_float_params_refused():
         autotile.jax.plan(lambda w, x: x @ w, rng(4, 2), rng(3, 4), devices=1)
     with pytest.raises(at.Error, match="parameter 'w' holds int32"):
         autotile.jax.plan(lambda w, x: jnp.sum(x * w), np.ones(3, np.int32), rng(3), devices=1)
+
+
+def test_docs_list_every_primitive_read():
+    """docs/jax.md's table names every primitive the reader has a rule for, and no other."""
+    import os
+    import re
+
+    from autotile.jax.jaxpr_rules import RULES
+
+    text = open(os.path.join(os.path.dirname(__file__), "..", "..", "docs", "jax.md")).read()
+    table = text.split("| JAX primitive |")[1].split("\n\n")[0]
+    named = {m for row in table.splitlines()[2:] for m in re.findall(r"`([a-z_0-9]+)`", row.split("|")[1])}
+    assert set(RULES) - named == set()
+    assert named - set(RULES) == set()
