@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import time
 from typing import Callable, Dict, List, Optional
+
+from autotile.sim.calibrate import busy_cpu_seconds, measure_steps, step_time, timed_step  # noqa: F401  (swap_host)
 
 #: device counts every model is measured on
 DEVICES = (1, 2, 4, 8)
@@ -61,13 +62,6 @@ def graphs(quick: bool, log: Callable[[str], None], only: Optional[List[str]] = 
     return out
 
 
-def _busy_cpu_seconds() -> float:
-    """CPU seconds the whole machine has been busy (user+nice+system+irq+softirq+steal)."""
-    with open("/proc/stat") as f:
-        v = [int(x) for x in f.readline().split()[1:]]
-    return (sum(v[:8]) - v[3] - v[4]) / os.sysconf("SC_CLK_TCK")
-
-
 def wait_for_quiet(max_seconds: float = 180.0, idle: float = 0.9) -> float:
     """Waits (at most `max_seconds`) until the machine is idle -- over three 1-second windows
     in a row, at least `idle` of the CPU time unused -- so that a measurement sees this process
@@ -77,51 +71,15 @@ def wait_for_quiet(max_seconds: float = 180.0, idle: float = 0.9) -> float:
     t0, quiet = time.perf_counter(), 0
     cpus = os.cpu_count() or 1
     while quiet < 3 and time.perf_counter() - t0 < max_seconds:
-        b0 = _busy_cpu_seconds()
+        b0 = busy_cpu_seconds()
         time.sleep(1.0)
-        quiet = quiet + 1 if _busy_cpu_seconds() - b0 < (1 - idle) * cpus else 0
+        quiet = quiet + 1 if busy_cpu_seconds() - b0 < (1 - idle) * cpus else 0
     return time.perf_counter() - t0
 
 
-def timed_step(rt, check: bool = True):
-    """(wall seconds of one step of HostRuntime `rt`, whether no other process took CPU time
-    during it). Clock ticks are 10 ms: one tick plus 3% of a core is allowed."""
-    busy0, own0 = (_busy_cpu_seconds(), sum(os.times()[:2])) if check else (0.0, 0.0)
-    t0 = time.perf_counter()
-    rt.run()
-    t = time.perf_counter() - t0
-    if not check:
-        return t, True
-    foreign = (_busy_cpu_seconds() - busy0) - (sum(os.times()[:2]) - own0)
-    return t, foreign <= 0.011 + 0.03 * t
-
-
-def measure_steps(eg, repeat: int, max_tries: int = 30):
-    """([undisturbed step seconds], [disturbed step seconds]) of the host runtime on `eg`,
-    after two warm-up steps (first touch of arenas and temporaries); stops at `repeat`
-    undisturbed steps or `max_tries` steps."""
-    from autotile.backend.host_runtime import HostRuntime
-    from autotile.sim.calibrate import step_inputs
-
-    have_proc = os.path.exists("/proc/stat")
-    rt = HostRuntime(eg)
-    values = step_inputs(eg)
-    times, disturbed = [], []
-    for i in range(max_tries + 2):
-        rt.load(values)  # the memory plan reuses input regions: reload before every step
-        t, undisturbed = timed_step(rt, check=have_proc)
-        if i < 2:
-            continue
-        (times if undisturbed else disturbed).append(t)
-        if len(times) >= repeat:
-            break
-    return times, disturbed
-
-
 def step_seconds(entry: dict) -> float:
-    """The measured step of a dataset entry: the median of its undisturbed steps, else the
-    fastest disturbed one (the least disturbed)."""
-    return statistics.median(entry["steps"]) if entry["steps"] else min(entry["disturbed"])
+    """The measured step of a dataset entry (:func:`autotile.sim.calibrate.step_time`)."""
+    return step_time(entry["steps"], entry["disturbed"])
 
 
 def key(label: str, k: int, algo: str) -> str:

@@ -51,36 +51,18 @@ def training_entries(data: dict, devices: int, leave_out: Optional[str] = None) 
             and (e["devices"] == 1) == (devices == 1) and e["model"] != leave_out]
 
 
-#: the serial per-op terms fitted to the training steps, and the values the fit probes them at
-SERIAL_TERMS = (("handoff_s", 2e-4), ("gil_fraction", 0.05))
-
-
 def fitted_simulator(entries: List[dict], machine: dict, graph_of: Callable[[dict], object]):
     """A Simulator on the host profile fitted to `entries` alone (None without any): the op,
     fetch and slowdown models to their calibrations (:func:`autotile.sim.fit.fitted_profile`),
-    then the serial per-op terms to their measured steps (:func:`autotile.sim.fit.fit_handoff`)."""
-    import copy
-
+    then the serial per-op terms to their measured steps (:func:`autotile.sim.fit.with_serial_terms`)."""
     from autotile.bench.sim_measure import step_seconds
     from autotile.sim import Calibration, Simulator
-    from autotile.sim.fit import fit_handoff, fitted_profile
+    from autotile.sim.fit import fitted_profile, with_serial_terms
 
     if not entries:
         return None
     hw = fitted_profile(Calibration.merged([entry_calibration(e, machine) for e in entries]))
-    for name, _ in SERIAL_TERMS:
-        hw.device[name] = 0.0
-    probes = []
-    for name, value in SERIAL_TERMS:
-        probes.append(copy.deepcopy(hw))
-        probes[-1].device[name] = value
-    samples = []
-    for e in entries:
-        eg = graph_of(e)
-        samples.append([Simulator(h).run(eg).step_seconds for h in [hw] + probes] + [step_seconds(e)])
-    for (name, _), c in zip(SERIAL_TERMS, fit_handoff(samples, [v for _, v in SERIAL_TERMS])):
-        hw.device[name] = c
-    return Simulator(hw)
+    return Simulator(with_serial_terms(hw, [(graph_of(e), step_seconds(e)) for e in entries]))
 
 
 def predictions(data: dict, graph_of: Callable[[dict], object]) -> List[dict]:
@@ -124,6 +106,8 @@ def predictions(data: dict, graph_of: Callable[[dict], object]) -> List[dict]:
 def _serial_terms(profile, fitted):
     """`profile` with the serial per-op terms of `fitted` (a fitted Simulator, or None)."""
     import copy
+
+    from autotile.sim.fit import SERIAL_TERMS
 
     if fitted is None:
         return profile

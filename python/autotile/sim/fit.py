@@ -2,19 +2,23 @@
 
 A calibration (:mod:`autotile.sim.calibrate`) holds measured times per (op kind, tile
 shapes). Looked up shape by shape it tests only the scheduler: every duration of the graph
-simulated was measured. :func:`fitted_profile` instead turns the measurements into the same
-kind of profile the GPU profiles are -- a roofline with a per-kind efficiency that depends on
-the tile (:func:`autotile.sim.cost_table.efficiency`) -- so that a graph whose ops were never
-measured (more devices, smaller tiles; another model) is priced by the model alone.
+simulated was measured. :func:`fitted_profile` instead turns the measurements into a profile
+whose cost model prices any tile -- a graph whose ops were never measured (more devices,
+smaller tiles; another model) is priced by the model alone.
 
-Per op kind, the roofline's compute term on a tile of f FLOPs is ``(f + half) / (peak * eff)``,
-affine in f. Fitting ``t = a + b f`` (non-negative least squares on relative errors, so small
-kernels count as much as large ones) gives ``eff = 1 / (peak b)`` and ``half = (a - launch) / b``,
-``launch`` the smallest fixed cost ``a`` of any kind (what every kernel dispatch pays). Kinds
-not measured take the pooled fit of their class: BLAS products (``MATMUL_KINDS``) or the
-rest (``default``). The memory roof is the fastest any measured op streamed its bytes after
-its launch, so it never exceeds a measurement (the per-kind fits carry the element-wise
-kernels' bandwidth: their FLOPs are their elements)."""
+The op model (:func:`fit_op_model`) is a *serial* roofline: a NumPy kernel on one CPU thread
+does its arithmetic and its memory passes one after the other, so ``t = launch + extra[kind]
++ FLOPs x c[kind] + bytes / mem_bw + im2col bytes / im2col_bw``, fitted to every measured op
+at once by non-negative least squares on relative errors. What is physical is shared by all
+kinds (streaming bytes, copying a convolution's columns), what depends on the kernel is per
+kind (its fixed cost, its rate); kinds never measured take their class's rate (BLAS products
+or the rest). In the profile: ``peak_flops`` the fastest kind's rate, ``efficiency[kind]``
+each kind's share of it, ``efficiency_half_flops[kind]`` its fixed cost beyond the launch in
+FLOPs, ``serial_roofline``, ``mem_bandwidth``, ``im2col_bandwidth``.
+
+The runtime's serial per-op terms (:func:`with_serial_terms`) are fitted to measured *steps*
+of the training graphs: the time each op holds the interpreter lock beyond the dispatch the
+tiny-op graphs measure, as a constant per op and a fraction of its time."""
 from __future__ import annotations
 
 import copy
@@ -95,6 +99,17 @@ def fit_op_model(calibration: Calibration) -> Optional[dict]:
     launch = min(fixed.values())
     per_flop = {kind: coef[n + column[kind]] for kind in kinds if coef[n + column[kind]] > 0}
     extra = {kind: fixed[kind] - launch for kind in per_flop}
+    # a kind measured at one size only says nothing of how its time grows: proportional to
+    # its work (no fixed cost of its own), rather than a constant that any size would pay
+    sizes: Dict[str, List[float]] = {}
+    for (kind, fg, fe, b, x), t in rows:
+        sizes.setdefault(kind, []).append(fg + fe)
+    for kind, fs in sizes.items():
+        if max(fs) < 1.5 * min(fs):
+            pts = [(fg + fe, t, launch + b * per_byte + x * per_col) for (k, fg, fe, b, x), t in rows if k == kind]
+            c = _relative_scale([f / t for f, t, _ in pts], [1.0 - base / t for _, t, base in pts])
+            if c > 0:
+                per_flop[kind], extra[kind] = c, 0.0
     # kinds never measured: one cost per FLOP (BLAS) or per element (the rest) for the class,
     # fitted over the measured kinds of the class with the shared terms fixed
     for cls, blas in (("@matmul", True), ("@default", False)):
@@ -190,6 +205,31 @@ def fit_handoff(samples: Sequence[Sequence[float]], probes: Sequence[float]) -> 
     if not rows:
         return [0.0] * len(probes)
     return [float(c) for c in _nnls(rows, ys)]
+
+
+#: the host runtime's serial per-op terms (device figures) and the values their fit probes:
+#: ``handoff_s`` seconds per op and ``gil_fraction`` of each op's time, both run under the
+#: interpreter lock (serialised across devices) before the op's kernel
+SERIAL_TERMS = (("handoff_s", 2e-4), ("gil_fraction", 0.05))
+
+
+def with_serial_terms(hw: Hardware, measured: Sequence[Tuple[object, float]]) -> Hardware:
+    """`hw` with its serial per-op terms (:data:`SERIAL_TERMS`) fitted to measured steps:
+    ``measured`` holds (ExecGraph, measured step seconds) pairs; each graph is simulated on
+    `hw` without the terms and with each at its probe value (:func:`fit_handoff`)."""
+    from .simulator import Simulator
+
+    hw = copy.deepcopy(hw)
+    for name, _ in SERIAL_TERMS:
+        hw.device[name] = 0.0
+    probes = []
+    for name, value in SERIAL_TERMS:
+        probes.append(copy.deepcopy(hw))
+        probes[-1].device[name] = value
+    samples = [[Simulator(h).run(eg).step_seconds for h in [hw] + probes] + [float(m)] for eg, m in measured]
+    for (name, _), c in zip(SERIAL_TERMS, fit_handoff(samples, [v for _, v in SERIAL_TERMS])):
+        hw.device[name] = c
+    return hw
 
 
 def relative_errors(pairs: Sequence[Tuple[float, float]]) -> Optional[Dict[str, float]]:

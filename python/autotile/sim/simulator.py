@@ -13,11 +13,7 @@ Model (what is simulated, and what is not):
   An in-order thread that had to block on a dependency (another device's op) starts its op
   ``wake_latency_s`` after the dependency is met: the waker's ``Event.set`` wakes it, and it
   must then get the GIL, which the waker holds while it dispatches its own next op (a
-  measured machine figure, :func:`autotile.sim.calibrate.measure_wake_latency`). Every op of
-  an in-order stream also starts ``handoff_s`` after it could (a device figure, default 0): the
-  delay measured steps show between an op becoming ready and starting beyond the dispatch
-  terms below (the runtime's worker pool handing ops over through one queue, threads waking
-  on a loaded machine), fitted to measured steps (:func:`autotile.sim.fit.fit_handoff`).
+  measured machine figure, :func:`autotile.sim.calibrate.measure_wake_latency`).
 - Compute. An op takes its cost-table time. On a profile whose devices share CPU cores
   (``cores`` set: the host), concurrent ops share the cores: an op that runs alone uses
   ``threads`` cores (all of them for BLAS kernels, one otherwise); when the running ops ask
@@ -31,7 +27,11 @@ Model (what is simulated, and what is not):
   ``gil`` profile that part holds the one interpreter lock, so the devices' dispatches run one
   at a time (first come, first served) while their kernels run in parallel. A step starts
   ``step_overhead_s`` late (BLAS thread limits, worker threads). All four figures are measured
-  on graphs of tiny ops (:func:`autotile.sim.calibrate.measure_dispatch`).
+  on graphs of tiny ops (:func:`autotile.sim.calibrate.measure_dispatch`). Real steps hold the
+  lock longer per op than tiny ops do (an op's Python between its NumPy calls, re-taking the
+  lock after each, the worker pool's hand-offs): two serial terms, ``handoff_s`` per op and
+  ``gil_fraction`` of the op's time, run under the lock with the dispatch (device figures,
+  default 0), fitted to measured steps of other graphs (:func:`autotile.sim.fit.with_serial_terms`).
 - Host fetches. On a ``fetch_on_cores`` profile (the host runtime: a MultiFetch is a copy
   the device thread runs in C++) a fetch is CPU work like a kernel: its cost-table time
   (``CostTable.fetch_time``, measured per piece shapes) on one core, sharing the cores
