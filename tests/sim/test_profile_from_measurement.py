@@ -92,3 +92,34 @@ def test_held_out_predictions_use_no_measurement_of_what_they_predict():
     for k in (1, 2, 4):
         assert other["b", k]["model_out"] == pytest.approx(base["b", k]["model_out"], rel=1e-12)
         assert other["a", k]["model_out"] > 10 * base["a", k]["model_out"]
+
+
+def _calibrate_cli(*args):
+    import subprocess
+    import sys
+
+    from autotile import bench_cli
+
+    return subprocess.run([sys.executable, "-m", "autotile.cli", "bench", "calibrate", *args],
+                          capture_output=True, text=True, timeout=900, env=bench_cli._env())
+
+
+def test_calibrate_cli_refuses_a_bad_repeat(tmp_path):
+    proc = _calibrate_cli("--repeat", "0", "--out", str(tmp_path / "p.json"))
+    assert proc.returncode == 2 and "--repeat must be at least 1, got 0" in proc.stderr
+    assert not (tmp_path / "p.json").exists()
+
+
+@pytest.mark.slow
+def test_calibrate_cli_writes_a_profile_the_planner_and_simulator_load(tmp_path):
+    out, raw = tmp_path / "my-host.json", tmp_path / "cal.json"
+    proc = _calibrate_cli("--quick", "--repeat", "1", "--out", str(out), "--calibration", str(raw))
+    assert proc.returncode == 0, proc.stderr
+    assert f"profile written to {out}" in proc.stdout
+    hw = load_profile(str(out))
+    assert hw.device["serial_roofline"] and hw.peak_flops > 0 and hw.mem_bandwidth > 0
+    assert "FullyConnected" in hw.efficiency and "Convolution" in hw.efficiency  # the quick set's kinds
+    assert "handoff_s" in hw.device and "gil_fraction" in hw.device  # fitted to the graphs' steps
+    assert Calibration.load(str(raw)).ops  # the raw measurements kept beside it
+    eg = _graph(4, hidden=64)
+    assert simulate(eg, str(out)).step_seconds > 0
