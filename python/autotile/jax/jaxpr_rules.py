@@ -139,9 +139,10 @@ def _rank_to(r, v, shape, rank):
     if not isinstance(v, T):
         v = np.asarray(v)
         return r.const(v.reshape((1,) * (rank - v.ndim) + v.shape))
-    if len(v.shape) == rank and rank:
+    target = (1,) * (rank - len(v.shape)) + tuple(v.shape)
+    if tuple(v.at_shape) == target:
         return v.sym
-    return r.op("Reshape", v.sym, shape=(1,) * (rank - len(v.shape)) + tuple(v.shape) or (1,), suffix="rank")
+    return r.op("Reshape", v.sym, shape=target, suffix="rank")
 
 
 @rule(*BINARY)
