@@ -307,8 +307,9 @@ def _show(s):
     return repr(s) if "\n" not in s else "\n      " + s.replace("\n", "\n      ")
 
 
-def update(paths, data_dir=DATA, check=False, out=sys.stdout):
+def update(paths, data_dir=DATA, check=False, out=None):
     """Render every region of `paths`; write the files (or, with check, report). Returns the changes."""
+    out = out or sys.stdout
     found = []
     for path in paths:
         with open(path, encoding="utf-8") as f:
@@ -325,8 +326,9 @@ def update(paths, data_dir=DATA, check=False, out=sys.stdout):
     return found
 
 
-def compare_fresh(fresh_dir, data_dir=DATA, out=sys.stdout):
+def compare_fresh(fresh_dir, data_dir=DATA, out=None):
     """Mismatches between the facts of fresh bench outputs and the committed JSON (shared entries)."""
+    out = out or sys.stdout
     bad, compared = [], 0
     for name, facts in FACTS.items():
         path = os.path.join(fresh_dir, name)
