@@ -35,7 +35,7 @@ import tempfile
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TREE = os.path.join(ROOT, "python")
 DATA = os.path.join(ROOT, "docs", "benchmarks", "data")
-REGION = re.compile(r"<!-- bench:(?P<spec>[^>]*?) -->(?P<text>.*?)<!-- /bench -->", re.S)
+REGION = re.compile(r"<!-- bench:(?P<spec>[\w-]+(?: [\w-]+=[^\s>]+)*) -->(?P<text>.*?)<!-- /bench -->", re.S)
 
 #: committed JSON file -> the command that writes it (into bench/out/, then --take)
 SOURCES = {
