@@ -214,3 +214,42 @@ def test_a_module_the_exporter_cannot_take_names_the_op_and_module_path():
     with pytest.raises(at.Error, match=r"Encoder cannot be exported to ONNX at op aten::linalg_qr in module "
                                        r"'layers.1': torchscript exporter: .*linalg_qr"):
         att.plan(Encoder(), torch.randn(4, 8), devices=2, exporter="torchscript")
+
+
+def test_mesh_and_layout_take_the_modules_parameter_names():
+    """layout= rules name tensors by the module's own parameter names, and the plan honours
+    each of two opposite rules (so neither is the search's own choice by chance)."""
+    torch.manual_seed(0)
+    module = MLP(n_out=4)
+    x, y = _data(n_out=4)
+    for rows, cols in (("split(0)", "split(1)"), ("split(1)", "split(0)")):
+        dims = {"split(0)": 0, "split(1)": 1}
+        plan = att.plan(module, x, loss=F.cross_entropy, target=y, mesh={"model": 2},
+                        layout={"fc1.weight": {dims[rows]: "model"}, "fc2.weight": {dims[cols]: "model"}})
+        assert plan.devices == 2
+        assert (plan.tiling("fc1.weight"), plan.tiling("fc2.weight")) == (rows, cols)
+
+
+@pytest.mark.slow
+def test_auto_exporter_keeps_the_error_that_names_the_op():
+    """Both exporters fail on linalg_qr: the message is TorchScript's, which names the op,
+    with the module path; dynamo's first line follows."""
+    pytest.importorskip("onnxscript", reason="onnxscript is not installed")
+    with pytest.raises(at.Error, match=r"at op aten::linalg_qr in module 'layers.1': torchscript exporter: .*"
+                                       r"linalg_qr.*\(also tried dynamo: "):
+        att.plan(Encoder(), torch.randn(4, 8), devices=2)
+
+
+def test_planning_leaves_the_module_as_it_was():
+    """plan runs the module (recording calls, checking the loss, exporting): its BatchNorm
+    statistics, its parameters and its train/eval mode are as before."""
+    torch.manual_seed(0)
+    module = nn.Sequential(nn.Linear(8, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 3))
+    module.train()
+    before = {k: v.clone() for k, v in module.state_dict().items()}
+    x, y = torch.randn(8, 8) * 3 + 1, torch.randint(0, 3, (8,))
+    att.plan(module, x, loss=F.cross_entropy, target=y, devices=2)
+    assert module.training and all(m.training for m in module.modules())
+    after = module.state_dict()
+    for k, v in before.items():
+        assert torch.equal(after[k], v), k

@@ -204,7 +204,7 @@ def import_export(module, model, calls, input_names: Sequence[str], **load_kwarg
     return sym
 
 
-def _in_eval_mode(module, fn):
+def in_eval_mode(module, fn):
     """``fn()`` with `module` in eval mode (as the exporter traces it), each module's mode
     and every buffer (BatchNorm's running statistics) restored after."""
     import torch
@@ -224,7 +224,7 @@ def _in_eval_mode(module, fn):
 
 def record_calls_restoring(module, args):
     """:func:`record_calls` in eval mode, the module's modes and buffers restored."""
-    return _in_eval_mode(module, lambda: record_calls(module, args))
+    return in_eval_mode(module, lambda: record_calls(module, args))
 
 
 def onnx_export(module, args, input_names: Sequence[str], opset: int = 17):
@@ -254,7 +254,7 @@ def onnx_export(module, args, input_names: Sequence[str], opset: int = 17):
                                   keep_initializers_as_inputs=True)
         return onnx.load_from_string(buf.getvalue())
 
-    return _in_eval_mode(module, run)
+    return in_eval_mode(module, run)
 
 
 def module_map(model, onnx_names: Dict[str, str], calls, input_names: Sequence[str]) -> ModuleMap:

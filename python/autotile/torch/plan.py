@@ -22,7 +22,7 @@ from typing import Callable, Dict, Optional, Sequence, Tuple, Union
 
 from ..errors import Error
 from .loss import WithLoss, check_loss, exportable_losses, strip_prefix, target_name
-from .names import flat_tensors, forward_arg_names, import_export, onnx_export, record_calls_restoring
+from .names import flat_tensors, forward_arg_names, import_export, in_eval_mode, onnx_export, record_calls_restoring
 
 EXPORTERS = ("auto", "torchscript", "dynamo")
 
@@ -170,7 +170,8 @@ def plan(module, example_inputs, loss: Union[None, str, Callable] = None, target
     `target`: an example target tensor (its shape is planned; ``label`` names the plan input,
     default ``target``). `devices` or `mesh`, `layout`, `device_memory`, `algorithm` and
     `plan_kwargs` go to ``at.plan``. `exporter`: ``"auto"`` (TorchScript, then dynamo),
-    ``"torchscript"`` or ``"dynamo"``.
+    ``"torchscript"`` or ``"dynamo"``. The module runs and is exported in eval mode (dropout
+    off, BatchNorm normalising by its running statistics), its modes and buffers restored after.
 
     Returns the Plan, with ``plan.torch_model``, ``plan.torch_params`` (module parameter name
     -> plan tensor, tied names to one tensor) and ``plan.torch_loss``; run it with
@@ -200,8 +201,8 @@ def plan(module, example_inputs, loss: Union[None, str, Callable] = None, target
         raise Error("target= is given but no loss=: pass the loss the target is for")
     tname = target_name(input_names, label)
     calls = record_calls_restoring(module, args)
-    with torch.no_grad():
-        output = module(*args)
+    with torch.no_grad():  # as the exporter runs it: eval mode, buffers (BatchNorm statistics) kept
+        output = in_eval_mode(module, lambda: module(*args))
     outputs = flat_tensors(output)
     if isinstance(loss, str):
         if not outputs:
