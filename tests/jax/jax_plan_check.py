@@ -31,6 +31,7 @@ def reference(loss_fn):
 
 
 def check(name, fn, args, loss=None, **plan_kwargs):
+    """The planned step of fn on args against the plain one: errors, structures, bytes."""
     planned = autotile.jax.plan(fn, *args, loss=loss, optimizer_args={"lr": LR}, **plan_kwargs)
     params = args[0]
     sharded = (jax.device_put(params, planned.shardings[0]),) + tuple(args[1:])
@@ -72,7 +73,34 @@ def main(names):
 
         model, params, x, t = jax_flax_transformer.build(batch=4, seq=8, width=32)
         out["transformer"] = check("transformer", model, (params, x, t), loss="mse", mesh={"data": 2, "model": 4})
+    if "cnn" in names:
+        out["cnn"] = check("cnn", *small_cnn(), mesh={"data": 2, "model": 4})
     print(json.dumps(out))
+
+
+def small_cnn():
+    """(loss function, params, images, labels) of a Flax CNN: NHWC convolutions (SAME padding,
+    a strided one, a grouped one), relu, global mean pooling, a dense classifier."""
+    import flax.linen as nn
+    import optax
+
+    class CNN(nn.Module):
+        @nn.compact
+        def __call__(self, x):
+            x = nn.relu(nn.Conv(8, (3, 3))(x))
+            x = nn.relu(nn.Conv(16, (3, 3), strides=(2, 2), padding=((1, 1), (1, 1)))(x))
+            x = nn.relu(nn.Conv(16, (3, 3), feature_group_count=4)(x))
+            return nn.Dense(10)(x.mean(axis=(1, 2)))
+
+    model = CNN()
+    x = jax.random.normal(jax.random.PRNGKey(0), (8, 8, 8, 3))
+    y = jax.random.randint(jax.random.PRNGKey(1), (8,), 0, 10)
+    params = model.init(jax.random.PRNGKey(2), x)
+
+    def loss_fn(params, x, y):
+        return optax.softmax_cross_entropy_with_integer_labels(model.apply(params, x), y).mean()
+
+    return loss_fn, (params, x, y)
 
 
 if __name__ == "__main__":

@@ -44,3 +44,9 @@ def test_flax_mlp_step_as_planned():
 @pytest.mark.slow
 def test_flax_transformer_block_step_as_planned():
     assert_planned_step(report("transformer")["transformer"])
+
+
+@pytest.mark.slow
+def test_flax_cnn_step_as_planned():
+    """NHWC convolutions (SAME, strided, grouped) read as NCHW Convolutions between transposes."""
+    assert_planned_step(report("cnn")["cnn"])
