@@ -150,11 +150,14 @@ def _io_names(sym, shapes):
     from .autodiff.graph import default_data_names
 
     names = [n for n in default_data_names(sym) if n in shapes]
-    labels = [n for n in names if n.endswith("label")]
+    attached = getattr(sym, "loss", None)  # attach_loss's target, whatever its name
+    labels = [n for n in names if n.endswith("label") or (attached is not None and n == attached[2])]
     data = [n for n in names if n not in labels]
     if len(data) != 1 or len(labels) != 1:
+        hint = "; a model without a loss (an exported classifier's logits): pass loss='cross_entropy' " \
+               "(autotile train --loss cross_entropy)" if not labels else ""
         raise Error(f"train needs a classifier with one data input and one label input; the model has "
-                    f"data inputs {data} and labels {labels}")
+                    f"data inputs {data} and labels {labels}{hint}")
     data, label = data[0], labels[0]
     batch = shapes[data][0]
     if tuple(shapes[label]) != (batch,):

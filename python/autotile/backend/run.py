@@ -164,7 +164,7 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
         raise Error(f"batch must be a positive integer, got {batch!r}")
     inputs, aux, states = (check_arrays(inputs, "inputs"), check_arrays(aux, "aux"), check_arrays(states, "states"))
     if kwargs.get("plan") is not None:
-        check_plan(kwargs["plan"])
+        check_plan_graph(check_plan(kwargs["plan"]), sym)
     params_given = params
     given = {**(check_arrays(params, "params") or {}), **(aux or {}), **(inputs or {})}
     params = dict(sym.params if params is None else params)
@@ -208,6 +208,23 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
     return _unscale(res, scale) if scale != 1.0 else res
 
 
+def check_plan_graph(plan, sym) -> None:
+    """Error when `plan` was made for another graph: it tiles parameters `sym` does not have,
+    or `sym` has parameters it does not tile (checked before the training graph is built,
+    whose shape errors would name a node, not the plan)."""
+    from ..autodiff.graph import default_param_names
+
+    params = default_param_names(sym)
+    model = f" ({plan.model})" if getattr(plan, "model", None) else ""
+    extra = [n for n in plan.param_names if n not in set(params)]
+    if extra:
+        raise Error(f"plan was made for another graph{model}: it tiles tensors {extra[:5]}, which this graph "
+                    f"does not have")
+    missing = [n for n in params if n not in set(plan.param_names)]
+    if missing:
+        raise Error(f"plan was made for another graph{model}: this graph's parameters {missing[:5]} are not in it")
+
+
 def with_loss(sym, loss: str, label: Optional[str], inputs=None):
     """`sym` with `loss` attached to its first output (:func:`autotile.losses.attach_loss`),
     the target input named `label` (default ``"label"``); `inputs` (arrays by name, the
@@ -218,7 +235,13 @@ def with_loss(sym, loss: str, label: Optional[str], inputs=None):
     shapes = {onnx_names.get(k, k): tuple(np.shape(v)) for k, v in (inputs or {}).items()}
     label = "label" if label is None else label
     shapes.pop(label, None)  # the target is checked against the output's shape after the attach
-    return attach_loss(sym, loss, output=0 if len(sym.entries) > 1 else None, label=label, shapes=shapes)
+    result = attach_loss(sym, loss, output=0 if len(sym.entries) > 1 else None, label=label, shapes=shapes)
+    from ..autodiff.graph import DATA_ATTR
+
+    for node in result.topo_nodes():  # the target is data whatever its name, never a weight to train
+        if node.is_variable and node.name == label:
+            node.attrs[DATA_ATTR] = "1"
+    return result
 
 
 def _with_declared_shapes(sym, shapes: Dict[str, tuple]):

@@ -93,10 +93,11 @@ def load_model(args):
     if not shapes:
         from ..model_input import as_symbol
 
-        return as_symbol(text, batch=args.batch)
-    from .. import onnx as at_onnx
+        sym = as_symbol(text, batch=args.batch)
+    else:
+        from .. import onnx as at_onnx
 
-    sym = at_onnx.load(text, batch_size=args.batch, shapes=shapes)
+        sym = at_onnx.load(text, batch_size=args.batch, shapes=shapes)
     _check_shapes(sym, shapes)
     return sym
 
@@ -111,6 +112,16 @@ def _check_shapes(sym, shapes) -> None:
     if unknown:
         data = [n for n in sym.list_inputs() if n not in sym.params]
         raise Error(f"--shape {unknown[0]}=...: the model has no input '{unknown[0]}' (its inputs: {data})")
+    known = infer_entry_shapes(sym, {}, partial=True)
+    open_inputs = [n for n in sym.topo_nodes() if n.is_variable and n.name not in sym.params
+                   and known.get((id(n), 0)) is None]
+    if open_inputs:  # an export with symbolic dims (dynamic axes): say which input to size
+        names = [n.attrs.get("__onnx_name__", n.name) for n in open_inputs]
+        raise Error(f"input{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)} of the model "
+                    f"{'have' if len(names) > 1 else 'has'} symbolic dims: give "
+                    f"{' '.join(f'--shape {n}=DIMS' for n in names)} (e.g. --shape {names[0]}=1x3x224x224)")
+    if not shapes:
+        return
     try:
         infer_entry_shapes(sym, {})
     except Error as e:
