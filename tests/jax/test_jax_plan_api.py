@@ -60,3 +60,27 @@ def test_bad_plan_arguments_named():
         autotile.jax.plan(lambda p, x: (jnp.sum(model(p, x)), 1.0), PARAMS, X, devices=1)
     with pytest.raises(at.Error, match="does not depend on any parameter|does not depend on its arguments"):
         autotile.jax.plan(lambda p, x: jnp.sum(x), PARAMS, X, devices=1)
+
+
+def test_embedding_lookup_trains_as_value_and_grad():
+    """jnp.take(table, ids, axis=0) (Flax nn.Embed's lookup) with integer token ids as data."""
+    table, w = rng(11, 4), rng(4, 11, seed=1)
+    ids = np.array([[1, 10, 3], [0, 3, 7]], np.int32)
+    labels = np.array([[2, 5, 0], [9, 1, 3]], np.int32)
+
+    def lm(params, ids):
+        return jnp.take(params["embed"], ids, axis=0) @ params["out"]
+
+    params = {"embed": table, "out": w}
+    planned = autotile.jax.plan(lm, params, ids, labels, loss="cross_entropy", devices=1)
+    assert "Embedding" in [n.op for n in planned.symbol.topo_nodes() if not n.is_variable]
+    got_loss, new = planned.step(params, ids, labels)
+
+    def ref(p):
+        logp = jax.nn.log_softmax(lm(p, ids))
+        return -jnp.mean(jnp.take_along_axis(logp, labels[..., None], axis=-1))
+
+    want_loss, grads = jax.value_and_grad(ref)(params)
+    assert abs(float(got_loss) - float(want_loss)) < 1e-6
+    for k in params:
+        np.testing.assert_allclose(np.asarray(new[k]), params[k] - 0.1 * np.asarray(grads[k]), rtol=1e-5, atol=1e-6)
