@@ -238,9 +238,10 @@ def render_memory(args, data_dir):
 
 
 def render_engines_torch_row(args, data_dir):
-    """A row's figures of docs/layouts.md's DTensor table: plan= model= field=."""
+    """A row's figures of docs/layouts.md's DTensor table: plan= model= field= ('_' for a space)."""
     d = load("engines_torch.json", data_dir)
-    r = next(r for r in d["results"] if r["model"] == args["model"] and r["plan"] == args["plan"])
+    model, plan = args["model"].replace("_", " "), args["plan"].replace("_", " ")
+    r = next(r for r in d["results"] if r["model"] == model and r["plan"] == plan)
     bp = r["beside_plan"]
     field = args["field"]
     if field == "plan_bytes":
@@ -261,6 +262,41 @@ def render_engines_torch_row(args, data_dir):
     raise KeyError(field)
 
 
+#: docs/layouts.md's names for engines_torch.py's modules and plans
+TORCH_MODULES = {"mlp (README)": "README MLP (batch 256)", "transformer block":
+                 "Transformer block (d 32, 4 heads, ff 64; batch 16, seq 16)", "cnn": "CNN (2 conv, batch 16)"}
+TORCH_PLANS = {"rules 2x4": "mesh 2x4, `fc1.weight:0=model`, `data:0=batch`",
+               "rules 2x4 (Megatron)": "mesh 2x4, Megatron rules (`engines_torch.megatron_rules`)"}
+TORCH_COLLECTIVES = {"all_gather_into_tensor": "all-gather", "all_reduce": "all-reduce",
+                     "reduce_scatter_tensor": "reduce-scatter", "all_to_all": "all-to-all"}
+
+
+def render_engines_torch_table(args, data_dir):
+    """docs/layouts.md's table: each plan run by DTensor beside the plan's own bytes."""
+    d = load("engines_torch.json", data_dir)
+    lines = ["| module | plan | plan bytes | DTensor bytes | ratio | DTensor collectives | redistributed |",
+             "|---|---|---|---|---|---|---|"]
+    seen = set()
+    for r in d["results"]:
+        label = TORCH_MODULES.get(r["model"], r["model"])
+        module = label if r["model"] not in seen else label.split(" (")[0]  # described once
+        seen.add(r["model"])
+        plan = TORCH_PLANS.get(r["plan"], r["plan"])
+        bp = r["beside_plan"]
+        if "error" in r:
+            lines.append(f"| {module} | {plan} | {int(bp['plan_bytes']):,} | not run: {r['error']} | | | |")
+            continue
+        ratio = f"{bp['dtensor_bytes'] / bp['plan_bytes']:.2f}x" if bp["dtensor_bytes"] else "-"
+        if bp["dtensor_bytes"] > 10 * bp["plan_bytes"]:
+            ratio = f"{bp['dtensor_bytes'] / bp['plan_bytes']:.1f}x"
+        counts = bp["dtensor_counts"]
+        colls = ", ".join(f"{counts[k]} {TORCH_COLLECTIVES.get(k, k)}"
+                          for k in sorted(counts, key=lambda k: TORCH_COLLECTIVES.get(k, k))) or "none"
+        lines.append(f"| {module} | {plan} | {int(bp['plan_bytes']):,} | {int(bp['dtensor_bytes']):,} | {ratio} | "
+                     f"{colls} | {len(r.get('redistributed') or [])} |")
+    return "\n" + "\n".join(lines) + "\n"
+
+
 def render_output(args, data_dir):
     """A captured program's output (CAPTURES): name= (the JSON's name without .json)."""
     return _block(load(args["name"] + ".json", data_dir)["stdout"].rstrip("\n"))
@@ -270,7 +306,7 @@ RENDERERS = {
     "speedup-table": render_speedup_table, "speedup-printed": render_speedup_printed, "speedup": render_speedup,
     "transformers-table": render_transformers_table, "transformers": render_transformers,
     "memory-table": render_memory_table, "memory": render_memory,
-    "engines-torch": render_engines_torch_row, "output": render_output,
+    "engines-torch": render_engines_torch_row, "engines-torch-table": render_engines_torch_table, "output": render_output,
 }
 
 
