@@ -162,7 +162,8 @@ def plan(fn, *example_args, loss=None, mesh=None, devices: Optional[int] = None,
     "model": 4}``) or `devices` (default: every JAX device); `layout` fixes some tensors'
     layouts by leaf name (``{"x": {0: "data"}}``, names as in ``.names``); `plan_kwargs` go to
     :func:`autotile.plan` (``algorithm``, ``device_memory``...). `optimizer` and
-    `optimizer_args` (``{"lr": 0.1}``) as in ``autotile.plan``/``backend.run`` (SGD, lr 0.1).
+    `optimizer_args` (``{"lr": 0.1}``) as in ``autotile.plan``/``backend.run`` (SGD, lr 0.1);
+    `jax_devices` the JAX devices the step runs on (default ``jax.devices()``).
     Returns a :class:`JaxPlan` (``.shardings``, ``.step``, ``.plan``)."""
     import jax
 

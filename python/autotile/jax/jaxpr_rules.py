@@ -22,6 +22,8 @@ RULES: Dict[str, Callable] = {}
 
 
 def rule(*names: str):
+    """Register the decorated function as the rule of the JAX primitives `names`."""
+
     def wrap(fn):
         for n in names:
             RULES[n] = fn
@@ -31,6 +33,7 @@ def rule(*names: str):
 
 
 def out_aval(eqn, i: int = 0):
+    """(shape, dtype) JAX gives output i of `eqn`."""
     aval = eqn.outvars[i].aval
     return tuple(aval.shape), np.dtype(aval.dtype)
 
@@ -50,6 +53,7 @@ def reshape(r, x: T, shape, suffix="reshape"):
 
 
 def transpose(r, x: T, perm, suffix="transpose"):
+    """`x` (its Symbol) with its dims permuted by `perm` (none if it is the identity)."""
     perm = tuple(int(p) for p in perm)
     if perm == tuple(range(len(perm))):
         return x.sym
@@ -66,6 +70,7 @@ UNARY = {"exp": "exp", "log": "log", "tanh": "tanh", "logistic": "sigmoid", "sqr
 
 @rule(*[k for k, v in UNARY.items() if v])
 def unary(r, eqn, ins):
+    """An elementwise function of one input: the registry op of the same meaning."""
     return traced(r, eqn, r.op(UNARY[eqn.primitive.name], ins[0].sym), ins=ins)
 
 
@@ -147,6 +152,8 @@ def _rank_to(r, v, shape, rank):
 
 @rule(*BINARY)
 def binary(r, eqn, ins):
+    """An elementwise function of two inputs (see the module's text); a division may be the
+    end of a softmax."""
     name = eqn.primitive.name
     same, bcast, scalar, rscalar = BINARY[name]
     a, b = ins
@@ -173,6 +180,7 @@ def binary(r, eqn, ins):
 
 @rule("select_n")
 def select_n(r, eqn, ins):
+    """``select_n(pred, a, b)``: `b` where pred holds, else `a` (``where(pred, b, a)``)."""
     pred, *cases = ins
     if len(cases) != 2:
         raise r.error(f"select_n with {len(cases)} cases (autotile's where takes two)")
@@ -213,6 +221,7 @@ REDUCE = {"reduce_sum": "sum", "reduce_max": "max", "reduce_min": "min", "reduce
 
 @rule(*REDUCE)
 def reduce(r, eqn, ins):
+    """A reduction over `axes` (the reduced dims dropped)."""
     axes = tuple(int(a) for a in eqn.params["axes"])
     x = ins[0]
     if not axes:
@@ -237,6 +246,7 @@ def squeeze(r, eqn, ins):
 
 @rule("broadcast_in_dim")
 def broadcast_in_dim(r, eqn, ins):
+    """Dims added at the positions not in broadcast_dimensions, then broadcast to the shape."""
     x = ins[0]
     shape, _ = out_aval(eqn)
     dims = tuple(int(d) for d in eqn.params["broadcast_dimensions"])
