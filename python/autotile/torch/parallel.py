@@ -369,6 +369,10 @@ def parallelize(module, plan, model=None, *, device_type: Optional[str] = None,
         return None
 
     names_of = {id(m): q for q, m in module.named_modules()}
+    for q in getattr(plan, "torch_whole", None) or []:  # module calls DTensor runs on whole inputs
+        sub = module.get_submodule(q)
+        plain = sub.__dict__.get("forward") or type(sub).forward.__get__(sub)
+        state.handles.append(_patch_forward(sub, _whole_module, _autotile_plain=plain))
     for sub in module.modules():
         if isinstance(sub, torch.nn.modules.batchnorm._BatchNorm):
             state.handles.append(sub.register_forward_pre_hook(norm_pre))
@@ -461,6 +465,93 @@ def _whole_group_norm(self, x):
     return y.redistribute(y.device_mesh, tuple(Replicate() if p.is_partial() else p for p in x.placements))
 
 
+def _whole_module(self, *args, **kwargs):
+    """A module's forward run whole on every rank: each DTensor argument, parameter and buffer
+    gathered (replicated) and the forward run on the local tensors (plain torch: any op, the
+    LSTM's fused kernel included), its outputs replicated DTensors whose gradient is
+    replicated in the backward. The plan lays the module out whole (``plan.torch_whole``,
+    :mod:`autotile.torch.runnable`) where DTensor cannot run its ops as split; the forward
+    hooks hand its outputs to the plan's layout."""
+    from torch.distributed.tensor import DTensor, Replicate
+    from torch.nn.utils.stateless import _reparametrize_module
+
+    meshes = []
+
+    def local(t):
+        if not isinstance(t, DTensor):
+            return t
+        meshes.append(t.device_mesh)
+        return t.redistribute(t.device_mesh, tuple(Replicate() for _ in t.placements)).to_local()
+
+    state = {n: local(t) for n, t in list(self.named_parameters(remove_duplicate=False)) +
+             list(self.named_buffers(remove_duplicate=False))}
+    args, kwargs = _map_tensors(args, local), _map_tensors(kwargs, local)
+    with _reparametrize_module(self, state, tie_weights=True):
+        out = self._autotile_plain(*args, **kwargs)
+    if not meshes:
+        return out
+    mesh = meshes[0]
+
+    def back(t):
+        d = DTensor.from_local(t, mesh, tuple(Replicate() for _ in range(mesh.ndim)), run_check=False)
+        return _whole_gradient().apply(d) if d.requires_grad else d
+
+    return _map_tensors(out, back)
+
+
+def _map_tensors(value, fn):
+    """`value` with `fn` applied to every tensor in it (tuples, lists, dicts, HF ModelOutputs)."""
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return fn(value)
+    if isinstance(value, tuple):
+        items = [_map_tensors(v, fn) for v in value]
+        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+    if isinstance(value, list):
+        return [_map_tensors(v, fn) for v in value]
+    if isinstance(value, dict):
+        return _same_dict(value, {k: _map_tensors(v, fn) for k, v in value.items()})
+    return value
+
+
+def _same_dict(value: dict, items: dict):
+    """`items` in a dict of `value`'s own type: a Hugging Face ModelOutput stays one (its
+    attributes read on: ``outputs.last_hidden_state``)."""
+    if type(value) is dict:
+        return items
+    import copy
+
+    out = copy.copy(value)
+    for k, v in items.items():
+        out[k] = v
+    return out
+
+
+def _sdpa_dtensor_runs(state):
+    """On a CPU mesh, ``scaled_dot_product_attention`` by its math form (matmul, softmax:
+    ops DTensor shards), not the fused CPU kernel, whose backward DTensor has no rule for
+    ('aten._scaled_dot_product_flash_attention_for_cpu_backward ... does not have a sharding
+    strategy registered', torch 2.13, after the whole forward had run)."""
+    import contextlib
+
+    mesh = getattr(state, "mesh", None)
+    if mesh is None or mesh.device_type != "cpu":
+        return contextlib.nullcontext()
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    return sdpa_kernel([SDPBackend.MATH])
+
+
+def _implicit_replication():
+    """Plain tensors a forward makes beside DTensors (position ids from ``torch.arange``,
+    rotary tables, an LSTM's zero state) taken as replicated, as every rank computes them
+    alike (DTensor refuses the mix otherwise: 'got mixed torch.Tensor and DTensor')."""
+    from torch.distributed.tensor.experimental import implicit_replication
+
+    return implicit_replication()
+
+
 def _naming_dtensor_failures(plain):
     """`plain` (a module class's forward) raising an :class:`Error` that names the innermost
     module call in progress when an exception comes from inside DTensor (an op it cannot
@@ -469,7 +560,8 @@ def _naming_dtensor_failures(plain):
     @functools.wraps(plain)
     def forward(self, *args, **kwargs):
         try:
-            return plain(self, *args, **kwargs)
+            with _sdpa_dtensor_runs(getattr(self, "autotile", None)), _implicit_replication():
+                return plain(self, *args, **kwargs)
         except Exception as e:
             frames = [f.filename for f in traceback.extract_tb(e.__traceback__)]
             state = getattr(self, "autotile", None)
@@ -515,7 +607,7 @@ def _replace(value, swap):
     if isinstance(value, list):
         return [_replace(v, swap) for v in value]
     if isinstance(value, dict):
-        return {k: _replace(v, swap) for k, v in value.items()}
+        return _same_dict(value, {k: _replace(v, swap) for k, v in value.items()})
     return value
 
 
