@@ -218,6 +218,13 @@ def test_cli_runs_saves_and_resumes(tmp_path):
     rc, out, _ = mpirun(2, cli + ["--devices", "2", "--steps", "2"])
     assert rc == 0, out[-4000:]
     assert "step 1/2: loss" in out and "step 2/2: loss" in out
+    # the loss each step trains, not a constant: the same as the host runtime's on 2 devices
+    mpi_losses = [float(v) for v in re.findall(r"step \d/2: loss (-?\d+\.\d+)", out)]
+    host = subprocess.run([sys.executable, "-m", "autotile.cli", "run", model, "--devices", "2", "--steps", "2",
+                           "-q"], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    host_losses = [float(v) for v in re.findall(r"step \d/2: loss (-?\d+\.\d+)", host.stdout)]
+    assert len(host_losses) == 2 and mpi_losses == pytest.approx(host_losses, abs=1e-5), (out, host.stdout)
+    assert mpi_losses[1] != mpi_losses[0]
     assert json.load(open(os.path.join(ckpt, "manifest.json")))["step"] == 2
     rc, out, _ = mpirun(4, cli + ["--devices", "4", "--steps", "3"])
     assert rc == 0, out[-4000:]

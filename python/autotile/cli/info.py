@@ -41,9 +41,10 @@ def cmd_info(args) -> int:
 
 def add_parser(sub) -> None:
     """The ``info`` subcommand."""
-    from .args import HelpFormatter
+    from .args import HelpFormatter, add_quiet_arg
 
     sp = sub.add_parser("info", help="print a model summary", formatter_class=HelpFormatter,
                         description="Print MODEL's ops, inputs and parameter count.")
     model_args(sp)
+    add_quiet_arg(sp)
     sp.set_defaults(fn=cmd_info)

@@ -98,21 +98,23 @@ def load_model(args):
         from .. import onnx as at_onnx
 
         sym = at_onnx.load(text, batch_size=args.batch, shapes=shapes)
-    _check_shapes(sym, shapes)
+    if text.endswith(".onnx"):
+        _check_shapes(sym, shapes)
     return sym
 
 
 def _check_shapes(sym, shapes) -> None:
-    """Shape inference of `sym` with the --shape inputs; an Error leads with the inputs."""
+    """Shape inference of an ONNX model with the --shape inputs: an Error leads with those
+    inputs, and names the inputs whose dims stay symbolic."""
     from ..symbol.infer import infer_entry_shapes
 
-    inputs = set(sym.list_inputs())
-    onnx_names = getattr(sym, "onnx_names", None) or {}
-    unknown = [n for n in shapes if n not in inputs and onnx_names.get(n) not in inputs]
-    if unknown:
-        data = [n for n in sym.list_inputs() if n not in sym.params]
-        raise Error(f"--shape {unknown[0]}=...: the model has no input '{unknown[0]}' (its inputs: {data})")
-    known = infer_entry_shapes(sym, {}, partial=True)
+    try:
+        known = infer_entry_shapes(sym, {}, partial=True)
+    except Error as e:
+        if not shapes:
+            raise
+        given = ", ".join(f"'{n}' {tuple(s)}" for n, s in shapes.items())
+        raise Error(f"--shape: input {given} does not fit the model: {e}") from None
     open_inputs = [n for n in sym.topo_nodes() if n.is_variable and n.name not in sym.params
                    and known.get((id(n), 0)) is None]
     if open_inputs:  # an export with symbolic dims (dynamic axes): say which input to size
@@ -120,10 +122,3 @@ def _check_shapes(sym, shapes) -> None:
         raise Error(f"input{'s' if len(names) > 1 else ''} {', '.join(repr(n) for n in names)} of the model "
                     f"{'have' if len(names) > 1 else 'has'} symbolic dims: give "
                     f"{' '.join(f'--shape {n}=DIMS' for n in names)} (e.g. --shape {names[0]}=1x3x224x224)")
-    if not shapes:
-        return
-    try:
-        infer_entry_shapes(sym, {})
-    except Error as e:
-        given = ", ".join(f"'{n}' {tuple(s)}" for n, s in shapes.items())
-        raise Error(f"--shape: input {given} does not fit the model: {e}") from None
