@@ -9,7 +9,8 @@ blocks tagged otherwise (``c``, ``cmake``, ``cpp``: tests/capi builds those) and
     <!-- file: NAME -->     not run: written to NAME in the page's directory, for a later block
                             (``mpirun -np 4 python train.py``) to run
 
-The python blocks of one page run in order in one namespace, as a reader types them into one
+The python blocks of one page run in order in one namespace, in a python process of the page's own
+(block_worker.py), as a reader types them into one
 session; bash blocks run under ``bash -euo pipefail``; console blocks run their ``$ `` lines.
 Every block of a page runs in that page's own temporary directory, which links ``tests``,
 ``bench`` and ``examples`` of the checkout ("from a checkout" paths resolve there).

@@ -2,18 +2,24 @@
 how blocks are found, marked and run). A block that needs a GPU, MPI ranks or a file the
 checkout does not ship carries `<!-- skip: REASON -->`, one that takes long `<!-- slow: REASON -->`
 (run by .ci/nightly); `<!-- file: NAME -->` writes the block to NAME for a later block to run."""
+import atexit
+import json
 import os
 import subprocess
-
+import sys
 import tempfile
+import threading
 
 import pytest
 
+from block_worker import PREFIX
 from doc_blocks import ROOT, all_blocks, blocks, console_script, COMMAND
+
+WORKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "block_worker.py")
 
 BLOCKS = [b for b in all_blocks() if b.kind]
 TIMEOUT = 600
-_pages = {}  # page -> {"dir": temp dir, "ns": namespace, "done": set of executed block lines}
+_pages = {}  # page -> {"dir": temp dir, "proc": its python process, "done": executed block lines, "log"}
 
 
 def _param(b):
@@ -27,7 +33,7 @@ def _page(path):
         tmp = tempfile.mkdtemp(prefix="autotile-doc-")
         for name in ("tests", "bench", "examples"):
             os.symlink(os.path.join(ROOT, name), os.path.join(tmp, name))
-        page = _pages[path] = {"dir": tmp, "ns": {"__name__": "__main__"}, "done": set()}
+        page = _pages[path] = {"dir": tmp, "proc": None, "done": set(), "log": os.path.join(tmp, "python-blocks.log")}
     return page
 
 
@@ -36,19 +42,41 @@ def _env(tmp):
     return env
 
 
+def _worker(page):
+    """The page's python process (block_worker.py), started on its first python block."""
+    if page["proc"] is None or page["proc"].poll() is not None:
+        page["proc"] = subprocess.Popen([sys.executable, WORKER], cwd=page["dir"], env=_env(page["dir"]),
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=open(page["log"], "a"), text=True)
+        atexit.register(page["proc"].kill)
+    return page["proc"]
+
+
 def _exec_python(b, page):
-    code = compile(b.code, b.id, "exec")
-    cwd = os.getcwd()
-    os.chdir(page["dir"])
-    old = dict(os.environ)
-    os.environ.update(MPLBACKEND="Agg", AUTOTILE_BENCH_OUT=os.path.join(page["dir"], "bench-out"))
-    try:
-        exec(code, page["ns"])
-    finally:
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(old)
+    proc = _worker(page)
+    proc.stdin.write(json.dumps({"id": b.id, "code": b.code}) + "\n")
+    proc.stdin.flush()
+    answer = []
+
+    def read():
+        for line in proc.stdout:
+            if line.startswith(PREFIX):
+                answer.append(json.loads(line[len(PREFIX):]))
+                return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    reader.join(TIMEOUT)
     page["done"].add(b.line)
+    if not answer:
+        proc.kill()
+        with open(page["log"]) as f:
+            tail = f.read()[-3000:]
+        pytest.fail(f"{b.id}: no answer within {TIMEOUT} s (or the page's python process died)\n{tail}")
+    if not answer[0]["ok"]:
+        with open(page["log"]) as f:
+            tail = f.read()[-2000:]
+        pytest.fail(f"{b.id}:\n{answer[0]['error']}\n--- printed\n{tail}", pytrace=False)
 
 
 def _write_files(block, page):
@@ -76,9 +104,6 @@ def test_doc_block_runs(block):
                 break
             if earlier.kind == "python" and earlier.marker is None and earlier.line not in page["done"]:
                 _exec_python(earlier, page)
-        import matplotlib
-
-        matplotlib.use("Agg")
         _exec_python(block, page)
         return
     script = block.code if block.kind == "bash" else console_script(block.code)
