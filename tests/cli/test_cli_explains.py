@@ -11,15 +11,7 @@ from autotile.cli import plan as plan_cmd
 from autotile.cli.args import HelpFormatter, Progress
 from autotile.planner import ALGORITHMS
 
-
-def run_main(capsys, *argv):
-    """(exit status, stdout, stderr) of cli.main(argv); argparse's SystemExit becomes a status."""
-    try:
-        status = cli.main(list(argv))
-    except SystemExit as e:
-        status = e.code if isinstance(e.code, int) else 1
-    out, err = capsys.readouterr()
-    return status, out, err
+from .test_cli import run_main
 
 
 def _losses(out):
