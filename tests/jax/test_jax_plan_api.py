@@ -84,3 +84,11 @@ def test_embedding_lookup_trains_as_value_and_grad():
     assert abs(float(got_loss) - float(want_loss)) < 1e-6
     for k in params:
         np.testing.assert_allclose(np.asarray(new[k]), params[k] - 0.1 * np.asarray(grads[k]), rtol=1e-5, atol=1e-6)
+
+
+def test_more_devices_than_jax_sees_refused_before_planning():
+    n = jax.device_count() + 1
+    with pytest.raises(at.Error, match=f"the plan is for {n} devices .* but JAX sees {n - 1}.*XLA_FLAGS"):
+        autotile.jax.plan(model, PARAMS, X, rng(4, 3), loss="mse", devices=n)
+    with pytest.raises(at.Error, match="mesh \\{'data': 1, 'model': %d\\}" % n):
+        autotile.jax.plan(model, PARAMS, X, rng(4, 3), loss="mse", mesh={"data": 1, "model": n})

@@ -179,8 +179,16 @@ def plan(fn, *example_args, loss=None, mesh=None, devices: Optional[int] = None,
     if bad or not argnums:
         raise Error(f"params_argnums {params_argnums!r} does not name an argument of the function "
                     f"(it takes {n_args - (loss is not None)})")
+    available = len(jax_devices) if jax_devices is not None else jax.device_count()
     if mesh is None and devices is None:
-        devices = len(jax_devices) if jax_devices is not None else jax.device_count()
+        devices = available
+    wanted = devices if mesh is None else None
+    if isinstance(mesh, dict) and all(isinstance(v, (int, np.integer)) for v in mesh.values()):
+        wanted = int(np.prod(list(mesh.values())))  # other meshes: autotile.plan names what is wrong
+    if isinstance(wanted, (int, np.integer)) and wanted > available:
+        raise Error(f"the plan is for {wanted} devices ({'mesh ' + repr(mesh) if mesh is not None else 'devices'}) but "
+                    f"JAX sees {available}: on a host, set XLA_FLAGS=--xla_force_host_platform_device_count={wanted} "
+                    "before jax is first imported")
     train_fn = training_function(fn, loss)
     arg_names = None
     if loss is not None:
