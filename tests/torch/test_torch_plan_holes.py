@@ -23,6 +23,7 @@ pytest.importorskip("onnx", reason="onnx is not installed (pip install 'autotile
 import torch.nn as nn  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
+import autotile as at  # noqa: E402
 import autotile.torch as att  # noqa: E402
 from test_torch_plan import MLP, assert_grads_equal, plain_grads, planned_grads  # noqa: E402
 
@@ -133,3 +134,39 @@ def test_cnn_trains_its_loss(loss):
     got = planned_grads(module, plan, {"x": x.numpy(), "target": feed_y})
     assert_grads_equal(got, plain_grads(module, F.cross_entropy, x, y))
     assert not np.allclose(got["fc.bias"], _sum_grads(module, x)["fc.bias"], rtol=1e-2)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loss", ["cross_entropy", "callable"])
+def test_gpt2_needs_the_dynamo_exporter_and_keeps_its_names(loss):
+    """transformers' GPT-2 calls aten::diff, which the TorchScript exporter refuses: the plan
+    comes from the dynamo exporter (onnxscript), with every parameter name (the tied LM head
+    included) and the gradients of the plain model's loss.backward(). Plan tensors the importer
+    keeps transposed (Conv1D weights, '_T') are compared transposed."""
+    pytest.importorskip("onnxscript", reason="onnxscript is not installed")
+    transformers = pytest.importorskip("transformers", reason="transformers is not installed")
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=50, n_positions=16, n_embd=16, n_layer=1, n_head=2, use_cache=False,
+                                  bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    ids, target = torch.randint(0, 50, (2, 8)), torch.randint(0, 50, (2, 8))
+
+    def lm_loss(out, t):
+        return F.cross_entropy(out.logits.reshape(-1, 50), t.reshape(-1))
+
+    plan = att.plan(model, ids, loss=lm_loss if loss == "callable" else loss, target=target, devices=2)
+    names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
+    assert sorted(plan.torch_params) == sorted(names)
+    assert plan.torch_params["lm_head.weight"] == plan.torch_params["transformer.wte.weight"]
+    flip = {n: plan.torch_params[n].endswith("_T") for n in names}
+    sym = plan.torch_model
+    params = dict(sym.params)
+    params.update({plan.torch_params[n]: (p.detach().numpy().T if flip[n] else p.detach().numpy())
+                   for n, p in model.named_parameters()})
+    feed = target.numpy() if loss == "callable" else target.numpy().astype(np.float32)
+    res = at.backend.run(sym, devices=2, inputs={"input_ids": ids.numpy(), "target": feed}, params=params,
+                         train=True, optimizer_args={"lr": 0.0})
+    want = plain_grads(model, lm_loss, ids, target)
+    for n in names:
+        g = res.grads[plan.torch_params[n]]
+        np.testing.assert_allclose(g.T if flip[n] else g, want[n], rtol=1e-4, atol=1e-6, err_msg=n)

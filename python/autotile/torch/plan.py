@@ -101,9 +101,33 @@ def _dynamo_export(module, args, input_names):
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        # optimize=False: the exporter's optimizer folds parameters into constants and merges
+        # initializers of equal values (LayerNorm weights), losing the parameters' names
         program = torch.onnx.export(module, tuple(args), dynamo=True, input_names=list(input_names),
-                                    verbose=False)
-    return program.model_proto
+                                    verbose=False, optimize=False)
+        return _optimize_keeping(program.model, {n for n, _ in module.named_parameters(remove_duplicate=False)})
+
+
+def _optimize_keeping(model, names):
+    """The onnxscript optimizer's folding (``SplitToSequence``/``SequenceAt`` to ``Split``,
+    constants) on an exported ``ir.Model`` without touching the initializers in `names`:
+    they are graph inputs while it runs, initializers again after. Returns a ModelProto."""
+    import onnxscript.optimizer
+    from onnxscript import ir
+
+    graph = model.graph
+    kept = [v for name, v in list(graph.initializers.items()) if name in names]
+    for v in kept:
+        graph.initializers.pop(v.name)
+        tensor, v.const_value = v.const_value, None
+        v.meta["autotile_tensor"] = tensor
+        graph.inputs.append(v)
+    onnxscript.optimizer.optimize(model)
+    for v in kept:
+        graph.inputs.remove(v)
+        v.const_value = v.meta.pop("autotile_tensor")
+        graph.register_initializer(v)
+    return ir.serde.serialize_model(model)
 
 
 def export_model(module, args, input_names, exporter: str = "auto", locate=None):
@@ -141,16 +165,18 @@ def export_model(module, args, input_names, exporter: str = "auto", locate=None)
 
 
 def _param_names(module, sym) -> Dict[str, str]:
-    """Every parameter name of `module` (tied ones included) -> its plan tensor."""
+    """Every parameter name of `module` (tied ones included) -> its plan tensor: the tensor
+    the export made of whichever of its names it kept (TorchScript: the first, dynamo: any)."""
     onnx_names = getattr(sym, "onnx_names", {}) or {}
     args = set(sym.list_inputs())
-    first: Dict[int, str] = {}
-    out: Dict[str, str] = {}
+    owners: Dict[int, list] = {}
     for name, p in module.named_parameters(remove_duplicate=False):
-        owner = first.setdefault(id(p), name)
-        tensor = onnx_names.get(owner, owner)
-        if tensor in args:
-            out[name] = tensor
+        owners.setdefault(id(p), []).append(name)
+    out: Dict[str, str] = {}
+    for names in owners.values():
+        tensor = next((onnx_names.get(n, n) for n in names if onnx_names.get(n, n) in args), None)
+        if tensor is not None:
+            out.update({n: tensor for n in names})
     return out
 
 
