@@ -209,20 +209,18 @@ def run(model, devices: int = 1, inputs: Optional[Dict[str, np.ndarray]] = None,
 
 
 def check_plan_graph(plan, sym) -> None:
-    """Error when `plan` was made for another graph: it tiles parameters `sym` does not have,
-    or `sym` has parameters it does not tile (checked before the training graph is built,
-    whose shape errors would name a node, not the plan)."""
-    from ..autodiff.graph import default_param_names
-
-    params = default_param_names(sym)
+    """Error when `plan` was made for another graph: it trains parameters that are not inputs
+    of `sym`, or `sym` has inputs it does not tile (checked before the training graph is
+    built, whose shape errors would name a node, not the plan)."""
+    arguments = sym.list_arguments()
     model = f" ({plan.model})" if getattr(plan, "model", None) else ""
-    extra = [n for n in plan.param_names if n not in set(params)]
+    extra = [n for n in plan.param_names if n not in set(arguments)]
     if extra:
         raise Error(f"plan was made for another graph{model}: it tiles tensors {extra[:5]}, which this graph "
                     f"does not have")
-    missing = [n for n in params if n not in set(plan.param_names)]
+    missing = [n for n in arguments if n not in plan.tensor_tilings]
     if missing:
-        raise Error(f"plan was made for another graph{model}: this graph's parameters {missing[:5]} are not in it")
+        raise Error(f"plan was made for another graph{model}: this graph's inputs {missing[:5]} are not in it")
 
 
 def with_loss(sym, loss: str, label: Optional[str], inputs=None):
