@@ -253,3 +253,36 @@ def test_planning_leaves_the_module_as_it_was():
     after = module.state_dict()
     for k, v in before.items():
         assert torch.equal(after[k], v), k
+
+
+@pytest.mark.parametrize("kwargs", [{}, {"reduction": "sum"}, {"reduction": "none"}, {"ignore_index": 2},
+                                    {"weight": "w"}, {"weight": "w", "ignore_index": 1}])
+@pytest.mark.parametrize("shape", [(6, 4), (3, 4, 5)])
+def test_exported_cross_entropy_form_equals_torchs(kwargs, shape, monkeypatch):
+    """The form F.cross_entropy / F.nll_loss take for the export (log_softmax, gather, mean):
+    values and input gradients equal torch's own, class dim 1, ignore_index and weights."""
+    from autotile.torch import loss as loss_module
+    from autotile.torch.loss import exportable_losses
+
+    calls = []
+    nll = loss_module._nll
+    monkeypatch.setattr(loss_module, "_nll", lambda *a, **k: calls.append(1) or nll(*a, **k))
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(*shape, generator=g, dtype=torch.float64)
+    t = torch.randint(0, shape[1], (shape[0],) + shape[2:], generator=g)
+    kw = dict(kwargs)
+    if kw.get("weight") == "w":
+        kw["weight"] = torch.rand(shape[1], generator=g, dtype=torch.float64) + 0.5
+    for fn in (F.cross_entropy, lambda a, b, **k: F.nll_loss(torch.log_softmax(a, 1), b, **k)):
+        want_x = x.clone().requires_grad_()
+        want = fn(want_x, t, **kw)
+        want.sum().backward()
+        got_x = x.clone().requires_grad_()
+        with exportable_losses():
+            with torch.enable_grad():
+                got = fn(got_x, t, **kw)
+        got.sum().backward()
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(got_x.grad, want_x.grad)
+    assert len(calls) == 2  # both went through the exported form
