@@ -92,3 +92,31 @@ def test_more_devices_than_jax_sees_refused_before_planning():
         autotile.jax.plan(model, PARAMS, X, rng(4, 3), loss="mse", devices=n)
     with pytest.raises(at.Error, match="mesh \\{'data': 1, 'model': %d\\}" % n):
         autotile.jax.plan(model, PARAMS, X, rng(4, 3), loss="mse", mesh={"data": 1, "model": n})
+
+
+def test_flax_nnx_state_plans_and_steps():
+    """A Flax NNX model, split into its graph and State: the State is the parameter pytree
+    (leaves named by their path), and the step returns a State equal to value_and_grad + SGD."""
+    nnx = pytest.importorskip("flax.nnx", reason="flax is not installed (pip install 'autotile[jax]')")
+
+    class Net(nnx.Module):
+        def __init__(self, rngs):
+            self.l1, self.l2 = nnx.Linear(5, 8, rngs=rngs), nnx.Linear(8, 3, rngs=rngs)
+
+        def __call__(self, x):
+            return self.l2(nnx.relu(self.l1(x)))
+
+    graphdef, state = nnx.split(Net(nnx.Rngs(0)))
+    target = rng(4, 3, seed=3)
+
+    def loss(state, x, y):
+        return jnp.mean((nnx.merge(graphdef, state)(x) - y) ** 2)
+
+    planned = autotile.jax.plan(loss, state, X, target, devices=1)
+    assert "state.l1.kernel.value" in jax.tree_util.tree_leaves(planned.names[0])
+    got_loss, new = planned.step(state, X, target)
+    want_loss, grads = jax.value_and_grad(loss)(state, X, target)
+    assert type(new) is type(state) and abs(float(got_loss) - float(want_loss)) < 1e-6
+    leaves = jax.tree_util.tree_leaves
+    for n, p, g in zip(leaves(new), leaves(state), leaves(grads)):
+        np.testing.assert_allclose(np.asarray(n), np.asarray(p) - 0.1 * np.asarray(g), rtol=1e-5, atol=1e-6)
