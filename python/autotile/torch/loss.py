@@ -13,6 +13,7 @@ import warnings
 from typing import Callable, Optional, Sequence
 
 from ..errors import Error
+from .names import flat_tensors
 
 
 def _nll(logp, target, weight=None, ignore_index: int = -100, reduction: str = "mean"):
@@ -95,13 +96,11 @@ class WithLoss:
 
 
 def _shape(value) -> str:
-    from .names import flat_tensors
-
     shapes = [tuple(t.shape) for t in flat_tensors(value)]
     return str(shapes[0]) if len(shapes) == 1 else str(shapes)
 
 
-def check_loss(module, loss: Callable, inputs: Sequence, target, output) -> None:
+def check_loss(module, loss: Callable, target, output) -> None:
     """Run ``loss(output[, target])`` once (no gradient) and raise an Error unless it gives a
     scalar tensor; a loss that fails or warns of a target size naming the output and target
     shapes."""
@@ -110,7 +109,7 @@ def check_loss(module, loss: Callable, inputs: Sequence, target, output) -> None
     name = getattr(loss, "__name__", type(loss).__name__)
     with_target = target is not None
     if with_target and isinstance(target, torch.Tensor) and target.dim() and output is not None:
-        first = [t for t in _flat(output) if t.dim()]
+        first = [t for t in flat_tensors(output) if t.dim()]
         if first and first[0].shape[0] != target.shape[0]:
             raise Error(f"target has shape {tuple(target.shape)} but the output of {type(module).__name__} has "
                         f"shape {_shape(output)}: their first (batch) dimensions differ")
@@ -128,12 +127,6 @@ def check_loss(module, loss: Callable, inputs: Sequence, target, output) -> None
         got = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
         raise Error(f"loss {name} must return a scalar tensor (the mean over the batch, as torch's losses "
                     f"give by default); it returned {got} for an output of shape {_shape(output)}")
-
-
-def _flat(value):
-    from .names import flat_tensors
-
-    return flat_tensors(value)
 
 
 def strip_prefix(model, prefix: str) -> None:

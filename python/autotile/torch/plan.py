@@ -18,7 +18,7 @@ the batch (``reduction="mean"``), and so do the string forms: ``"cross_entropy"`
 from __future__ import annotations
 
 import re
-from typing import Callable, Dict, Optional, Sequence, Tuple, Union
+from typing import Callable, Dict, Optional, Tuple, Union
 
 from ..errors import Error
 from .loss import WithLoss, check_loss, exportable_losses, strip_prefix, target_name
@@ -236,7 +236,7 @@ def plan(module, example_inputs, loss: Union[None, str, Callable] = None, target
         name = "output" if len(outputs) == 1 else "output_0"
         check_label(loss, name, tuple(outputs[0].shape), tname, tuple(target.shape))
     elif loss is not None:
-        check_loss(module, loss, args, target, output)
+        check_loss(module, loss, target, output)
     if callable(loss) and not isinstance(loss, str):
         joined = WithLoss.build(module, loss, len(args), target is not None)
         full_args = args + ((target,) if target is not None else ())
