@@ -164,3 +164,21 @@ def test_train_cnn_export_with_cross_entropy(tmp_path, capsys):
     out = capsys.readouterr().out
     accuracy = float(re.search(r"test accuracy (\d+\.\d)%", out).group(1))
     assert accuracy > 60.0, out  # ten classes: chance is 10%
+
+
+def test_loss_options_refused_where_they_mean_nothing(lm, capsys):
+    path, _ = lm
+    assert cli.main(["run", path, "--label", "y", "-q"]) == 1
+    assert "--label y names the target of --loss" in capsys.readouterr().err
+    assert cli.main(["run", path, "--loss", "mse", "--inference", "-q"]) == 1
+    assert "--loss trains a loss: leave out --inference" in capsys.readouterr().err
+    assert cli.main(["run", "mlp-2-16", "--loss", "mse", "-q"]) == 1  # the zoo model has its own loss head
+    assert "already ends in a loss head" in capsys.readouterr().err
+    assert cli.main(["train", path, "--loss", "mse", "-q"]) == 1
+    assert "train fits a classifier to class labels" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["run", path, "--loss", "hinge"])
+    with pytest.raises(at.Error, match="label='y' names the target of a loss"):
+        at.backend.run(path, label="y")
+    with pytest.raises(at.Error, match="loss must be one of"):
+        at.backend.run(path, loss="hinge")
