@@ -56,6 +56,39 @@ double thread_cpu_seconds() {
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
+
+// Product of the factors of the cuts after `cut`.
+int remaining_after(const std::vector<int>& factors, size_t cut) {
+  int r = 1;
+  for (size_t i = cut + 1; i < factors.size(); ++i) r *= factors[i];
+  return r;
+}
+
+// The refinement under the time objective: its moves lower bytes (cut_refine.h), so the
+// refined plan is kept only when the time objective prices it no higher than the recursion's.
+// Returns the kept plan's seconds (and per cut, in *per_cut), as plan_seconds gives them.
+double refine_for_time(const Graph& g, const std::vector<int>& factors, const SearchOptions& options,
+                       const StrategyProvider& provider, const std::vector<double>& cut_work, SearchState* s,
+                       std::vector<double>* flat, size_t first_widest, std::vector<double>* per_cut) {
+  const TimeObjective& t = *options.time;
+  SearchState before = *s;
+  std::vector<double> flat_before = *flat, per_cut_before;
+  const double seconds =
+      plan_seconds(g, before, provider, options.replicate_fallback, t, &per_cut_before, !options.provider);
+  refine_cuts(g, factors, options, provider, cut_work, s, flat, first_widest);
+  bool same = s->tiling == before.tiling;
+  for (NodeId n = 0; same && n < g.num_nodes(); ++n)
+    for (size_t c = 0; same && c < factors.size(); ++c)
+      same = s->option[n][c].name == before.option[n][c].name && s->option[n][c].whole == before.option[n][c].whole;
+  if (!same) {
+    const double refined = plan_seconds(g, *s, provider, options.replicate_fallback, t, per_cut, !options.provider);
+    if (refined <= seconds) return refined;
+  }
+  *s = std::move(before);
+  *flat = std::move(flat_before);
+  *per_cut = std::move(per_cut_before);
+  return seconds;
+}
 }  // namespace
 
 Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
@@ -65,6 +98,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   plan.devices = devices;
   plan.factors = cut_factors(devices, options.factors);
   check_bandwidths(options.bandwidths, plan.factors.size());
+  if (options.time) options.time->check(plan.factors.size());
   StrategyProvider provider = options.provider ? options.provider : tdl_strategy_provider();
   SearchState s = SearchState::initial(g);
   std::vector<double> flat;
@@ -104,6 +138,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     tick("coarsen");
     CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint,
                                      &memo.list_id);
+    if (options.time) add_time_terms(g, s, static_cast<int>(cut), remaining_after(plan.factors, cut), *options.time, &p);
     // A joint strategy's internal tensors leave the DP's problem (search/coarsen_fold.h).
     const bool fold = options.solver == CutSolver::kDP && options.memory_weight <= 0 && !options.cut_check;
     const JointFold folded = fold ? fold_joint_internals(&p) : JointFold{};
@@ -174,11 +209,14 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     memo.spare = std::move(p.options);  // the next cut's options reuse their storage
     tick("apply");
     // The state prices the chosen plan edge by edge, independently of the solver's tables.
-    if (std::abs(s.flat_bytes - sol.cost) > 1e-9 * std::max(1.0, std::abs(s.flat_bytes)))
+    if (!options.time && std::abs(s.flat_bytes - sol.cost) > 1e-9 * std::max(1.0, std::abs(s.flat_bytes)))
       fail("internal: cut ", cut + 1, " solver cost ", sol.cost, " != priced cost ", s.flat_bytes);
     flat.push_back(s.flat_bytes);
   }
-  if (refine) {
+  if (refine && options.time) {
+    plan.model_seconds =
+        refine_for_time(g, plan.factors, options, provider, cut_work, &s, &flat, first_widest, &plan.cut_seconds);
+  } else if (refine) {
     const double recursion = flat.back();
     RefineStats r = refine_cuts(g, plan.factors, options, provider, cut_work, &s, &flat, first_widest);
     if (profile)
@@ -187,6 +225,9 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     tick("refine");
   }
   finish_plan(g, s, flat, options.bandwidths, &plan, options.bandwidths_in_cut_order);
+  if (options.time && plan.model_seconds < 0)
+    plan.model_seconds = plan_seconds(g, s, provider, options.replicate_fallback, *options.time, &plan.cut_seconds,
+                                      !options.provider);
   plan.search_seconds = seconds_since(t0);
   return plan;
 }
@@ -254,6 +295,9 @@ Plan price_plan(const Graph& g, int devices, const std::vector<std::vector<std::
     flat.push_back(s.flat_bytes);
   }
   finish_plan(g, s, flat, options.bandwidths, &plan, options.bandwidths_in_cut_order);
+  if (options.time)
+    plan.model_seconds = plan_seconds(g, s, provider, options.replicate_fallback, *options.time, &plan.cut_seconds,
+                                      !options.provider);
   plan.search_seconds = seconds_since(t0);
   return plan;
 }

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "search/external_solver.h"
 #include "search/plan.h"
 #include "search/strategy_provider.h"
+#include "search/time_cost.h"
 
 namespace autotile {
 
@@ -56,6 +58,8 @@ struct SearchOptions {
   /// Solver of every cut when solver == kExternal (search/external_solver.h), and of the
   /// second column of cut_check when set (instead of bruteforce).
   ExternalCutSolver external_solver;
+  /// The time objective (search/time_cost.h): each cut priced in seconds, not bytes; null: bytes.
+  std::shared_ptr<const TimeObjective> time;
 };
 
 /// \brief Prime factors of `devices`, largest first (12 -> 3, 2, 2); empty for 1.

@@ -18,6 +18,10 @@ struct Plan {
   double search_seconds = 0;
   int num_groups = 0;  ///< size of the coarsened graph (first cut)
   int num_levels = 0;  ///< BFS levels of the coarsened graph (first cut)
+  /// With the time objective: the plan's seconds in its model (search/time_cost.h), -1 without
+  double model_seconds = -1;
+  /// With the time objective: each cut's communication seconds, then the final tiles' compute
+  std::vector<double> cut_seconds;
 };
 
 }  // namespace autotile

@@ -21,6 +21,8 @@ cdef extern from "search/plan.h" namespace "autotile":
         double search_seconds
         int num_groups
         int num_levels
+        double model_seconds
+        vector[double] cut_seconds
 
 cdef extern from "search/external_solver.h" namespace "autotile":
     cdef cppclass CCutProblemData "autotile::CutProblemData":
@@ -47,6 +49,31 @@ cdef extern from *:
     ctypedef vector[int] (*CExternalFn "AutotileExternalFn")(const CCutProblemData&, void*) noexcept
     CExternalSolver c_external_solver "autotile_external_solver"(CExternalFn, void*)
 
+cdef extern from *:
+    """
+    #include <memory>
+    #include "search/time_cost.h"
+    typedef double (*AutotileComputeFn)(void*, int, const std::vector<std::vector<int64_t>>&,
+                                        const std::vector<std::vector<int64_t>>&, const std::vector<char>&);
+    static std::shared_ptr<const autotile::TimeObjective> autotile_time_objective(
+        const std::vector<double>& rate, const std::vector<double>& latency, AutotileComputeFn fn, void* ctx) {
+      auto t = std::make_shared<autotile::TimeObjective>();
+      t->seconds_per_byte = rate;
+      t->message_seconds = latency;
+      t->compute = [fn, ctx](autotile::NodeId n, const std::vector<autotile::Shape>& ins,
+                             const std::vector<autotile::Shape>& outs, const std::vector<char>& read) {
+        return fn(ctx, n, ins, outs, read);
+      };
+      return t;
+    }
+    """
+    cppclass CTimePtr "std::shared_ptr<const autotile::TimeObjective>":
+        pass
+    ctypedef double (*CComputeFn "AutotileComputeFn")(void*, int, const vector[vector[int64_t]]&,
+                                                      const vector[vector[int64_t]]&, const vector[char]&) noexcept
+    CTimePtr c_time_objective "autotile_time_objective"(const vector[double]&, const vector[double]&, CComputeFn,
+                                                        void*)
+
 cdef extern from "search/kcuts.h" namespace "autotile":
     cdef cppclass CSearchOptions "autotile::SearchOptions":
         CExternalSolver external_solver
@@ -61,6 +88,7 @@ cdef extern from "search/kcuts.h" namespace "autotile":
         vector[vector[string]] pinned
         vector[int] batch_dims
         vector[pair[double, double]]* cut_check
+        CTimePtr time
     CPlan c_price_plan "autotile::price_plan"(const CGraph&, int, const vector[vector[string]]&,
                                              const vector[vector[string]]&, const CSearchOptions&) except +
     vector[int] c_factorize "autotile::factorize"(int) except +
@@ -174,6 +202,32 @@ cdef cbool _provider_trampoline(void* ctx, int node, const vector[vector[int64_t
         return False
 
 
+cdef double _compute_trampoline(void* ctx, int node, const vector[vector[int64_t]]& ins,
+                                const vector[vector[int64_t]]& outs, const vector[char]& read) noexcept with gil:
+    box = <object>ctx
+    try:
+        return float(box.fn(node, [tuple(ins[i]) for i in range(ins.size())],
+                            [tuple(outs[i]) for i in range(outs.size())], [bool(read[i]) for i in range(read.size())]))
+    except BaseException as e:  # reported after the core unwinds (the core sees NaN and fails)
+        if box.error is None:
+            box.error = e
+        return float("nan")
+
+
+cdef void _set_time(CSearchOptions* opts, time_model, box) except *:
+    """Sets the time objective from `time_model` ({"seconds_per_byte": [per cut],
+    "message_seconds": [per cut], "compute": callable(node, in_shapes, out_shapes, read) ->
+    seconds}); `box` holds the callable and its first exception."""
+    cdef vector[double] rate, latency
+    if time_model is None:
+        return
+    for x in time_model["seconds_per_byte"]:
+        rate.push_back(float(x))
+    for x in time_model["message_seconds"]:
+        latency.push_back(float(x))
+    opts.time = c_time_objective(rate, latency, _compute_trampoline, <void*>box)
+
+
 cdef CSearchOptions _search_options(replicate_fallback, bandwidths, strategy_provider, box, bruteforce_limit):
     cdef CSearchOptions opts
     opts.replicate_fallback = bool(replicate_fallback)
@@ -195,6 +249,8 @@ cdef dict _plan_dict(CPlan& p):
         "tensor_tilings": [[_u(x) for x in row] for row in p.tensor_tilings],
         "node_strategies": [[_u(x) for x in row] for row in p.node_strategies],
         "search_seconds": float(p.search_seconds), "num_groups": p.num_groups, "num_levels": p.num_levels,
+        "model_seconds": float(p.model_seconds) if p.model_seconds >= 0 else None,
+        "cut_seconds": [float(c) for c in p.cut_seconds],
     }
 
 
@@ -225,7 +281,7 @@ cdef void _set_layout(CSearchOptions* opts, factors, pinned) except *:
 
 def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicate_fallback=False,
                strategy_provider=None, bruteforce_limit=None, factors=None, pinned=None, cut_solver=None,
-               memory_weight=0.0, refine=True, batch_dims=None):
+               memory_weight=0.0, refine=True, batch_dims=None, time_model=None):
     """Plan the core graph on `devices` devices (csrc/search).
 
     algorithm: "tofu" (recursive k-cuts with the one-cut DP), "bruteforce" (the exhaustive
@@ -243,7 +299,9 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
     algorithm "ilp" (planner/ilp.py). memory_weight: price of a byte each device holds, against
     a byte moved (the memory-aware search, planner/memory_fit.py). refine: for "tofu", improve
     the recursive plan across its cuts afterwards (csrc/search/cut_refine.h); False gives the
-    recursion's own plan."""
+    recursion's own plan. time_model: the time objective (see _set_time; csrc/search/time_cost.h):
+    every cut priced in seconds; the result's model_seconds and cut_seconds give the plan's
+    seconds in that model."""
     _check_devices(devices)
     if algorithm == "ilp" and cut_solver is None:
         from autotile.planner.ilp import make_cut_solver
@@ -259,11 +317,13 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
         opts.batch_dims.push_back(int(d))
     if cut_solver is not None:
         opts.external_solver = c_external_solver(_external_trampoline, <void*>solver_box)
+    time_box = _ProviderBox(time_model["compute"] if time_model is not None else None)
+    _set_time(&opts, time_model, time_box)
     cdef CPlan p
     try:
         p = c_plan_graph(graph.g[0], devices, _s(algorithm), opts)
     except RuntimeError as e:
-        for b in (box, solver_box):
+        for b in (box, solver_box, time_box):
             if b.error is not None:
                 raise b.error
         _raise_core(e)
@@ -271,16 +331,19 @@ def plan_graph(Graph graph, devices, algorithm="tofu", bandwidths=None, replicat
 
 
 def price_plan(Graph graph, devices, tensor_tilings, node_strategies, replicate_fallback=False,
-               strategy_provider=None, bandwidths=None, factors=None, refine=False):
+               strategy_provider=None, bandwidths=None, factors=None, refine=False, time_model=None):
     """Price a given plan with the search's cost model. tensor_tilings: per tensor id, a list
     over cuts of "split(d)" | "replicate" | "partial"; node_strategies: per node id, a list
     over cuts of strategy names. Returns the same dict as plan_graph (algorithm "priced").
     refine (testing aid): the plan improved first by tofu's refinement across cuts
-    (csrc/search/cut_refine.h, with its budget's floor; algorithm "refined")."""
+    (csrc/search/cut_refine.h, with its budget's floor; algorithm "refined"). time_model (see
+    plan_graph): the plan's seconds in the time objective too (model_seconds, cut_seconds)."""
     _check_devices(devices)
     box = _ProviderBox(strategy_provider)
     cdef CSearchOptions opts = _search_options(replicate_fallback, bandwidths, strategy_provider, box, None)
     _set_layout(&opts, factors, None)
+    time_box = _ProviderBox(time_model["compute"] if time_model is not None else None)
+    _set_time(&opts, time_model, time_box)
     cdef vector[vector[string]] tt, ns
     cdef vector[string] row
     for entry in tensor_tilings:
@@ -297,29 +360,32 @@ def price_plan(Graph graph, devices, tensor_tilings, node_strategies, replicate_
     try:
         p = c_refine_given_plan(graph.g[0], devices, tt, ns, opts) if refine else c_price_plan(graph.g[0], devices, tt, ns, opts)
     except RuntimeError as e:
-        if box.error is not None:
-            raise box.error
+        for b in (box, time_box):
+            if b.error is not None:
+                raise b.error
         _raise_core(e)
     return _plan_dict(p)
 
 
 def _check_cuts_against_bruteforce(Graph graph, devices, strategy_provider=None, replicate_fallback=False,
-                                   bruteforce_limit=None, cut_solver=None):
+                                   bruteforce_limit=None, cut_solver=None, time_model=None):
     """Testing aid: plan with the DP and also solve every cut's problem (same prefix) by
     bruteforce, or by `cut_solver` (e.g. the ILP) when given. Returns [(dp_cost, other_cost)]
-    per cut (bytes, flat totals)."""
+    per cut (bytes, flat totals; with `time_model`, seconds of the time objective's cut problem)."""
     _check_devices(devices)
     box = _ProviderBox(strategy_provider)
     solver_box = _ProviderBox(cut_solver)
     cdef CSearchOptions opts = _search_options(replicate_fallback, None, strategy_provider, box, bruteforce_limit)
     if cut_solver is not None:
         opts.external_solver = c_external_solver(_external_trampoline, <void*>solver_box)
+    time_box = _ProviderBox(time_model["compute"] if time_model is not None else None)
+    _set_time(&opts, time_model, time_box)
     cdef vector[pair[double, double]] check
     opts.cut_check = &check
     try:
         c_plan_graph(graph.g[0], devices, b"tofu", opts)
     except RuntimeError as e:
-        for b in (box, solver_box):
+        for b in (box, solver_box, time_box):
             if b.error is not None:
                 raise b.error
         _raise_core(e)

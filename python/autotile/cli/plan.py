@@ -35,7 +35,8 @@ def cmd_plan(args) -> int:
     with Progress(f"search ({args.algorithm}, lowering included)"):
         result = planner.plan(sym, devices=args.devices, batch=args.batch, algorithm=args.algorithm,
                               bandwidths=bandwidths, replicate_fallback=args.replicate_fallback,
-                              mesh=args.mesh, layout=layout, device_memory=args.memory)
+                              mesh=args.mesh, layout=layout, device_memory=args.memory,
+                              objective=args.objective, hardware=args.hardware)
     seconds = time.perf_counter() - t0
     args.devices = result.devices
     result.model = args.model
@@ -149,6 +150,11 @@ def add_parser(sub) -> None:
                          "the others are baselines and exact checkers)")
     sp.add_argument("--bandwidths", default=None, type=bandwidths_arg,
                     help="per-cut bandwidths, slowest first, e.g. 12.5e9,300e9")
+    sp.add_argument("--objective", default="bytes", choices=("bytes", "time"),
+                    help="minimise bytes moved, or the simulated step time on --hardware (docs/time-objective.md)")
+    sp.add_argument("--hardware", default=None, metavar="PROFILE",
+                    help="hardware profile for --objective time: a shipped name (dgx-h100, dgx-h200, dgx-a100, ...) "
+                         "or a JSON path")
     sp.add_argument("--baselines", dest="compare", action="store_true", default=None,
                     help="print the table of baselines (default: only when they take about a second in all)")
     sp.add_argument("--no-compare", "--no-baselines", dest="compare", action="store_false",

@@ -230,7 +230,8 @@ def _as_int(value):
 def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]] = None,
          batch: Optional[int] = None, algorithm: str = "tofu", bandwidths: Optional[Sequence[float]] = None,
          optimizer: str = "sgd", replicate_fallback: bool = False, mesh=None, layout=None,
-         device_memory=None, train: bool = True, refine: bool = True) -> Plan:
+         device_memory=None, train: bool = True, refine: bool = True, objective: str = "bytes", hardware=None,
+         candidates: Optional[Sequence[str]] = None) -> Plan:
     """Plan the training step of `model` (Symbol, model path or zoo name) on `devices` devices
     (with ``train=False``, its forward graph alone: partitioned inference).
 
@@ -249,6 +250,13 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     `refine` (tofu): improve the recursive plan across its cuts afterwards
     (csrc/search/cut_refine.h; not with bandwidths or a memory budget's weighted searches);
     False keeps the recursion's plan, whose cut costs never decrease (Tofu App. A).
+    `objective` "bytes" (default) minimises bytes moved; "time" minimises one device's step
+    time on the `hardware` profile (a shipped name such as "dgx-h100", a JSON path or a dict):
+    each cut pays its link level's bandwidth and latency and the compute each device does,
+    then the time plan, the bytes plan and the applicable baselines (`candidates`: a subset
+    of "bytes", "data", "owt", "megatron") are simulated on the profile and the fastest is
+    returned, each candidate's simulated step in ``plan.candidates`` and the winner in
+    ``plan.chosen`` (:mod:`autotile.planner.time_objective`; docs/time-objective.md).
     Returns a :class:`Plan`."""
     from .. import _core
     from ..arguments import check_bandwidths, check_flag, check_shapes
@@ -257,7 +265,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     shapes, bandwidths = check_shapes(shapes), check_bandwidths(bandwidths)
     refine, train = check_flag(refine, "refine"), check_flag(train, "train")  # "no" is truthy
     replicate_fallback = check_flag(replicate_fallback, "replicate_fallback")
-    mesh_axes = None
+    mesh_axes, mesh_arg = None, mesh
     if mesh is not None:
         mesh = layout_rules.check_mesh(mesh)
         size = 1
@@ -281,6 +289,11 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
         from .memory_fit import parse_bytes
 
         device_memory = parse_bytes(device_memory)
+    from . import time_objective
+
+    hw = time_objective.check(objective, hardware, algorithm, device_memory, bandwidths)
+    if hw is not None:
+        hw.check_fits(devices)
     t0 = time.perf_counter()
     sym, tg, in_shapes, lowered = lowered_training_graph(model, shapes, batch, optimizer, replicate_fallback, train)
     lower_seconds = time.perf_counter() - t0
@@ -312,13 +325,17 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
 
     wide: list = []
     wide_solver = ilp.wide_fallback(wide) if algorithm not in ("ilp", "bruteforce") else None
+    timing = None
+    if objective == "time":
+        timing = time_objective.time_model(hw, lowered, factors or _core.factorize(devices))
 
     def search(memory_weight=0.0):
         wide.clear()
         try:
             raw = _core.plan_graph(lowered.core, devices, algorithm, list(bandwidths) if bandwidths else None,
                                    fallback, factors=factors, pinned=pins, memory_weight=memory_weight,
-                                   cut_solver=wide_solver, refine=bool(refine), batch_dims=batch_dims)
+                                   cut_solver=wide_solver, refine=bool(refine), batch_dims=batch_dims,
+                                   time_model=timing)
             raw["wide_cuts"] = list(wide)  # the budget search may keep a plan other than its last
             return raw
         except Error as e:
@@ -364,6 +381,22 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
                               for i in range(len(result.factors))]
     result.mesh = dict(mesh) if mesh is not None else {layout_rules.DEFAULT_AXIS: devices}
     result.cut_axes = list(mesh_axes) if mesh_axes else [layout_rules.DEFAULT_AXIS] * len(result.factors)
+    if hw is not None:
+        result.hardware = hw.name
+    if timing is not None:
+        result.objective, result.model_seconds = "time", raw["model_seconds"]
+        result.cut_seconds, result.cut_levels = list(raw["cut_seconds"]), list(timing["levels"])
+
+        def replan(**kw):
+            base = dict(devices=devices, shapes=shapes, batch=batch, optimizer=optimizer,
+                        replicate_fallback=replicate_fallback, mesh=mesh_arg, layout=layout, train=train,
+                        refine=refine, hardware=hw)
+            base.update(kw)
+            return plan(sym if not isinstance(model, (str, os.PathLike)) else model, **base)
+
+        result = time_objective.choose(result, sym, hw, replan, None if candidates is None else list(candidates))
+    elif candidates is not None:
+        raise Error("candidates= is for objective='time' (the plans its choice simulates)")
     return result
 
 

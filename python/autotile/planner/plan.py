@@ -27,7 +27,10 @@ _FIELD_KINDS = {
     "batch": "int?", "num_groups": "int", "num_levels": "int", "optimizer": "str", "input_shapes": "dict[shape]",
     "mesh": "dict[int]", "cut_axes": "list[str]", "device_memory": "int?", "peak_memory": "int?",
     "memory_weight": "num", "swap_budget": "int?", "train": "bool", "cut_solvers": "list[str]",
-    "optimality_gaps": "list[num?]", "declared_shapes": "dict[shape]?",
+    "optimality_gaps": "list[num?]", "declared_shapes": "dict[shape]?", "objective": "str", "hardware": "str?",
+    "model_seconds": "num?", "cut_seconds": "list[num]", "cut_levels": "list[str]", "candidates": "dict[num?]?",
+    "chosen": "str?", "skipped": "dict[str]?", "time_search_seconds": "num?", "selection_seconds": "num?",
+    "candidate_search_seconds": "dict[num]?",
 }
 
 
@@ -112,6 +115,24 @@ class Plan:
     #: input_shapes only by the batch= the plan was made for (None: a plan written before this
     #: field, not checked); transform accepts a model declaring either
     declared_shapes: Optional[Dict[str, Tuple[int, ...]]] = None
+    #: what the search minimised: "bytes", or "time" (one device's step on the `hardware`
+    #: profile; planner/time_objective.py). With "time": the searched plan's seconds in the
+    #: search's model (model_seconds; per cut its communication, then the compute, in
+    #: cut_seconds; the link level of each cut in cut_levels), each candidate's simulated step
+    #: (candidates: "time", "bytes", baselines; None for one that could not be planned, the
+    #: reason in skipped), the winner (chosen), and the seconds the time search and the
+    #: choice took
+    objective: str = "bytes"
+    hardware: Optional[str] = None
+    model_seconds: Optional[float] = None
+    cut_seconds: List[float] = field(default_factory=list)
+    cut_levels: List[str] = field(default_factory=list)
+    candidates: Optional[Dict[str, Optional[float]]] = None
+    chosen: Optional[str] = None
+    skipped: Optional[Dict[str, str]] = None
+    time_search_seconds: Optional[float] = None
+    selection_seconds: Optional[float] = None
+    candidate_search_seconds: Optional[Dict[str, float]] = None
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -269,8 +290,12 @@ class Plan:
                             + (f", memory weight {self.memory_weight:g}" if self.memory_weight else "")
                             + (", tensors swapped to host memory)" if self.swap_budget else ")")
                             if self.device_memory else ""))
+        if self.candidates:
+            shown = ", ".join(f"{n} {'n/a' if v is None else f'{v * 1e3:.3f} ms'}" for n, v in self.candidates.items())
+            lines.append(f"objective: time on {self.hardware}: chose '{self.chosen}' by simulated step ({shown})")
         for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
-            lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}")
+            lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}"
+                         + (f" over {self.cut_levels[i]}" if i < len(self.cut_levels) else ""))
         wide = [i for i, s in enumerate(self.cut_solvers) if s == "ilp"] if self.algorithm != "ilp" else []
         if wide:
             gaps = [self.optimality_gaps[i] if i < len(self.optimality_gaps) else None for i in wide]

@@ -1,0 +1,90 @@
+"""at.plan(objective="time", hardware=...): the errors, the compute term against the
+simulator's cost table over the execution graph, and the final choice: the plan returned is
+never slower in simulation than the bytes plan or any baseline that applies."""
+import pytest
+
+import autotile as at
+from autotile import Error, models
+from autotile.execgraph.graph import transform
+from autotile.sim import CostTable, load_profile, simulate
+
+SMALL = {
+    "mlp": lambda: models.get("mlp-2-256", batch=64),
+    "cnn": lambda: models.get("cnn-digits", batch=32),
+    "transformer": lambda: models.get("transformer", batch=16, layers=1, d_model=64, heads=4, d_ff=128, seq=16,
+                                      vocab=128),
+}
+
+
+def test_unknown_objective_lists_both():
+    with pytest.raises(Error, match="unknown objective 'speed'.*bytes, time"):
+        at.plan(SMALL["mlp"](), devices=2, objective="speed")
+
+
+def test_time_without_a_profile_lists_the_shipped_ones():
+    with pytest.raises(Error) as e:
+        at.plan(SMALL["mlp"](), devices=2, objective="time")
+    assert "hardware=" in str(e.value) and "dgx-h100" in str(e.value) and "dgx-h200" in str(e.value)
+
+
+def test_time_with_a_baseline_algorithm_or_bandwidths_is_refused():
+    with pytest.raises(Error, match="searches with tofu"):
+        at.plan(SMALL["mlp"](), devices=2, objective="time", hardware="dgx-h100", algorithm="data")
+    with pytest.raises(Error, match="not bandwidths="):
+        at.plan(SMALL["mlp"](), devices=2, objective="time", hardware="dgx-h100", bandwidths=[1e9])
+
+
+def test_devices_that_do_not_fit_the_profile():
+    with pytest.raises(Error, match="devices is 8"):
+        at.plan(SMALL["mlp"](), devices=16, objective="time", hardware="dgx-a100")
+
+
+def test_a_bad_profile_dict_names_the_field():
+    doc = load_profile("dgx-h100").to_dict()
+    doc["levels"][1]["bandwidth"] = -1
+    with pytest.raises(Error, match=r"levels\[1\]\.bandwidth"):
+        at.plan(SMALL["mlp"](), devices=2, objective="time", hardware=doc)
+
+
+@pytest.mark.parametrize("devices", [4, 16])
+def test_compute_term_equals_the_cost_table_over_the_execution_graph(devices):
+    sym = SMALL["mlp"]()
+    hw = load_profile("dgx-h100")
+    plan = at.plan(sym, devices=devices, objective="time", hardware=hw, candidates=[])
+    assert plan.chosen == "time" and list(plan.candidates) == ["time"]
+    eg = transform(sym, plan)
+    table = CostTable(hw)
+    per_device = [0.0] * devices
+    for op in eg.ops:
+        if op["kind"] == "compute":
+            per_device[op["device"]] += table.op_time(eg, op)
+    assert plan.cut_seconds[-1] == pytest.approx(max(per_device), rel=1e-9)
+    assert plan.model_seconds == pytest.approx(sum(plan.cut_seconds))
+    assert plan.cut_levels[0] == ("infiniband" if devices > 8 else "nvswitch")
+
+
+@pytest.mark.parametrize("devices", [4, pytest.param(16, marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", sorted(SMALL))
+def test_the_time_plan_is_never_slower_than_bytes_or_a_baseline(name, devices):
+    sym = SMALL[name]()
+    hw = load_profile("dgx-h100")
+    plan = at.plan(sym, devices=devices, objective="time", hardware=hw)
+    steps = {k: v for k, v in plan.candidates.items() if v is not None}
+    assert {"time", "bytes", "data"} <= set(steps)
+    assert plan.candidates[plan.chosen] == min(steps.values())
+    # independently: the returned plan simulated again, and the bytes plan planned and simulated on its own
+    mine = simulate(transform(sym, plan), hw).step_seconds
+    assert mine == pytest.approx(plan.candidates[plan.chosen], rel=1e-9)
+    other = simulate(transform(sym, at.plan(sym, devices=devices)), hw).step_seconds
+    assert mine <= other * (1 + 1e-9)
+    assert "objective: time on dgx-h100" in plan.summary()
+    back = at.Plan.from_json(plan.to_json())
+    assert back.candidates == plan.candidates and back.chosen == plan.chosen
+
+
+def test_baselines_that_apply():
+    from autotile.planner.time_objective import baseline_requests
+
+    assert "owt" in baseline_requests(SMALL["cnn"](), 8, None)
+    assert "megatron" in baseline_requests(SMALL["transformer"](), 8, None)
+    assert set(baseline_requests(SMALL["mlp"](), 8, None)) == {"data"}
