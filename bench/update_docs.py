@@ -43,6 +43,8 @@ SOURCES = {
     "transformers.json": "python bench/transformers.py --full",
     "memory.json": "python bench/memory.py",
     "engines_torch.json": "python bench/engines_torch.py",
+    "mlp.json": "python bench/mlp.py",
+    "algorithms.json": "python bench/algorithms.py",
     "capi_linear.json": "python bench/update_docs.py --capture (docs/embedding.md's linear.c, compiled and run)",
     "cli_plan_alexnet.json": "python bench/update_docs.py --capture (autotile plan alexnet --devices 8 --batch 256)",
 }
@@ -165,9 +167,10 @@ def render_speedup_table(args, data_dir):
     return _block(_table(["model", "batch"] + algos, rows, dashes=False))
 
 
-def render_speedup_printed(args, data_dir):
-    """The tables bench/speedup.py printed for some profiles (profiles=NAME,NAME)."""
-    d = load("speedup.json", data_dir)
+def render_printed(args, data_dir):
+    """The tables a simulator bench printed for some profiles: source= (speedup, mlp, algorithms;
+    default speedup) profiles=NAME,NAME."""
+    d = load(args.get("source", "speedup") + ".json", data_dir)
     return _block("\n\n".join(next(t for t in d["tables"] if f"SIMULATED on '{p}'" in t)
                                 for p in args["profiles"].split(",")))
 
@@ -303,7 +306,7 @@ def render_output(args, data_dir):
 
 
 RENDERERS = {
-    "speedup-table": render_speedup_table, "speedup-printed": render_speedup_printed, "speedup": render_speedup,
+    "speedup-table": render_speedup_table, "speedup-printed": render_printed, "printed": render_printed, "speedup": render_speedup,
     "transformers-table": render_transformers_table, "transformers": render_transformers,
     "memory-table": render_memory_table, "memory": render_memory,
     "engines-torch": render_engines_torch_row, "engines-torch-table": render_engines_torch_table, "output": render_output,
@@ -470,7 +473,16 @@ def _slim_speedup(d):
     return d
 
 
-SLIM = {"speedup.json": _slim_speedup}
+def _slim_mlp(d):
+    """mlp.json without the per-device lists and the plan copy in every simulation."""
+    for r in d["results"]:
+        for sim in (r.get("sims") or {}).values():
+            for k in ("device_compute", "device_comm", "plan"):
+                sim.pop(k, None)
+    return d
+
+
+SLIM = {"speedup.json": _slim_speedup, "mlp.json": _slim_mlp}
 
 
 def take(src_dir, data_dir=DATA):
