@@ -18,7 +18,7 @@ front end that uses this module (``autotile.torch.plan``, ``autotile train/run -
 
 The returned Symbol's only output is the loss head (the model's other outputs are dropped:
 their head gradients of ones would add the sum of those outputs to the loss); its new input
-is the label, ``label`` unless named.
+is the label, ``label`` unless named, a data input whatever its name (never trained).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from typing import Optional, Sequence, Union
 
 import numpy as np
 
+from .autodiff.graph import DATA_ATTR
 from .errors import Error
 from .symbol.infer import infer_entry_shapes
 from .symbol.ops_api import create
@@ -113,7 +114,8 @@ def attach_loss(sym: Symbol, loss: str, *, output: Union[None, str, int] = None,
     out_shape = known.get((id(node), slot))
     lab_shape = None if out_shape is None else label_shape(kind, out_shape, name)
     head = Symbol([(node, slot)])
-    lab = Variable(label, shape=lab_shape)
+    # data whatever its name (only names ending in "label" are data by default): never a weight
+    lab = Variable(label, shape=lab_shape, attr={DATA_ATTR: "1"})
     loss_name = next(n for n in (f"{kind}_loss", f"autotile_{kind}_loss", f"autotile_{kind}_loss_{len(taken)}")
                      if n not in taken)
     if kind == "cross_entropy":

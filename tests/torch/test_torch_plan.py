@@ -110,16 +110,25 @@ def _parallel_step(rank, module, plan, x, y, lr):
     return {n: (full(p.grad).numpy(), full(p.detach()).numpy()) for n, p in mod.named_parameters()}
 
 
+def _parallel_steps(rank, module, plans, x, y, lr):
+    return [_parallel_step(rank, module, plan, x, y, lr) for plan in plans]
+
+
 def test_parallelize_with_the_plan_alone_trains_as_the_plain_module(mlp_plan):
+    """The callable-loss plan, a string-loss plan and a loss-free plan of the same module, each
+    run by parallelize(module, plan) on 2 gloo ranks."""
     module, x, y, plan = mlp_plan
-    ranks = att.run_local(_parallel_step, 2, module, plan, x, y, 0.1, timeout=300)
+    plans = [plan, att.plan(module, x, loss="cross_entropy", target=y, devices=2), att.plan(module, x, devices=2)]
+    assert plans[2].torch_loss is None and plans[2].torch_model.list_outputs() == ["output_output"]
+    ranks = att.run_local(_parallel_steps, 2, module, plans, x, y, 0.1, timeout=300)
     ref = copy.deepcopy(module)
     F.cross_entropy(ref(x), y).backward()
     torch.optim.SGD(ref.parameters(), lr=0.1).step()
-    for got in ranks:
-        for n, p in ref.named_parameters():
-            np.testing.assert_allclose(got[n][0], p.grad.numpy(), rtol=RTOL, atol=ATOL, err_msg=n)
-            np.testing.assert_allclose(got[n][1], p.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=n)
+    for per_plan in ranks:
+        for got in per_plan:
+            for n, p in ref.named_parameters():
+                np.testing.assert_allclose(got[n][0], p.grad.numpy(), rtol=RTOL, atol=ATOL, err_msg=n)
+                np.testing.assert_allclose(got[n][1], p.detach().numpy(), rtol=RTOL, atol=ATOL, err_msg=n)
 
 
 def _parallelize_only(rank, module, plan):

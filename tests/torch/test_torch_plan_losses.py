@@ -69,6 +69,8 @@ def test_other_outputs_are_dropped_and_output_chosen():
     with pytest.raises(at.Error, match=r"2 outputs .*output="):
         attach_loss(both, "mse")
     sym = attach_loss(both, "cross_entropy", output="b_output", label="y")
+    plan = at.plan(sym, devices=2)
+    assert "y" not in plan.param_names and "y" in plan.input_shapes  # data, not a weight to train
     assert sym.list_outputs() == ["cross_entropy_loss_output"]
     assert sym.infer_shape()[0][sym.list_arguments().index("y")] == (4,)
     assert attach_loss(both, "mse", output=1).loss == ("mse", "b_output", "label")

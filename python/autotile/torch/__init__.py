@@ -2,7 +2,7 @@
 
     plan = autotile.torch.plan(module, x, loss=F.cross_entropy, target=y, devices=8)
     autotile.torch.parallelize(module, plan)               # under torch.distributed, 8 ranks
-    loss = F.cross_entropy(module(x), y)                   # DTensors laid out as planned
+    loss = F.cross_entropy(module(x).full_tensor(), y)     # module(x): a DTensor laid out as planned
 
 The lower-level road: ``sym = autotile.torch.export(module, x)``, ``plan = at.plan(sym,
 devices=8)``, ``autotile.torch.parallelize(module, plan, sym)``.
