@@ -192,14 +192,15 @@ def plan(fn, *example_args, loss=None, mesh=None, devices: Optional[int] = None,
     train_fn = training_function(fn, loss)
     arg_names = None
     if loss is not None:
-        from .jaxpr_import import _arg_names
+        from .jaxpr_import import positional_names
 
-        arg_names = _arg_names(fn, n_args - 1) + ["target"]
+        arg_names = positional_names(fn, n_args - 1) + ["target"]
     sym, info = jaxpr_symbol(train_fn, example_args, argnums, arg_names)
     if info["out_shape"] != ():
         what = "loss" if loss is not None else "function"
-        raise Error(f"the {what} returns shape {info['out_shape']}, not a scalar: "
-                    "autotile.jax.plan differentiates a scalar loss (pass a model function with loss=)")
+        hint = "" if loss is not None else " (pass a model function with loss=)"
+        raise Error(f"the {what} returns shape {info['out_shape']}, not a scalar: autotile.jax.plan differentiates "
+                    f"a scalar loss{hint}")
     if not info["param_names"]:
         raise Error("the loss does not depend on any parameter leaf: nothing to train")
     # data shapes only: the step takes the names given shapes as its inputs (the parameters'

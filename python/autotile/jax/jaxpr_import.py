@@ -249,7 +249,7 @@ def jaxpr_symbol(fn, args: Sequence, param_args: Sequence[int] = (0,), arg_names
 
     if not callable(fn):
         raise Error(f"autotile.jax.plan needs a function, got {type(fn).__name__}")
-    arg_names = list(arg_names or _arg_names(fn, len(args)))
+    arg_names = list(arg_names or positional_names(fn, len(args)))
     names, trees = leaf_names(args, arg_names)
     try:
         closed = jax.make_jaxpr(fn)(*args)
@@ -294,7 +294,7 @@ def jaxpr_symbol(fn, args: Sequence, param_args: Sequence[int] = (0,), arg_names
     return sym, info
 
 
-def _arg_names(fn, n: int) -> List[str]:
+def positional_names(fn, n: int) -> List[str]:
     """Names of the first `n` positional parameters of `fn` (``arg<i>`` where unknown)."""
     import inspect
 
