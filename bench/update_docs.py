@@ -12,6 +12,9 @@ renderer NAME (RENDERERS below) makes of a committed JSON file under docs/benchm
     python bench/update_docs.py --check            # exit 1 where the docs differ from the JSON
     python bench/update_docs.py --take bench/out   # first copy the sources found there
                                                    # (after a bench run) into docs/benchmarks/data/
+    python bench/update_docs.py --capture          # first rerun the programs whose output the docs
+                                                   # show (CAPTURES: the C API example, the CLI)
+    python bench/update_docs.py --figure           # first redraw docs/plan.png (README's picture)
     python bench/update_docs.py --check --fresh DIR
         # also compare the numbers of fresh bench outputs in DIR (CI's quick runs) with the
         # committed JSON wherever both hold the same entry, each within its stated noise:
