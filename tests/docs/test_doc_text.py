@@ -22,3 +22,16 @@ def test_the_pattern_finds_issue_citations():
         assert ISSUE.search(text), text
     for text in ("array #0 shape (4, 4)", "C# code", "the 2nd issue of the journal"):
         assert not ISSUE.search(text), text
+
+
+def test_the_docs_named_in_the_docs_exist():
+    """Every docs/NAME.md (and docs/NAME.png) that README.md or a docs page names is there."""
+    missing = []
+    for path in doc_paths():
+        with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                for name in re.findall(r"(?<![\w/])(?:docs/|benchmarks/)[\w.-]+\.(?:md|png)", line):
+                    target = name if name.startswith("docs/") else os.path.join("docs", name)
+                    if not os.path.isfile(os.path.join(ROOT, target)):
+                        missing.append(f"{path}:{n}: {name}")
+    assert not missing, "named but missing:\n" + "\n".join(missing)
