@@ -138,7 +138,7 @@ def test_cnn_trains_its_loss(loss):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("loss", ["cross_entropy", "callable"])
-def test_gpt2_needs_the_dynamo_exporter_and_keeps_its_names(loss):
+def test_gpt2_needs_the_dynamo_exporter_and_keeps_its_names(loss, caplog):
     """transformers' GPT-2 calls aten::diff, which the TorchScript exporter refuses: the plan
     comes from the dynamo exporter (onnxscript), with every parameter name (the tied LM head
     included) and the gradients of the plain model's loss.backward(). Plan tensors the importer
@@ -154,7 +154,9 @@ def test_gpt2_needs_the_dynamo_exporter_and_keeps_its_names(loss):
     def lm_loss(out, t):
         return F.cross_entropy(out.logits.reshape(-1, 50), t.reshape(-1))
 
-    plan = att.plan(model, ids, loss=lm_loss if loss == "callable" else loss, target=target, devices=2)
+    with caplog.at_level("WARNING", logger="autotile"):
+        plan = att.plan(model, ids, loss=lm_loss if loss == "callable" else loss, target=target, devices=2)
+    assert re.search(r"TorchScript ONNX exporter refused GPT2LMHeadModel .*aten::diff.*dynamo exporter", caplog.text)
     names = [n for n, _ in model.named_parameters(remove_duplicate=False)]
     assert sorted(plan.torch_params) == sorted(names)
     assert plan.torch_params["lm_head.weight"] == plan.torch_params["transformer.wte.weight"]

@@ -17,6 +17,7 @@ the batch (``reduction="mean"``), and so do the string forms: ``"cross_entropy"`
 :mod:`autotile.losses`."""
 from __future__ import annotations
 
+import logging
 import re
 from typing import Callable, Dict, Optional, Tuple, Union
 
@@ -145,7 +146,12 @@ def export_model(module, args, input_names, exporter: str = "auto", locate=None)
             with exportable_losses():
                 if which == "torchscript":
                     return onnx_export(module, args, input_names)
-                return _dynamo_export(module, args, input_names)
+                model = _dynamo_export(module, args, input_names)
+            if errors:  # the fallback worked: say why it was needed
+                logging.getLogger("autotile").warning(
+                    "the TorchScript ONNX exporter refused %s (%s); exported with torch's dynamo exporter",
+                    type((locate or (module,))[0]).__name__, errors[0][1].strip().splitlines()[0][:200])
+            return model
         except Error as e:
             errors.append((which, str(e)))
         except Exception as e:  # the exporter's own error
