@@ -18,6 +18,9 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402,F401  (this checkout's python/ first when it has a development build)
 
+# bench/transformers.py is not the package: bench/ off the path (the script's own entry too)
+sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != os.path.dirname(os.path.abspath(__file__))]
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JSON = os.path.join(ROOT, "bench", "out", "torch_coverage.json")
 DOC = os.path.join(ROOT, "docs", "pytorch-coverage.md")
@@ -87,13 +90,18 @@ def main(argv=None) -> int:
             row = check_family(fam, k, args.algorithm)
             old[(fam, k)] = row
             print(f"{fam:28s} {k} ranks: {_cell(row)[:160]}", flush=True)
-    rows = [old[key] for key in sorted(old, key=lambda fk: (list(FAMILIES).index(fk[0]) if fk[0] in FAMILIES else 99,
-                                                            fk[1]))]
+            _save(old, list(FAMILIES))  # each row as it comes: a stopped run keeps what it measured
+    _save(old, list(FAMILIES), time.monotonic() - t0 if not args.family and not args.devices else None)
+    return 0
+
+
+def _save(rows_by_key, families, seconds=None) -> None:
+    rows = [rows_by_key[key] for key in sorted(rows_by_key, key=lambda fk: (
+        families.index(fk[0]) if fk[0] in families else len(families), fk[1]))]
     os.makedirs(os.path.dirname(JSON), exist_ok=True)
     with open(JSON, "w") as f:
         json.dump({"rows": rows}, f, indent=1)
-    write_docs(rows, time.monotonic() - t0 if not args.family else None)
-    return 0
+    write_docs(rows, seconds)
 
 
 if __name__ == "__main__":

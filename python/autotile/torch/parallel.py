@@ -122,11 +122,11 @@ def _orientation(p, shape: tuple, value, by_value_only: bool = False) -> Optiona
     parameter `p`: ``"stored"``, ``"transposed"`` (a 2-D weight the import keeps as its
     transpose, as ``x @ W`` reads it) or None. The values decide a square weight; without
     them (or with a module trained since its export) the shapes decide, stored first."""
-    have = tuple(p.shape)
+    have = tuple(p.shape) or (1,)  # a 0-d parameter (CLIP's logit_scale) is a (1,) plan tensor
     stored, trans = have == shape, len(have) == 2 and have[::-1] == shape
     if value is not None and (stored or trans):
         v, mine = np.asarray(value), p.detach().cpu().numpy()
-        if stored and np.array_equal(mine, v):
+        if stored and np.array_equal(mine.reshape(have), v):
             return "stored"
         if trans and np.array_equal(mine.T, v):
             return "transposed"
