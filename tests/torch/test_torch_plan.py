@@ -295,3 +295,62 @@ def test_exported_cross_entropy_form_equals_torchs(kwargs, shape, monkeypatch):
         torch.testing.assert_close(got, want)
         torch.testing.assert_close(got_x.grad, want_x.grad)
     assert len(calls) == 2  # both went through the exported form
+
+
+@pytest.mark.parametrize("kwargs", [{"label_smoothing": 0.2}, {"label_smoothing": 0.1, "reduction": "sum"},
+                                    {"label_smoothing": 0.1, "reduction": "none", "ignore_index": 2},
+                                    {"label_smoothing": 0.3, "weight": "w", "ignore_index": 1},
+                                    {"probabilities": True}, {"probabilities": True, "label_smoothing": 0.2},
+                                    {"probabilities": True, "weight": "w", "reduction": "sum"},
+                                    {"probabilities": True, "reduction": "none"}])
+@pytest.mark.parametrize("shape", [(6, 4), (3, 4, 5)])
+def test_exported_cross_entropy_with_smoothing_or_soft_targets_equals_torchs(kwargs, shape, monkeypatch):
+    """F.cross_entropy's label_smoothing and class-probability targets in the export's form:
+    torch's own values and input gradients (the exporter would emit SoftmaxCrossEntropyLoss,
+    which the importer refuses); torch's fused op is not called inside the block."""
+    from autotile.torch.loss import exportable_losses
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.randn(*shape, generator=g, dtype=torch.float64)
+    kw = dict(kwargs)
+    if kw.pop("probabilities", False):
+        t = torch.softmax(torch.randn(*shape, generator=g, dtype=torch.float64), 1)
+    else:
+        t = torch.randint(0, shape[1], (shape[0],) + shape[2:], generator=g)
+    if kw.get("weight") == "w":
+        kw["weight"] = torch.rand(shape[1], generator=g, dtype=torch.float64) + 0.5
+    want_x = x.clone().requires_grad_()
+    want = F.cross_entropy(want_x, t, **kw)
+    want.sum().backward()
+    got_x = x.clone().requires_grad_()
+
+    def fused(*args, **kwargs):
+        raise AssertionError("torch's fused cross_entropy_loss was called: the form was not decomposed")
+
+    monkeypatch.setattr(torch._C._nn, "cross_entropy_loss", fused)
+    with exportable_losses():
+        with torch.enable_grad():
+            got = F.cross_entropy(got_x, t, **kw)
+    monkeypatch.undo()
+    got.sum().backward()
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(got_x.grad, want_x.grad)
+
+
+@pytest.mark.parametrize("soft", [False, True])
+def test_label_smoothing_and_soft_targets_plan_and_train_torchs_loss(soft):
+    """A callable F.cross_entropy with label_smoothing (class ids) or with class probabilities
+    as the target plans (it was refused: 'operators autotile does not support:
+    SoftmaxCrossEntropyLoss') and the planned step's gradients are loss.backward()'s."""
+    torch.manual_seed(2)
+    module = MLP()
+    x, y = _data(seed=2)
+    if soft:
+        y = torch.softmax(torch.randn(8, 5), 1)
+
+    def loss(out, t):
+        return F.cross_entropy(out, t, label_smoothing=0.1)
+
+    plan = att.plan(module, x, loss=loss, target=y, devices=2)
+    got = planned_grads(module, plan, {"x": x.numpy(), "target": y.numpy()})
+    assert_grads_equal(got, plain_grads(module, loss, x, y))

@@ -5,7 +5,8 @@ torch's fused losses export as ONNX ops the importer has no rule for
 (``SoftmaxCrossEntropyLoss``, ``NegativeLogLikelihoodLoss``): while the joined module is
 exported, :func:`exportable_losses` computes ``F.cross_entropy`` and ``F.nll_loss`` from
 ``log_softmax``, a gather and a mean (the same values and gradients, torch's default
-``reduction="mean"`` over the labelled positions, ``ignore_index`` honoured)."""
+``reduction="mean"`` over the labelled positions, ``ignore_index``, class weights,
+``label_smoothing`` and class-probability targets honoured)."""
 from __future__ import annotations
 
 import contextlib
@@ -32,14 +33,58 @@ def _nll(logp, target, weight=None, ignore_index: int = -100, reduction: str = "
     return total if reduction == "sum" else total / w.sum()
 
 
+def _smoothing(logp, target, weight, ignore_index: int, reduction: str):
+    """The label-smoothing term of ``F.cross_entropy`` (class-index targets): the loss
+    against a uniform target, weighted and averaged as torch does (``ignore_index`` positions
+    out, the mean divided by the summed class weights of the labelled positions)."""
+    import torch
+
+    keep = target != ignore_index
+    shape = [1] * logp.dim()
+    shape[1] = logp.shape[1]
+    smooth = -(logp if weight is None else logp * weight.reshape(shape)).sum(1)
+    smooth = torch.where(keep, smooth, torch.zeros_like(smooth))
+    if reduction == "none":
+        return smooth
+    total = smooth.sum()
+    if reduction == "sum":
+        return total
+    safe = torch.where(keep, target, torch.zeros_like(target))
+    w = keep.to(logp.dtype) if weight is None else torch.where(keep, weight[safe], torch.zeros_like(weight[safe]))
+    return total / w.sum()
+
+
+def _soft_targets(logp, target, weight, reduction: str, label_smoothing: float):
+    """``F.cross_entropy`` with class probabilities as the target (a float tensor of the
+    logits' shape): ``-sum(target x log_softmax)`` over the classes, the mean over the positions."""
+    classes = logp.shape[1]
+    if label_smoothing:
+        target = target * (1 - label_smoothing) + label_smoothing / classes
+    prod = logp * target
+    if weight is not None:
+        shape = [1] * logp.dim()
+        shape[1] = classes
+        prod = prod * weight.reshape(shape)
+    if reduction == "none":
+        return -prod.sum(1)
+    total = -prod.sum()
+    return total if reduction == "sum" else total / (logp.numel() // classes)
+
+
 def _cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
                    reduction="mean", label_smoothing=0.0):
     import torch
 
-    if size_average is not None or reduce is not None or label_smoothing != 0.0 or \
-            torch.is_floating_point(target):
+    if size_average is not None or reduce is not None or input.dim() < 2:
         return None  # not decomposed: the exporter takes it as it is
-    return _nll(torch.log_softmax(input, dim=1 if input.dim() > 1 else 0), target, weight, ignore_index, reduction)
+    logp = torch.log_softmax(input, dim=1)
+    if torch.is_floating_point(target):
+        return _soft_targets(logp, target, weight, reduction, label_smoothing)
+    nll = _nll(logp, target, weight, ignore_index, reduction)
+    if not label_smoothing:
+        return nll
+    smooth = _smoothing(logp, target, weight, ignore_index, reduction)
+    return (1 - label_smoothing) * nll + smooth * (label_smoothing / logp.shape[1])
 
 
 def _nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean"):
