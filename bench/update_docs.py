@@ -50,6 +50,7 @@ SOURCES = {
     "algorithms.json": "python bench/algorithms.py",
     "capi_linear.json": "python bench/update_docs.py --capture (docs/embedding.md's linear.c, compiled and run)",
     "cli_plan_alexnet.json": "python bench/update_docs.py --capture (autotile plan alexnet --devices 8 --batch 256)",
+    "memory_budget.json": "python bench/update_docs.py --capture (docs/memory.md's budget table, computed)",
 }
 
 
@@ -136,9 +137,17 @@ def capture_facts(d):
     return {f"{d['program']}/{i}": (n + unit, "text") for i, (n, unit) in enumerate(found)}
 
 
+def memory_budget_facts(d):
+    out = {"memory_budget/serial": (d["serial"], 0)}
+    for r in d["rows"]:
+        out[f"memory_budget/{r['factor']}/peak"] = (r["peak"], 0)
+        out[f"memory_budget/{r['factor']}/comm_bytes"] = (r["comm_bytes"], 0)
+    return out
+
+
 FACTS = {"speedup.json": speedup_facts, "transformers.json": transformers_facts, "memory.json": memory_facts,
          "engines_torch.json": engines_torch_facts, "capi_linear.json": capture_facts,
-         "cli_plan_alexnet.json": capture_facts}
+         "cli_plan_alexnet.json": capture_facts, "memory_budget.json": memory_budget_facts}
 
 
 # ------------------------------------------------------------------ renderers: region text
@@ -303,6 +312,26 @@ def render_engines_torch_table(args, data_dir):
     return "\n" + "\n".join(lines) + "\n"
 
 
+def render_memory_budget(args, data_dir):
+    """docs/memory.md's budget table (no field=), or one figure: field=serial|ideal (GB) or
+    field=ratio factor=F (bytes per step at that budget over the cheapest plan's)."""
+    d = load("memory_budget.json", data_dir)
+    field = args.get("field")
+    if field in ("serial", "ideal"):
+        return f"{d[field] / 1e9:.{2 if field == 'serial' else 3}f} GB"
+    cheapest = d["rows"][0]["comm_bytes"]
+    if field == "ratio":
+        row = next(r for r in d["rows"] if str(r["factor"]) == args["factor"])
+        return f"{row['comm_bytes'] / cheapest:.2f}x"
+    lines = ["| budget | per-device peak | / ideal | bytes per step | vs cheapest plan |", "|---|---|---|---|---|"]
+    for r in d["rows"]:
+        label = ("none (cheapest plan)" if r["factor"] is None
+                 else f"{r['factor']:.2f} x ideal ({r['budget'] / 1e9:.2f} GB)")
+        lines.append(f"| {label} | {r['peak'] / 1e9:.3f} GB | {r['peak'] / d['ideal']:.2f}x | "
+                     f"{r['comm_bytes'] / 1e9:.2f} GB | {r['comm_bytes'] / cheapest:.2f}x |")
+    return "\n" + "\n".join(lines) + "\n"
+
+
 def render_output(args, data_dir):
     """A captured program's output (CAPTURES): name= (the JSON's name without .json)."""
     return _block(load(args["name"] + ".json", data_dir)["stdout"].rstrip("\n"))
@@ -311,7 +340,7 @@ def render_output(args, data_dir):
 RENDERERS = {
     "speedup-table": render_speedup_table, "speedup-printed": render_printed, "printed": render_printed, "speedup": render_speedup,
     "transformers-table": render_transformers_table, "transformers": render_transformers,
-    "memory-table": render_memory_table, "memory": render_memory,
+    "memory-table": render_memory_table, "memory-budget": render_memory_budget, "memory": render_memory,
     "engines-torch": render_engines_torch_row, "engines-torch-table": render_engines_torch_table, "output": render_output,
 }
 
@@ -441,14 +470,43 @@ CAPTURES = {
 }
 
 
+def _memory_budget():
+    """docs/memory.md's budget table: WResNet-50-4, batch 32, 8 devices, the cheapest plan and the
+    plans at 1.25x and 1.10x the ideal share (serial peak / 8), each plan's per-device peak (the
+    execution graph's memory plan) and bytes per step."""
+    import autotile as at
+
+    model, k, batch = "wresnet-50-4", 8, 32
+    serial = at.transform(model, at.plan(model, devices=1, batch=batch, replicate_fallback=True),
+                          replicate_fallback=True).peak_memory(0)
+    rows = []
+    for factor in (None, 1.25, 1.10):
+        budget = None if factor is None else factor * serial / k
+        plan = at.plan(model, devices=k, batch=batch, **({} if budget is None else {"device_memory": budget}))
+        eg = at.transform(model, plan)
+        rows.append({"factor": factor, "budget": budget, "peak": max(eg.peak_memory(d) for d in range(k)),
+                     "comm_bytes": plan.comm_bytes})
+    return {"model": model, "devices": k, "batch": batch, "serial": serial, "ideal": serial / k, "rows": rows}
+
+
+#: computed tables shown in the docs: JSON name -> function returning the JSON (rerun by --capture)
+COMPUTED = {"memory_budget.json": _memory_budget}
+
+
 def capture(out_dir=DATA):
-    """Rerun every CAPTURES program; write its output as JSON into out_dir. Returns the paths."""
+    """Rerun every CAPTURES program and COMPUTED table; write each as JSON into out_dir. Returns
+    the paths."""
     os.makedirs(out_dir, exist_ok=True)
     paths = []
     for name, (what, run) in CAPTURES.items():
         path = os.path.join(out_dir, name)
         with open(path, "w") as f:
             json.dump({"program": what, "stdout": run()}, f, indent=1)
+        paths.append(path)
+    for name, compute in COMPUTED.items():
+        path = os.path.join(out_dir, name)
+        with open(path, "w") as f:
+            json.dump(compute(), f, indent=1)
         paths.append(path)
     return paths
 
