@@ -37,7 +37,9 @@ def _cell(row):
     if row is None:
         return "-"
     if row["status"] == "pass":
-        whole = f", whole: {', '.join(f'`{q}`' for q in row['whole'])}" if row.get("whole") else ""
+        w = row.get("whole") or []
+        more = f" and {len(w) - 3} more" if len(w) > 3 else ""
+        whole = f"; whole: {', '.join(f'`{q}`' for q in w[:3])}{more}" if w else ""
         return f"pass ({_bytes(row['plan_bytes'])} / {_bytes(row['dtensor_bytes'])}{whole})"
     reason = row.get("reason", "").replace("|", "\\|").replace("\n", " ")
     return f"**{row['status']}**: {reason[:240]}"
