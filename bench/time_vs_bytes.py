@@ -113,6 +113,7 @@ def main(argv=None) -> int:
     ap.add_argument("--devices", nargs="+", type=int, choices=DEVICES, help="device counts (default 8 16 64)")
     ap.add_argument("--layers", type=int, help="Transformer layers (default: the model's own)")
     ap.add_argument("--speed", action="store_true", help="only the LLaMA-70B search-time comparison")
+    ap.add_argument("--out", default="time_vs_bytes.json", help="file name under bench/out")
     args = ap.parse_args(argv)
     if args.speed:
         path = write_json("time_vs_bytes_speed.json", speed())
@@ -138,13 +139,14 @@ def main(argv=None) -> int:
                              f"{r['best_other']} {ms(s[r['best_other']])}" if r["best_other"] else "n/a",
                              r["chosen"], "yes" if r["time_won"] else "no",
                              f"{r['search_seconds']['time']:.2f}", f"{r['search_seconds'].get('bytes', float('nan')):.2f}"])
+                write_json(args.out, {"rows": results})  # what is done so far, should the run be cut short
                 print(f"  {label} {profile} x{k}: time {ms(s['time'])} ms, bytes {ms(s['bytes'])} ms, chose "
                       f"{r['chosen']} ({r['wall_seconds']:.0f} s)", file=sys.stderr, flush=True)
     print("Simulated step (ms) of each plan; returned = the fastest; time won = the time search's own plan "
           "beats the bytes plan")
     print(table(["model", "profile", "devices", "time", "bytes", "data", "owt/megatron", "best other", "returned",
                  "time won", "search s (time)", "search s (bytes)"], rows))
-    path = write_json("time_vs_bytes.json", {"rows": results})
+    path = write_json(args.out, {"rows": results})
     print(f"\nwrote {path}")
     return 0
 
