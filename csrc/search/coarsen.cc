@@ -73,8 +73,7 @@ bool joint_enabled() {
 
 }  // namespace
 
-Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
-                   const std::vector<std::vector<NodeOption>>* options) {
+CoarsenBase coarsen_base(const Graph& g) {
   const int T = g.num_tensors(), N = g.num_nodes();
   UnionFind groups(T + N);  // tensors 0..T-1, nodes T..T+N-1
   UnionFind tie(T), share(N);
@@ -103,11 +102,6 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
         break;
       }
     }
-    if (elementwise[n])
-      for (TensorId in : node.inputs) {
-        NodeId p = g.tensor(in).producer;
-        if (p != kNone && elementwise[p]) groups.join(node_el(n), node_el(p));
-      }
     auto ts = node.attrs.find("__timestep_group__");
     if (ts != node.attrs.end()) steps[ts->second].push_back(n);
     if (node.role == NodeRole::kUpdate) {
@@ -139,10 +133,36 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
         if (g.tensor(node.outputs[o]).shape == g.tensor(r.outputs[o]).shape) tie.join(node.outputs[o], r.outputs[o]);
     }
   }
+  // Tied tensors are one DP variable: keep them in one group.
+  for (TensorId t = 0; t < T; ++t) groups.join(t, tie.find(t));
+  CoarsenBase b;
+  b.groups = std::move(groups.p);
+  b.tie = std::move(tie.p);
+  b.share = std::move(share.p);
+  b.joint = joint_strategies(g);
+  return b;
+}
+
+Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
+                   const std::vector<std::vector<NodeOption>>* options, const CoarsenBase* base) {
+  const int T = g.num_tensors(), N = g.num_nodes();
+  CoarsenBase own;
+  if (!base) own = coarsen_base(g), base = &own;
+  // The base's classes, then the joins that depend on the cut (element-wise chains and joint
+  // strategies): the classes and their roots (smallest members) are those of joining all at once.
+  UnionFind groups(0), tie(0), share(0);
+  groups.p = base->groups, tie.p = base->tie, share.p = base->share;
+  auto node_el = [T](NodeId n) { return T + n; };
+  for (NodeId n = 0; n < N; ++n)
+    if (elementwise[n])
+      for (TensorId in : g.node(n).inputs) {
+        NodeId p = g.tensor(in).producer;
+        if (p != kNone && elementwise[p]) groups.join(node_el(n), node_el(p));
+      }
   if (options && joint_enabled()) {
     // One strategy for the whole joint group, only where every member offers the same split
     // variables (a value some member lacks would be infeasible for the group).
-    for (const std::vector<NodeId>& members : joint_strategies(g)) {
+    for (const std::vector<NodeId>& members : base->joint) {
       const auto& first = (*options)[members[0]];
       if (members.size() < 2 || first.size() < 2) continue;
       if (!std::all_of(members.begin(), members.end(), [&](NodeId n) { return same_names((*options)[n], first); }))
@@ -153,8 +173,6 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
       }
     }
   }
-  // Tied tensors are one DP variable: keep them in one group.
-  for (TensorId t = 0; t < T; ++t) groups.join(t, tie.find(t));
 
   Coarsening c;
   std::vector<int> id(T + N, -1);
@@ -163,8 +181,12 @@ Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
     if (id[r] < 0) id[r] = c.num_groups++;
     return id[r];
   };
+  c.node_group.reserve(N);
+  c.tensor_group.reserve(T);
   for (NodeId n = 0; n < N; ++n) c.node_group.push_back(group_of(node_el(n)));
   for (TensorId t = 0; t < T; ++t) c.tensor_group.push_back(group_of(t));
+  c.tensor_tie.reserve(T);
+  c.node_share.reserve(N);
   for (TensorId t = 0; t < T; ++t) c.tensor_tie.push_back(tie.find(t));
   for (NodeId n = 0; n < N; ++n) c.node_share.push_back(share.find(n));
   return c;

@@ -41,10 +41,24 @@ struct Coarsening {
   std::vector<NodeId> node_share;    ///< node -> representative of its same-strategy class
 };
 
+/// \brief The part of coarsening that reads the graph alone (the same at every cut of one
+/// search): groups, ties and shares before the element-wise chains and joint strategies join
+/// them, as union-find parents (each class's root is its smallest member, whatever the order
+/// of the joins, so finishing them later gives the same classes and representatives).
+struct CoarsenBase {
+  std::vector<int> groups;                   ///< tensors 0..T-1, nodes T..T+N-1
+  std::vector<int> tie;                      ///< per tensor (final: no later join ties tensors)
+  std::vector<int> share;                    ///< per node
+  std::vector<std::vector<NodeId>> joint;    ///< the nodes of each joint strategy
+};
+/// \brief The CoarsenBase of `g`.
+CoarsenBase coarsen_base(const Graph& g);
+
 /// \brief Coarsens `g`; `elementwise[n]` tells whether node n is element-wise. With `options`
 /// (node -> the cut's options) the nodes of a joint strategy share one (see above); without,
-/// or when the environment sets AUTOTILE_SEARCH_JOINT=off, each keeps its own.
+/// or when the environment sets AUTOTILE_SEARCH_JOINT=off, each keeps its own. `base` (may be
+/// null): coarsen_base(g), kept by a caller that coarsens `g` once per cut.
 Coarsening coarsen(const Graph& g, const std::vector<char>& elementwise,
-                   const std::vector<std::vector<NodeOption>>* options = nullptr);
+                   const std::vector<std::vector<NodeOption>>* options = nullptr, const CoarsenBase* base = nullptr);
 
 }  // namespace autotile

@@ -9,11 +9,11 @@ namespace {
 double missing(const DeviceLayout& held, const DeviceLayout& need) {
   double total = 0;
   for (int d = 0; d < need.devices(); ++d)
-    total += box_volume(need.box[d]) - box_overlap(need.box[d], held.box[d]);
+    total += box_volume(need.box(d)) - box_overlap(need.box(d), held.box(d));
   return total;
 }
 // box_overlap(a, b with dim e replaced by `iv`), without building that box.
-double overlap_with(const Box& a, const Box& b, size_t e, const Interval& iv) {
+double overlap_with(Box a, Box b, size_t e, const Interval& iv) {
   double v = 1;
   for (size_t i = 0; i < a.size(); ++i) {
     const Interval& bi = i == e ? iv : b[i];
@@ -56,28 +56,28 @@ double conversion_elements(const DeviceLayout& held, const DeviceLayout& need, c
   // (direct), or reduce-scatter along one dim then fetch the reduced slabs (csrc/exec).
   double direct = 0, rs = 0;
   for (int d = 0; d < K; ++d) {
-    double nv = box_volume(need.box[d]), in = box_overlap(need.box[d], held.box[d]);
+    double nv = box_volume(need.box(d)), in = box_overlap(need.box(d), held.box(d));
     direct += (P - 1) * in + P * (nv - in);
-    if (leader[d] == d) rs += (P - 1) * box_volume(held.box[d]);
+    if (leader[d] == d) rs += (P - 1) * box_volume(held.box(d));
   }
   double best = direct;
-  const size_t rank = held.box.empty() ? 0 : held.box[0].size();
+  const size_t rank = static_cast<size_t>(held.rank);
   // Reduce-scatter along dim e: member m of a group reduces the balanced slab m of the
   // group's box (slabs may be uneven, or empty when the dim is shorter than the group).
   for (size_t e = 0; e < rank; ++e) {
     double fetch = 0;
     for (int d = 0; d < K; ++d) {
-      const Box& box = held.box[leader[d]];
+      const Box box = held.box(leader[d]);
       const int64_t lo = box[e].lo, size = box[e].size();
       const Interval slab{lo + size * member[d] / P, lo + size * (member[d] + 1) / P};
-      fetch += box_volume(need.box[d]) - overlap_with(need.box[d], box, e, slab);
+      fetch += box_volume(need.box(d)) - overlap_with(need.box(d), box, e, slab);
     }
     best = std::min(best, rs + fetch);
   }
   if (rank == 0) {  // a scalar: member 0 of each group reduces it, the others fetch it
     double fetch = 0;
     for (int d = 0; d < K; ++d)
-      if (member[d] != 0) fetch += box_volume(need.box[d]);
+      if (member[d] != 0) fetch += box_volume(need.box(d));
     best = std::min(best, rs + fetch);
   }
   return best;

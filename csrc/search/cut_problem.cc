@@ -283,8 +283,10 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
 
 CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,
                              std::vector<std::vector<NodeOption>> options, const Coarsening& c,
-                             const PlanConstraint& constraint, const std::vector<int>* list_id) {
+                             const PlanConstraint& constraint, const std::vector<int>* list_id,
+                             std::vector<std::vector<CutProblem::Edge>>* spare_edges) {
   CutProblem p;
+  if (spare_edges) p.edges.swap(*spare_edges);
   p.cut = cut;
   p.k = k;
   p.options = std::move(options);
@@ -293,6 +295,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
   // Tiling variables: one per class of tied tensors, by representative.
   const Classes classes = classes_of(c.tensor_tie);
   p.tensor_var.assign(T, -1);
+  std::vector<Tiling> cand;
   for (int rep = 0; rep < T; ++rep) {
     const auto members = classes.members(rep);
     if (members.empty()) continue;
@@ -304,7 +307,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
       produced = produced && g.tensor(t).producer != kNone;
       data_input = data_input && g.tensor(t).producer == kNone && !g.tensor(t).is_param;
     }
-    std::vector<Tiling> cand;
+    cand.clear();  // (declared outside the loop: its storage is kept)
     if (!data_input) cand.push_back(Tiling::replicate());
     const size_t rank = s.tensor_shape[rep].size();
     for (size_t d = 0; d < rank; ++d) {
@@ -315,6 +318,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     if (data_input) cand.push_back(Tiling::replicate());
     if (produced) cand.push_back(Tiling::partial());
     std::vector<Tiling> dom;
+    dom.reserve(cand.size());
     for (const Tiling& ti : cand) {
       bool ok = true;
       for (TensorId t : members) ok = ok && (!constraint.allow_tiling || constraint.allow_tiling(t, ti, cut));
@@ -328,7 +332,7 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     }
     int v = p.num_vars();
     p.domain.push_back(static_cast<int>(dom.size()));
-    p.var_tilings.push_back(dom);
+    p.var_tilings.push_back(std::move(dom));
     p.var_names.emplace_back();
     p.var_home.push_back(rep);
     for (TensorId t : members) p.tensor_var[t] = v;
@@ -431,17 +435,19 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
     auto [it, fresh] = priced.try_emplace(key);
     std::vector<std::vector<double>>& costs = it->second;
     auto& edges = p.edges[n];
-    edges.reserve(node.inputs.size() + node.outputs.size());
+    // The node's edges, written over the slots a spare list left (their storage kept).
+    edges.resize(node.inputs.size() + node.outputs.size());
     if (!fresh) {
       size_t e = 0;
       for (const auto* ts : {&node.inputs, &node.outputs})
-        for (TensorId t : *ts) edges.push_back(CutProblem::Edge{p.tensor_var[t], costs[e++]});
+        for (TensorId t : *ts) edges[e].var = p.tensor_var[t], edges[e].cost = costs[e], ++e;
       continue;
     }
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       TensorId t = node.inputs[i];
       const Span held = held_of(t);
-      CutProblem::Edge e{p.tensor_var[t], {}};
+      CutProblem::Edge& e = edges[i];
+      e.var = p.tensor_var[t];
       const int D = p.domain[e.var];
       e.cost.resize(static_cast<size_t>(O) * D);
       for (int o = 0; o < O; ++o) {
@@ -450,12 +456,12 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
         for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, pool, held[v], nl, factors);
       }
       costs.push_back(e.cost);
-      edges.push_back(std::move(e));
     }
     for (size_t i = 0; i < node.outputs.size(); ++i) {
       TensorId t = node.outputs[i];
       const Span held = held_of(t);
-      CutProblem::Edge e{p.tensor_var[t], {}};
+      CutProblem::Edge& e = edges[node.inputs.size() + i];
+      e.var = p.tensor_var[t];
       const int D = p.domain[e.var];
       e.cost.resize(static_cast<size_t>(O) * D);
       for (int o = 0; o < O; ++o) {
@@ -464,7 +470,6 @@ CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cu
         for (int v = 0; v < D; ++v) e.cost[o * D + v] = edge_bytes(g, t, pool, ml, held[v], factors);
       }
       costs.push_back(e.cost);
-      edges.push_back(std::move(e));
     }
   }
   return p;

@@ -86,9 +86,11 @@ std::vector<std::vector<NodeOption>> node_options(const Graph& g, const SearchSt
                                                   OptionsMemo* memo = nullptr);
 
 /// \brief Builds the problem of cut `cut` (k-way) from the state after the previous cuts.
-/// `list_id` (may be null): OptionsMemo::list_id of `options`.
+/// `list_id` (may be null): OptionsMemo::list_id of `options`. `spare_edges` (may be null): the
+/// last cut's CutProblem::edges, whose storage the new tables are written into.
 CutProblem build_cut_problem(const Graph& g, const SearchState& s, int k, int cut,
                              std::vector<std::vector<NodeOption>> options, const Coarsening& c,
-                             const PlanConstraint& constraint, const std::vector<int>* list_id = nullptr);
+                             const PlanConstraint& constraint, const std::vector<int>* list_id = nullptr,
+                             std::vector<std::vector<CutProblem::Edge>>* spare_edges = nullptr);
 
 }  // namespace autotile

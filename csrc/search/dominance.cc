@@ -47,9 +47,10 @@ VarUses uses_of(const CutProblem& p) {
   return u;
 }
 
-// Options node n may take: the live ones, or (shared strategy) those its variable can select.
-std::vector<int> live_options(const CutProblem& p, NodeId n, const std::vector<char>& alive) {
-  std::vector<int> opts;
+// Sets `opts` to the options node n may take: the live ones, or (shared strategy) those its
+// variable can select (the vector's storage is kept).
+void live_options(const CutProblem& p, NodeId n, const std::vector<char>& alive, std::vector<int>& opts) {
+  opts.clear();
   if (p.node_var[n] < 0) {
     for (int o = 0; o < static_cast<int>(p.options[n].size()); ++o)
       if (alive[o]) opts.push_back(o);
@@ -59,7 +60,6 @@ std::vector<int> live_options(const CutProblem& p, NodeId n, const std::vector<c
     std::sort(opts.begin(), opts.end());
     opts.erase(std::unique(opts.begin(), opts.end()), opts.end());
   }
-  return opts;
 }
 
 // True when v = r costs no more than v = x whatever the other variables are (see header).
@@ -127,7 +127,7 @@ DomainReduction reduce_domains(const CutProblem& p, Reduce what) {
               break;
             }
         }
-      opts_of[n] = live_options(p, n, opt_alive[n]);
+      live_options(p, n, opt_alive[n], opts_of[n]);
     }
     for (int v = 0; v < V; ++v) {
       const int D = p.domain[v];
@@ -158,12 +158,16 @@ DomainReduction reduce_domains(const CutProblem& p, Reduce what) {
   DomainReduction r;
   r.kept.resize(V);
   r.kept_options.resize(N);
-  for (int v = 0; v < V; ++v)
+  for (int v = 0; v < V; ++v) {
+    r.kept[v].reserve(std::count(alive[v].begin(), alive[v].end(), 1));
     for (int x = 0; x < p.domain[v]; ++x)
       if (alive[v][x]) r.kept[v].push_back(x);
-  for (NodeId n = 0; n < N; ++n)
+  }
+  for (NodeId n = 0; n < N; ++n) {
+    r.kept_options[n].reserve(std::count(opt_alive[n].begin(), opt_alive[n].end(), 1));
     for (int o = 0; o < static_cast<int>(p.options[n].size()); ++o)
       if (opt_alive[n][o]) r.kept_options[n].push_back(o);
+  }
   r.count(p);
   return r;
 }

@@ -143,10 +143,14 @@ struct LiveFactor {
   int content = -1;
 };
 
-template <typename T>
-void put(std::string& key, T v) {
-  key.append(reinterpret_cast<const char*>(&v), sizeof v);
-}
+// Hash of the key of an elimination (a list of ids).
+struct StepKeyHash {
+  size_t operator()(const std::vector<int>& v) const {
+    uint64_t h = 1469598103934665603ull;
+    for (int x : v) h = (h ^ static_cast<uint32_t>(x)) * 1099511628211ull;
+    return static_cast<size_t>(h ^ (h >> 29));
+  }
+};
 
 // True when every finite entry is a whole number below kExactBelow (bytes): such tables are
 // summed exactly, so shifting them by whole numbers changes no comparison.
@@ -162,12 +166,15 @@ bool whole_numbers(const double* t, const double* end) {
 // one per factor, add up (twice over: shifted messages span up to a max minus a min) to less
 // than 2^53: then every sum the elimination forms, shifted or not, is exact.
 bool exact_sums(const FactorGraph& fg) {
-  if (!whole_numbers(fg.tables.data(), fg.tables.data() + fg.tables.size())) return false;
   double bound = 0;
-  for (int f = 0; f < fg.num_factors(); ++f) {
+  for (int f = 0; f < fg.num_factors(); ++f) {  // (one pass: whole_numbers and the largest entry)
     double largest = 0;
-    for (int64_t i = fg.table_start[f]; i < fg.table_start[f + 1]; ++i)
-      if (fg.tables[i] != kInf) largest = std::max(largest, std::abs(fg.tables[i]));
+    for (int64_t i = fg.table_start[f]; i < fg.table_start[f + 1]; ++i) {
+      const double x = fg.tables[i];
+      if (x == kInf) continue;
+      if (!(std::abs(x) < kExactBelow && x == static_cast<double>(static_cast<int64_t>(x)))) return false;
+      largest = std::max(largest, std::abs(x));
+    }
     bound += 2 * largest;
   }
   return bound < 9007199254740992.0;  // 2^53
@@ -355,6 +362,14 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
   }
   std::vector<char> alive(factors.size(), 1);
   std::vector<std::vector<int>> var_factors(V), adj(V);
+  {
+    // Room for each variable's factors and neighbours (one allocation each, with some to
+    // spare for the factors the elimination adds).
+    std::vector<int> uses(V, 0), near(V, 0);
+    for (const LiveFactor& f : factors)
+      for (int i = f.begin; i < f.end; ++i) ++uses[vars[i]], near[vars[i]] += f.end - f.begin - 1;
+    for (int v = 0; v < V; ++v) var_factors[v].reserve(uses[v] + 2), adj[v].reserve(near[v]);
+  }
   for (size_t f = 0; f < factors.size(); ++f) {
     for (int i = factors[f].begin; i < factors[f].end; ++i) {
       const int v = vars[i];
@@ -422,8 +437,8 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
 
   // Then the tables, in that order; an elimination seen before (same contents in the same
   // places) takes the earlier one's table and values.
-  std::unordered_map<std::string, StepResult> done_steps;
-  std::string key;
+  std::unordered_map<std::vector<int>, StepResult, StepKeyHash> done_steps;
+  std::vector<int> key;
   MinSumScratch scratch;
   std::vector<int> incident;
   std::vector<int64_t> fstride;
@@ -444,25 +459,25 @@ EliminationResult eliminate(FactorGraph fg, const std::vector<int64_t>& priority
     for (int j = 0; j < s; ++j) dom[j] = fg.domain[scope[j]];
     fstride.assign(static_cast<size_t>(m) * (s + 1), 0);  // [factor][scope var..., v]
     key.clear();
-    put(key, Dv);
-    put(key, s);
-    for (int d : dom) put(key, d);
+    key.push_back(Dv);
+    key.push_back(s);
+    key.insert(key.end(), dom.begin(), dom.end());
     for (int i = 0; i < m; ++i) {
       const LiveFactor& f = factors[incident[i]];
-      put(key, f.content);
-      put(key, f.end - f.begin);
+      key.push_back(f.content);
+      key.push_back(f.end - f.begin);
       int64_t stride = 1;
       for (int j = f.end - 1; j >= f.begin; --j) {
         const int u = vars[j];
         const int pos = u == v ? s : static_cast<int>(std::lower_bound(scope, scope + s, u) - scope);
-        put(key, pos);
+        key.push_back(pos);
         fstride[static_cast<size_t>(i) * (s + 1) + pos] = stride;
         stride *= fg.domain[u];
       }
     }
     const int64_t out_size = static_cast<int64_t>(size);
     res.work += static_cast<double>(out_size) * Dv * std::max(1, m);
-    if (!reuse) key.clear(), put(key, static_cast<int64_t>(&step - steps.data()));  // one entry per step
+    if (!reuse) key.assign(1, static_cast<int>(&step - steps.data()));  // one entry per step
     auto [it, fresh] = done_steps.try_emplace(key);
     StepResult& r = it->second;
     std::shared_ptr<const double> out = r.out.lock();

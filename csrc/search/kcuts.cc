@@ -123,6 +123,8 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
   tick("validate");
   OptionsMemo memo(g);
   memo.tdl_provider = !options.provider;
+  const CoarsenBase coarse = coarsen_base(g);  // what coarsening reads of the graph alone
+  std::vector<std::vector<CutProblem::Edge>> spare_edges;  // the last cut's tables (their storage)
   Levels L;
   Coarsening L_groups;  // the groups L was computed for
   for (size_t cut = 0; cut < plan.factors.size(); ++cut) {
@@ -133,11 +135,11 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     auto opts = node_options(g, s, k, static_cast<int>(cut), provider, options.constraint, options.replicate_fallback,
                              &elementwise, &memo);
     tick("options");
-    Coarsening c = coarsen(g, elementwise, &opts);
+    Coarsening c = coarsen(g, elementwise, &opts, &coarse);
     // The levels depend only on the groups, which most cuts keep.
     tick("coarsen");
     CutProblem p = build_cut_problem(g, s, k, static_cast<int>(cut), std::move(opts), c, options.constraint,
-                                     &memo.list_id);
+                                     &memo.list_id, &spare_edges);
     if (options.time) add_time_terms(g, s, static_cast<int>(cut), remaining_after(plan.factors, cut), *options.time, &p);
     // A joint strategy's internal tensors leave the DP's problem (search/coarsen_fold.h).
     const bool fold = options.solver == CutSolver::kDP && options.memory_weight <= 0 && !options.cut_check;
@@ -207,6 +209,7 @@ Plan k_cuts(const Graph& g, int devices, const SearchOptions& options) {
     cut_work.push_back(sol.work);
     s.apply(g, k, tilings, chosen);
     memo.spare = std::move(p.options);  // the next cut's options reuse their storage
+    spare_edges = std::move(p.edges);  // and its tables the tables
     tick("apply");
     // The state prices the chosen plan edge by edge, independently of the solver's tables.
     if (!options.time && std::abs(s.flat_bytes - sol.cost) > 1e-9 * std::max(1.0, std::abs(s.flat_bytes)))

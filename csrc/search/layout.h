@@ -14,17 +14,33 @@
 namespace autotile {
 
 using Shape = std::vector<int64_t>;
-/// \brief A box: one half-open interval per tensor dimension.
-using Box = std::vector<Interval>;
+
+/// \brief A box: one half-open interval per tensor dimension (a view into a layout's array).
+struct Box {
+  const Interval* iv = nullptr;
+  int rank = 0;
+  /// \brief Number of dimensions.
+  size_t size() const { return static_cast<size_t>(rank); }
+  /// \brief The interval of dimension i.
+  const Interval& operator[](size_t i) const { return iv[i]; }
+};
 
 /// \brief Boxes of one tensor on each of K devices, plus the cuts its values are partial over.
+/// The boxes are stored flat (device after device, `rank` intervals each): a layout of 1024
+/// devices is one allocation, not 1024.
 struct DeviceLayout {
-  std::vector<Box> box;        ///< one per device
+  std::vector<Interval> iv;    ///< device d's box: iv[d * rank, (d + 1) * rank)
+  int rank = 0;                ///< dimensions of the tensor
+  int num_devices = 0;         ///< K
   uint32_t partial_mask = 0;   ///< bit c: values are partial sums across the groups of cut c
   int num_cuts = 0;
   bool none = false;           ///< a need for nothing (an input the op does not read)
 
-  int devices() const { return static_cast<int>(box.size()); }
+  int devices() const { return num_devices; }
+  /// \brief The box of device d.
+  Box box(int d) const { return Box{iv.data() + static_cast<size_t>(d) * rank, rank}; }
+  /// \brief The interval of dimension `dim` of device d's box.
+  Interval& at(int d, int dim) { return iv[static_cast<size_t>(d) * rank + dim]; }
 };
 
 /// \brief The whole tensor on a single device (no cut yet).
@@ -39,8 +55,8 @@ DeviceLayout extend_need(const DeviceLayout& prefix, const InputNeed& need, int 
 DeviceLayout extend_make(const DeviceLayout& prefix, const OutputMake& make, bool whole, int k);
 
 /// \brief Number of elements of a box.
-double box_volume(const Box& b);
-/// \brief Number of elements of the intersection of two boxes.
-double box_overlap(const Box& a, const Box& b);
+double box_volume(Box b);
+/// \brief Number of elements of the intersection of two boxes (of equal rank).
+double box_overlap(Box a, Box b);
 
 }  // namespace autotile

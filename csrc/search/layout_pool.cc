@@ -1,5 +1,7 @@
 #include "search/layout_pool.h"
 
+#include <cstring>
+
 #include "search/cost_model.h"
 #include "util/error.h"
 
@@ -48,14 +50,24 @@ int LayoutPool::held(int prefix, const Tiling& t, int k) {
 }
 
 int LayoutPool::need(int prefix, const InputNeed& need, int k) {
-  key_.assign(1, 'n');
-  put(key_, prefix);
-  put(key_, k);
-  put(key_, need.replicate);
-  put(key_, need.read);
+  // The key's bytes are written in place (appending field by field cost a call per field).
+  const size_t per_worker = need.replicate ? 0 : need.per_worker.size();
+  const size_t size = 1 + 2 * sizeof(int) + 2 * sizeof(bool) + (need.replicate ? 0 : sizeof(int)) +
+                      per_worker * 2 * sizeof(int64_t);
+  key_.resize(size);
+  char* at = key_.data();
+  auto write = [&at](const auto& v) {
+    std::memcpy(at, &v, sizeof v);
+    at += sizeof v;
+  };
+  *at++ = 'n';
+  write(prefix);
+  write(k);
+  write(need.replicate);
+  write(need.read);
   if (!need.replicate) {
-    put(key_, need.dim);
-    for (const Interval& iv : need.per_worker) put(key_, iv.lo), put(key_, iv.hi);
+    write(need.dim);
+    for (const Interval& iv : need.per_worker) write(iv.lo), write(iv.hi);
   }
   int id = find();
   return id >= 0 ? id : add(extend_need(layouts_[prefix], need, k, shape_[prefix]), shape_[prefix]);

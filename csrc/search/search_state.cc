@@ -47,13 +47,17 @@ void SearchState::apply(const Graph& g, int k, const std::vector<Tiling>& tiling
   LayoutPool& p = *pool;
   for (TensorId t = 0; t < g.num_tensors(); ++t) {
     const Tiling& ti = tilings[t];
+    if (tiling[t].empty()) tiling[t].reserve(8);
     tiling[t].push_back(ti);
     held[t] = p.held(held[t], ti, k);
     if (ti.kind == Tiling::kSplit) tensor_shape[t][ti.dim] /= k;
   }
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
     const NodeOption& o = *options[n];
-    option[n].push_back(NodeOption{o.name, o.whole, {}});  // needs and makes live on in need/make
+    if (option[n].empty()) option[n].reserve(8);  // (cuts of up to 2^8 devices in one allocation)
+    NodeOption& kept = option[n].emplace_back();  // needs and makes live on in need/make
+    kept.name = o.name;
+    kept.whole = o.whole;
     const Node& node = g.node(n);
     for (size_t i = 0; i < node.inputs.size(); ++i) {
       if (o.whole) {
