@@ -47,9 +47,24 @@ VarUses uses_of(const CutProblem& p) {
   return u;
 }
 
+// One run of flags per item (a variable's values, a node's options), in one array.
+struct Flags {
+  std::vector<int> start;  // item i's flags are on[start[i], start[i + 1])
+  std::vector<char> on;
+  // `size(i)` flags per item, all set.
+  template <typename F>
+  Flags(int items, F&& size) : start(items + 1, 0) {
+    for (int i = 0; i < items; ++i) start[i + 1] = start[i] + static_cast<int>(size(i));
+    on.assign(start.back(), 1);
+  }
+  char* operator[](int i) { return on.data() + start[i]; }
+  const char* operator[](int i) const { return on.data() + start[i]; }
+  int count(int i) const { return static_cast<int>(std::count(on.begin() + start[i], on.begin() + start[i + 1], 1)); }
+};
+
 // Sets `opts` to the options node n may take: the live ones, or (shared strategy) those its
 // variable can select (the vector's storage is kept).
-void live_options(const CutProblem& p, NodeId n, const std::vector<char>& alive, std::vector<int>& opts) {
+void live_options(const CutProblem& p, NodeId n, const char* alive, std::vector<int>& opts) {
   opts.clear();
   if (p.node_var[n] < 0) {
     for (int o = 0; o < static_cast<int>(p.options[n].size()); ++o)
@@ -93,7 +108,7 @@ bool dominates(const CutProblem& p, int v, const VarUses& uses, const std::vecto
 
 // True when option a of node n costs no more than option b on every edge at every live value
 // (then b never beats a: the node's cost function keeps its values without b).
-bool option_dominates(const CutProblem& p, NodeId n, const std::vector<std::vector<char>>& alive, int a, int b) {
+bool option_dominates(const CutProblem& p, NodeId n, const Flags& alive, int a, int b) {
   for (const auto& e : p.edges[n]) {
     const int D = p.domain[e.var];
     for (int x = 0; x < D; ++x)
@@ -108,9 +123,8 @@ DomainReduction reduce_domains(const CutProblem& p, Reduce what) {
   const int V = p.num_vars();
   const NodeId N = static_cast<NodeId>(p.edges.size());
   const auto uses = uses_of(p);
-  std::vector<std::vector<char>> alive(V), opt_alive(N);
-  for (int v = 0; v < V; ++v) alive[v].assign(p.domain[v], 1);
-  for (NodeId n = 0; n < N; ++n) opt_alive[n].assign(p.options[n].size(), 1);
+  Flags alive(V, [&](int v) { return p.domain[v]; });
+  Flags opt_alive(N, [&](int n) { return p.options[n].size(); });
   std::vector<std::vector<int>> opts_of(N);
   // Fewer options make more values dominated and fewer values more options: repeat until
   // nothing changes (each round only removes, so this ends).
@@ -159,12 +173,12 @@ DomainReduction reduce_domains(const CutProblem& p, Reduce what) {
   r.kept.resize(V);
   r.kept_options.resize(N);
   for (int v = 0; v < V; ++v) {
-    r.kept[v].reserve(std::count(alive[v].begin(), alive[v].end(), 1));
+    r.kept[v].reserve(alive.count(v));
     for (int x = 0; x < p.domain[v]; ++x)
       if (alive[v][x]) r.kept[v].push_back(x);
   }
   for (NodeId n = 0; n < N; ++n) {
-    r.kept_options[n].reserve(std::count(opt_alive[n].begin(), opt_alive[n].end(), 1));
+    r.kept_options[n].reserve(opt_alive.count(n));
     for (int o = 0; o < static_cast<int>(p.options[n].size()); ++o)
       if (opt_alive[n][o]) r.kept_options[n].push_back(o);
   }
