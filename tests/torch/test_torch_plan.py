@@ -354,3 +354,21 @@ def test_label_smoothing_and_soft_targets_plan_and_train_torchs_loss(soft):
     plan = att.plan(module, x, loss=loss, target=y, devices=2)
     got = planned_grads(module, plan, {"x": x.numpy(), "target": y.numpy()})
     assert_grads_equal(got, plain_grads(module, loss, x, y))
+
+
+def test_a_torchscript_refusal_prints_no_ir_graph(capfd):
+    """TorchScript refuses F.l1_loss (no ONNX form at opset 17) and dumps its IR graph on the
+    process's stdout from C++; plan's auto exporter falls back to dynamo and stdout stays clean,
+    as it does when exporter='torchscript' fails with an Error."""
+    pytest.importorskip("onnxscript", reason="onnxscript is not installed")
+    torch.manual_seed(0)
+    module = MLP()
+    x = _data()[0]
+    t = torch.randn(8, 5)
+    capfd.readouterr()
+    plan = att.plan(module, x, loss=F.l1_loss, target=t, devices=2)
+    assert plan.torch_loss == "l1_loss"
+    with pytest.raises(at.Error, match=r"l1_loss"):
+        att.plan(module, x, loss=F.l1_loss, target=t, devices=2, exporter="torchscript")
+    out = capfd.readouterr().out
+    assert "Torch IR graph" not in out and "aten::" not in out, out[:500]

@@ -17,8 +17,12 @@ the batch (``reduction="mean"``), and so do the string forms: ``"cross_entropy"`
 :mod:`autotile.losses`."""
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
 import re
+import sys
+import tempfile
 from typing import Callable, Dict, Optional, Tuple, Union
 
 from ..errors import Error
@@ -131,6 +135,57 @@ def _optimize_keeping(model, names):
     return ir.serde.serialize_model(model)
 
 
+def _flush_python_stdout() -> None:
+    try:
+        sys.stdout.flush()
+    except (AttributeError, OSError, ValueError):
+        pass
+
+
+def _flush_c_stdio() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError):  # no C library to reach: nothing buffered there to flush
+        pass
+
+
+@contextlib.contextmanager
+def _quiet_failure_dump():
+    """The TorchScript exporter, failing, writes its whole IR graph to the process's stdout
+    from C++ ("Torch IR graph at exception: ..."), even when the dynamo exporter then takes
+    the module. Inside the block, file descriptor 1 goes to a temporary file; what was written
+    there is passed on to stdout when the block ends normally and dropped when it raises (the
+    exporter's error, which the caller reports, says what went wrong; so is what another
+    thread printed meanwhile)."""
+    fd = 1  # the C++ side writes to the descriptor, whatever sys.stdout is (pytest's, a notebook's)
+    try:
+        saved = os.dup(fd)
+    except OSError:  # no descriptor 1: nothing to capture
+        yield
+        return
+    _flush_python_stdout()
+    _flush_c_stdio()
+    with tempfile.TemporaryFile() as spool:
+        os.dup2(spool.fileno(), fd)
+        failed = True
+        try:
+            yield
+            failed = False
+        finally:
+            _flush_python_stdout()
+            _flush_c_stdio()  # the C++ writes sit in C's stdout buffer until flushed
+            os.dup2(saved, fd)
+            os.close(saved)
+            if not failed:
+                spool.seek(0)
+                text = spool.read()
+                _flush_python_stdout()
+                while text:
+                    text = text[os.write(fd, text):]
+
+
 def export_model(module, args, input_names, exporter: str = "auto", locate=None):
     """The ONNX export of `module` on `args` by `exporter`: ``"torchscript"``, ``"dynamo"``, or
     ``"auto"`` (TorchScript, then dynamo when TorchScript fails). Failing, an Error with the
@@ -145,7 +200,8 @@ def export_model(module, args, input_names, exporter: str = "auto", locate=None)
         try:
             with exportable_losses():
                 if which == "torchscript":
-                    return onnx_export(module, args, input_names)
+                    with _quiet_failure_dump():
+                        return onnx_export(module, args, input_names)
                 model = _dynamo_export(module, args, input_names)
             if errors:  # the fallback worked: say why it was needed
                 logging.getLogger("autotile").warning(
