@@ -70,7 +70,9 @@ def batch_rescale(sym, batch: int) -> float:
     batch, the one gradient convention of :func:`autotile.backend.run` (``loss=``), ``autotile
     run`` and ``autotile train`` (torch's ``reduction="mean"``): 1 when the loss heads already
     average (the losses :func:`autotile.losses.attach_loss` attaches, ``SoftmaxOutput`` or
-    ``MakeLoss`` with ``normalization="batch"`` or ``"valid"``), 1/batch when a head sums over
+    ``MakeLoss`` with ``normalization="batch"`` or ``"valid"``, and a graph whose outputs are
+    single numbers: a loss reduced inside the model, as an ONNX export of a module that returns
+    its loss), 1/batch when a head sums over
     the batch as MXNet's defaults do (``normalization="null"``, the regression outputs): the
     rescale MXNet's Module applies."""
     if getattr(sym, "loss", None) is not None:  # attach_loss: a mean by construction
@@ -79,7 +81,25 @@ def batch_rescale(sym, batch: int) -> float:
     if heads and all(h.op in _NORMALIZED_HEADS and h.parsed_attrs().get("normalization", "null") != "null"
                      for h in heads):
         return 1.0
+    if heads and batch > 1 and _outputs_are_reduced(sym):
+        return 1.0
     return 1.0 / max(1, batch)
+
+
+def _outputs_are_reduced(sym) -> bool:
+    """Whether every output is one number (shape () or (1,)) of a graph with no MXNet loss
+    head: a loss already reduced inside the graph (an ONNX export of ``F.mse_loss(fc(x), t)``,
+    ``autotile.torch.plan``'s callable loss). Its head gradient of one trains that number
+    itself, so it takes no 1/batch: the number is the model's own mean (or sum, if the model
+    says so)."""
+    if any(node.op in _NORMALIZED_HEADS or node.op.endswith("RegressionOutput")
+           for node, _ in sym.entries if not node.is_variable):
+        return False
+    try:
+        _, outs, _ = sym.infer_shape_partial()
+    except Error:
+        return False
+    return all(s is not None and int(np.prod(s, dtype=np.int64)) == 1 for s in outs)
 
 
 def sgd_args(lr: float, batch: int, sym=None) -> dict:
