@@ -233,13 +233,8 @@ def with_loss(sym, loss: str, label: Optional[str], inputs=None):
     shapes = {onnx_names.get(k, k): tuple(np.shape(v)) for k, v in (inputs or {}).items()}
     label = "label" if label is None else label
     shapes.pop(label, None)  # the target is checked against the output's shape after the attach
-    result = attach_loss(sym, loss, output=0 if len(sym.entries) > 1 else None, label=label, shapes=shapes)
-    from ..autodiff.graph import DATA_ATTR
-
-    for node in result.topo_nodes():  # the target is data whatever its name, never a weight to train
-        if node.is_variable and node.name == label:
-            node.attrs[DATA_ATTR] = "1"
-    return result
+    # attach_loss marks the target as data whatever its name (never a weight to train)
+    return attach_loss(sym, loss, output=0 if len(sym.entries) > 1 else None, label=label, shapes=shapes)
 
 
 def _with_declared_shapes(sym, shapes: Dict[str, tuple]):
