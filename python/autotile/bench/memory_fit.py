@@ -308,7 +308,7 @@ def main(argv=None) -> int:
     p.add_argument("--host", action="store_true",
                    help="measure swapping on the host runtime against the simulator instead (swap_host.py)")
     p.add_argument("--planning", action="store_true",
-                   help="only the planning-time table: at.plan with the budget against without (issue #24)")
+                   help="only the planning-time table: at.plan with the budget against without")
     p.add_argument("--repeat", type=int, default=1, help="runs per planning-time case (the median is shown)")
     args = p.parse_args(argv)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731

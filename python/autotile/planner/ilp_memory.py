@@ -1,4 +1,4 @@
-"""The exact memory-constrained plan, to measure the memory-aware search against (issue #15).
+"""The exact memory-constrained plan, to measure the memory-aware search against.
 
 The memory-aware search (planner/memory_fit.py) prices ``w x (bytes each device holds)`` in
 the DP and searches the multiplier ``w``: a Lagrangian method, greedy across cuts. The quantity

@@ -1,4 +1,4 @@
-"""Plans that fit a per-device memory budget (issue #15, "Memory-aware search").
+"""Plans that fit a per-device memory budget (memory-aware search).
 
 The search minimises bytes moved. With a budget it minimises bytes moved + w * bytes held
 per device (csrc/search/memory_term.h: every tensor's tile on one device, weighted by w), and
@@ -8,7 +8,7 @@ cheapest plan (by communication) whose peak fits is returned. When the plain pla
 fits, it is returned unchanged. The search over w is a coarse geometric scan (w = 4^i) up to
 the first fitting weight, then a bisection between the last weight that did not fit and the
 first that did; the cost is a handful of searches and execution-graph builds. The scan ends
-early once the weight has taken effect and the peak stops falling (issue #24): the larger
+early once the weight has taken effect and the peak stops falling: the larger
 weights then return the same plan again (GPT-2 large x8 at 12 GB: the same plan from w = 16
 to 4096), so the scan would only repeat it. The bisection does not measure a plan that moves no
 fewer bytes than one already found to fit: it could not be returned (LLaMA-7B x64 at 8 GB: two
@@ -63,7 +63,7 @@ def parse_bytes(value, what: str = "device_memory") -> int:
 
 def _exec_graph(lowered, raw: dict, swap_budget: int = 0, arena_only: bool = False, arena_limit: int = 0):
     """The core execution graph of a raw plan; an arena-only one is built for one device of
-    each class of devices with the same memory plan (``classes``, issue #24)."""
+    each class of devices with the same memory plan (``classes``)."""
     from .. import _core
 
     return _core.build_exec_graph(lowered.core, raw["factors"], raw["tensor_tilings"], raw["node_strategies"], True,
@@ -74,7 +74,7 @@ def peak_bytes(lowered, raw: dict, swap_budget: int = 0) -> int:
     """The largest per-device arena of the execution graph of a raw core plan (with swap
     planning to `swap_budget` when given). Without swapping only the memory plan's sizes are
     built (``arena_only``: no dependencies, one device of each class of devices with the same
-    memory plan; the same arenas, issue #24)."""
+    memory plan; the same arenas)."""
     return int(max(_exec_graph(lowered, raw, swap_budget, arena_only=not swap_budget).arena_bytes))
 
 
@@ -238,7 +238,7 @@ def fit(search, lowered, devices: int, budget: int, swap: bool = True,
         return raws[w]
 
     # A plan some device of which holds more than the budget at once cannot fit: its memory
-    # plan is not placed, and its measure is that live peak, a lower bound (issue #24).
+    # plan is not placed, and its measure is that live peak, a lower bound.
     bounded: set = set()  # keys of the plans measured so
 
     def measure(raw):
