@@ -32,7 +32,7 @@ def _step(module, plan, inputs):
 
 def test_encoder_layer_tofu_plan_fails_in_the_dry_run_and_is_planned_whole():
     m, x = build("nn.TransformerEncoderLayer")
-    plan = att.plan(m, x, devices=4)
+    plan = att.plan(m, x, devices=4, dtensor_check=False)
     failure = dry_run(m, plan, x)
     # the search's own plan splits the packed projection: DTensor cannot run it
     assert failure is not None and failure["phase"] == "forward" and failure["modules"] == ["self_attn"], failure
@@ -45,6 +45,9 @@ def test_encoder_layer_tofu_plan_fails_in_the_dry_run_and_is_planned_whole():
     for name in rules:
         assert set(fixed.tensor_tilings[name]) == {"replicate"}, name
     assert dry_run(m, fixed, x) is None
+    # autotile.torch.plan does the same by default: the plan it returns runs under DTensor
+    default = att.plan(m, x, devices=4)
+    assert default.torch_whole == ["self_attn"] and dry_run(m, default, x) is None
 
 
 @pytest.mark.slow

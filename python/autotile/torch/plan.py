@@ -244,7 +244,7 @@ def _param_names(module, sym) -> Dict[str, str]:
 
 def plan(module, example_inputs, loss: Union[None, str, Callable] = None, target=None, *,
          devices: Optional[int] = None, mesh=None, layout=None, device_memory=None, algorithm: str = "tofu",
-         exporter: str = "auto", label: Optional[str] = None, **plan_kwargs):
+         exporter: str = "auto", label: Optional[str] = None, dtensor_check: bool = True, **plan_kwargs):
     """Plan the training step of `module` (an ``nn.Module``) on `example_inputs` (a tensor or
     a tuple, one per argument of ``forward``; their shapes are the planned ones).
 
@@ -260,6 +260,11 @@ def plan(module, example_inputs, loss: Union[None, str, Callable] = None, target
     `plan_kwargs` go to ``at.plan``. `exporter`: ``"auto"`` (TorchScript, then dynamo),
     ``"torchscript"`` or ``"dynamo"``. The module runs and is exported in eval mode (dropout
     off, BatchNorm normalising by its running statistics), its modes and buffers restored after.
+    `dtensor_check` (on more than one device): the plan's step is tried at once under
+    DTensor on a fake process group (:func:`autotile.torch.runnable.make_runnable`, seconds),
+    and a module call DTensor cannot run as planned is planned again *whole* (its parameters
+    and tensors replicated, a layout constraint of the search; ``plan.torch_whole`` lists
+    them), or refused here naming the module and the op; off, the plan is the search's alone.
 
     Returns the Plan, with ``plan.torch_model``, ``plan.torch_params`` (module parameter name
     -> plan tensor, tied names to one tensor) and ``plan.torch_loss``; run it with
@@ -317,4 +322,9 @@ def plan(module, example_inputs, loss: Union[None, str, Callable] = None, target
     p.torch_model = sym
     p.torch_params = _param_names(module, sym)
     p.torch_loss = loss if isinstance(loss, str) or loss is None else getattr(loss, "__name__", type(loss).__name__)
+    if dtensor_check and p.devices > 1:
+        from .runnable import make_runnable
+
+        p = make_runnable(module, args, p, devices=devices, mesh=mesh, layout=layout, algorithm=algorithm,
+                          plan_kwargs={**plan_kwargs, "device_memory": device_memory})
     return p

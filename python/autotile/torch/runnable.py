@@ -161,13 +161,26 @@ def runnable_plan(module, example_inputs, *, devices: Optional[int] = None, mesh
     ``plan.torch_rounds`` (each dry run's failure). Raises :class:`autotile.Error` naming
     the module and the op when the failure is in the root module's own forward, when it is
     not DTensor's, or after :data:`MAX_ROUNDS` re-plans."""
-    import torch
-
     from .plan import plan as torch_plan
 
     inputs = tuple(example_inputs) if isinstance(example_inputs, (tuple, list)) else (example_inputs,)
     first = torch_plan(module, inputs, devices=devices, mesh=mesh, layout=layout, algorithm=algorithm,
-                       **plan_kwargs)
+                       dtensor_check=False, **plan_kwargs)
+    return make_runnable(module, inputs, first, devices=devices, mesh=mesh, layout=layout, algorithm=algorithm,
+                         timeout=timeout, plan_kwargs=plan_kwargs)
+
+
+def make_runnable(module, inputs: Sequence, first, *, devices=None, mesh=None, layout=None,
+                  algorithm: str = "tofu", timeout: float = 600, plan_kwargs=None):
+    """`first` (a plan of ``autotile.torch.plan``) made runnable under DTensor, as
+    :func:`runnable_plan` describes: convolution parameters replicated, then while
+    :func:`dry_run` fails in a module call that module is planned whole and the search runs
+    again. `devices`, `mesh`, `layout`, `algorithm` and `plan_kwargs` are those `first` was
+    planned with."""
+    import torch
+
+    plan_kwargs = dict(plan_kwargs or {})
+    inputs = tuple(inputs)
     p, whole, rounds = first, [], []
     p.torch_whole = []
     # DTensor's convolution lays its output out as its input and ignores the weight's
