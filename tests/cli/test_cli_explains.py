@@ -211,3 +211,8 @@ def test_model_name_errors(capsys, tmp_path, dynamic_cnn, monkeypatch):
     assert status == 1 and "unknown model 'alexnett'; close matches: alexnet" in err
     status, _, err = run_main(capsys, "info", "gpt2-tiny")
     assert status == 1 and "gpt2-small" in re.search(r"close matches: ([^(]*)", err).group(1)
+
+
+def test_objective_time_without_hardware_names_the_flag(capsys):
+    status, out, err = run_main(capsys, "plan", "mlp-digits", "--devices", "2", "--objective", "time")
+    assert status != 0 and "--hardware" in err and "dgx-h100" in err and "hardware=" not in err

@@ -23,6 +23,11 @@ def cmd_plan(args) -> int:
 
     from .. import planner
 
+    if args.objective == "time" and args.hardware is None:  # say the flag, not at.plan's keyword
+        from ..sim import available_profiles
+
+        raise Error(f"--objective time needs --hardware PROFILE (a shipped name or a JSON path); shipped profiles: "
+                    f"{', '.join(available_profiles())}")
     with Progress("lowering (loading the model)"):
         sym = load_model(args)
     print(model_summary(sym, args.batch))
