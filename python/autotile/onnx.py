@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .errors import Error
+from .errors import Error, install_hint
 
 __all__ = ["load"]
 
@@ -54,7 +54,7 @@ def load(path_or_model, batch_size: Optional[int] = None, shapes: Optional[dict]
     try:
         import onnx  # noqa: F401
     except ImportError:
-        raise Error("at.onnx.load needs the onnx package: pip install autotile[onnx]") from None
+        raise Error(f"at.onnx.load needs the onnx package: {install_hint('onnx')}") from None
     from .frontend.onnx_import import import_model
 
     return import_model(path_or_model, batch_size=batch_size, shapes=shapes, trainable=trainable)

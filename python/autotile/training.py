@@ -25,7 +25,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from .arguments import check_seed
-from .errors import Error
+from .errors import Error, install_hint
 
 
 @dataclass
@@ -326,7 +326,7 @@ def check_plot_path(path, what: str = "plot") -> str:
         import matplotlib
         from matplotlib.backend_bases import FigureCanvasBase
     except ImportError:
-        raise Error(f"{what} needs matplotlib: pip install 'autotile[plot]'") from None
+        raise Error(f"{what} needs matplotlib: {install_hint('plot')}") from None
     ext = os.path.splitext(os.fspath(path))[1][1:].lower()
     formats = FigureCanvasBase.get_supported_filetypes()
     if ext and ext not in formats:
@@ -354,7 +354,7 @@ def plot_history(hist: History, path: str) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        raise Error("--plot needs matplotlib: pip install 'autotile[plot]'") from None
+        raise Error(f"--plot needs matplotlib: {install_hint('plot')}") from None
     xs = [e.epoch for e in hist.epochs]
     fig, (ax_loss, ax_acc) = plt.subplots(1, 2, figsize=(9, 3.4))
     ax_loss.plot(xs, [e.train_loss for e in hist.epochs], marker="o", label="train")

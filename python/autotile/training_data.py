@@ -14,7 +14,7 @@ from typing import Sequence
 
 import numpy as np
 
-from .errors import Error
+from .errors import Error, install_hint
 
 #: data set names ``autotile train --data`` accepts
 DATASETS = ("digits", "synthetic")
@@ -39,7 +39,7 @@ def load_digits_split(test_fraction: float = 0.25, seed: int = 0):
         from sklearn.model_selection import train_test_split
     except ImportError:
         raise Error("--data digits needs scikit-learn, which ships the digits data set: "
-                    "pip install 'autotile[train]' (or pip install scikit-learn)") from None
+                    f"{install_hint('train')}") from None
     digits = load_digits()
     x, y = digits.data.astype(np.float32), digits.target.astype(np.float32)
     return train_test_split(x, y, test_size=test_fraction, random_state=seed, stratify=y)

@@ -541,7 +541,7 @@ def test_missing_onnx_package_message(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", fake_import)
-    with pytest.raises(Error, match=r"pip install autotile\[onnx\]"):
+    with pytest.raises(Error, match=r"needs the onnx package: pip install onnx \(autotile's 'onnx' extra"):
         at.onnx.load("model.onnx")
 
 

@@ -27,7 +27,7 @@ def _run(sym, shapes, vals, **kw):
 def test_cupy_missing(exec_models, monkeypatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # import cupy -> ImportError
     sym, shapes, vals = _mlp(exec_models)
-    with pytest.raises(Error, match=r"ctx='gpu' needs CuPy, which is not installed.*autotile\[gpu\]"):
+    with pytest.raises(Error, match=r"ctx='gpu' needs CuPy, which is not installed.*pip install 'cupy-cuda12x\[ctk\]'.*'gpu' and 'gpu-cuda13' extras"):
         _run(sym, shapes, vals)
 
 

@@ -126,10 +126,10 @@ def test_a_shape_that_cannot_be_inferred_is_an_error_naming_the_input():
         at.backend.run(digits_mlp(), batch=0)
 
 
-def test_the_readmes_python_quick_start_opens_with_the_bare_call():
+def test_the_readmes_first_python_block_is_the_bare_call():
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     with open(os.path.join(root, "README.md")) as f:
-        block = re.search(r"## Using it from Python\n+```python\n(.*?)```", f.read(), re.S).group(1)
+        block = re.search(r"```python\n(.*?)```", f.read(), re.S).group(1)
     first = next(line for line in block.splitlines() if "at.backend.run(" in line)
     assert "inputs=" not in first.split("#")[0] and "params=" not in first.split("#")[0]
     scope = {"at": at}

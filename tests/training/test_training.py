@@ -92,7 +92,7 @@ def test_missing_scikit_learn_is_a_clear_error(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_sklearn)
-    with pytest.raises(Error, match=r"needs scikit-learn.*pip install 'autotile\[train\]'"):
+    with pytest.raises(Error, match=r"needs scikit-learn.*pip install scikit-learn \(autotile's 'train' extra"):
         at.train("mlp", data="digits", out=False)
 
 

@@ -11,7 +11,8 @@ import numpy as np
 from ..errors import Error
 from . import gpu_fetch
 
-_INSTALL_HINT = ("pip install 'autotile[gpu]' (CuPy for CUDA 12 drivers) or 'autotile[gpu-cuda13]' (CUDA 13); "
+_INSTALL_HINT = ("pip install 'cupy-cuda12x[ctk]' for CUDA 12 drivers or 'cupy-cuda13x[ctk]' for CUDA 13 (autotile's "
+                 "'gpu' and 'gpu-cuda13' extras: pip install --no-build-isolation '.[gpu]' in its source tree); "
                  "see docs/gpu.md")
 
 

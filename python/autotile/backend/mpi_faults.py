@@ -28,7 +28,7 @@ from typing import List, Optional
 
 import numpy as np
 
-from ..errors import Error
+from ..errors import Error, install_hint
 
 # The flag window of a rank, in int64 words: progress, failed rank + 1, acks, then what this
 # rank reports when it fails: the rank it found dead + 1 (0: none), message length, message.
@@ -50,8 +50,8 @@ def mpi():
     try:
         from mpi4py import MPI
     except ImportError as e:
-        raise Error("ctx='mpi' needs mpi4py and an MPI library: pip install 'autotile[mpi]' "
-                    f"(mpi4py + the mpich wheel) or see docs/mpi.md for a system MPI ({e})") from None
+        raise Error(f"ctx='mpi' needs mpi4py and an MPI library: {install_hint('mpi')}, "
+                    f"or see docs/mpi.md for a system MPI ({e})") from None
     if not _hook_registered:
         # registered after mpi4py's own exit handler, so it runs before MPI is finalized
         atexit.register(_exit_hook)

@@ -111,7 +111,7 @@ def run_main(main) -> int:
 
 
 #: how to install what draws the benchmarks' plots
-PLOT_EXTRA = "pip install 'autotile[plot]'"
+PLOT_EXTRA = "pip install matplotlib (autotile's 'plot' extra: pip install --no-build-isolation '.[plot]' in its source tree)"
 
 
 def plot_or_note(draw, *args, **kwargs):
@@ -121,7 +121,7 @@ def plot_or_note(draw, *args, **kwargs):
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        print(f"note: no plot written: matplotlib is not installed ({PLOT_EXTRA} adds it)", file=sys.stderr)
+        print(f"note: no plot written: matplotlib is not installed; {PLOT_EXTRA}", file=sys.stderr)
         return None
     return draw(*args, **kwargs)
 

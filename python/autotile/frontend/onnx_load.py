@@ -15,7 +15,7 @@ import os
 import stat
 from typing import Iterator, Optional
 
-from ..errors import Error
+from ..errors import Error, install_hint
 from ..file_read import file_kind, read_regular_file
 
 
@@ -24,7 +24,7 @@ def onnx_module():
     try:
         import onnx
     except ImportError:
-        raise Error("importing ONNX models needs the onnx package: pip install autotile[onnx]") from None
+        raise Error(f"importing ONNX models needs the onnx package: {install_hint('onnx')}") from None
     return onnx
 
 

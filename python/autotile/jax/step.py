@@ -8,7 +8,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ..errors import Error
+from ..errors import Error, install_hint
 
 
 #: ops whose XLA SPMD partitioning computes wrong values when their inputs are split along
@@ -26,7 +26,7 @@ def _jax():
         import jax
         import jax.numpy as jnp
     except ImportError as e:
-        raise Error(f"autotile.jax needs jax (pip install 'autotile[jax]'): {e}") from None
+        raise Error(f"autotile.jax needs jax ({install_hint('jax')}): {e}") from None
     return jax, jnp
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import itertools
 from typing import Dict, List, Optional, Tuple
 
-from ..errors import Error
+from ..errors import Error, install_hint
 
 
 def device_tiles(plan, name: str) -> Dict[int, List[Tuple[int, int]]]:
@@ -36,7 +36,7 @@ def draw_plan(plan, path: str, tensors: Optional[List[str]] = None, max_tensors:
         import matplotlib.pyplot as plt
         from matplotlib.patches import Rectangle
     except ImportError:
-        raise Error("Plan.draw needs matplotlib: pip install autotile[plot]") from None
+        raise Error(f"Plan.draw needs matplotlib: {install_hint('plot')}") from None
     if tensors is None:
         params = [n for n in plan.param_names if n in plan.tensor_tilings]
         tensors = params[:max_tensors]

@@ -25,7 +25,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from ..errors import Error
+from ..errors import Error, install_hint
 from .exportable import exportable
 
 
@@ -173,7 +173,7 @@ def export(module, *args, opset: int = 17, **load_kwargs):
     try:
         import onnx  # noqa: F401  (before the module runs)
     except ImportError:
-        raise Error("autotile.torch.export needs the onnx package: pip install 'autotile[onnx]'") from None
+        raise Error(f"autotile.torch.export needs the onnx package: {install_hint('onnx')}") from None
 
     if not isinstance(module, torch.nn.Module):
         raise Error(f"autotile.torch.export takes an nn.Module and its example inputs, got module of type "
@@ -236,7 +236,7 @@ def onnx_export(module, args, input_names: Sequence[str], opset: int = 17):
     try:
         import onnx
     except ImportError:
-        raise Error("autotile.torch needs the onnx package: pip install 'autotile[torch]'") from None
+        raise Error(f"autotile.torch needs the onnx package: {install_hint('torch')}") from None
 
     def run():
         with torch.no_grad():

@@ -13,7 +13,7 @@ from typing import Dict, Optional
 
 import numpy as np
 
-from ..errors import Error
+from ..errors import Error, install_hint
 from .names import ModuleMap, flat_tensors, forward_arg_names
 
 
@@ -24,7 +24,7 @@ def _torch():
         from torch.distributed.tensor import DTensor  # noqa: F401
     except ImportError as e:
         raise Error(f"autotile.torch needs PyTorch with torch.distributed.tensor "
-                    f"(pip install 'autotile[torch]'): {e}") from None
+                    f"({install_hint('torch')}): {e}") from None
     return torch, dist
 
 

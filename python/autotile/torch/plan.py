@@ -25,7 +25,7 @@ import sys
 import tempfile
 from typing import Callable, Dict, Optional, Tuple, Union
 
-from ..errors import Error
+from ..errors import Error, install_hint
 from .loss import WithLoss, check_loss, exportable_losses, strip_prefix, target_name
 from .names import flat_tensors, forward_arg_names, import_export, in_eval_mode, onnx_export, record_calls_restoring
 
@@ -101,7 +101,7 @@ def _dynamo_export(module, args, input_names):
     try:
         import onnxscript  # noqa: F401
     except ImportError:
-        raise Error("the dynamo ONNX exporter needs onnxscript: pip install 'autotile[torch]'") from None
+        raise Error(f"the dynamo ONNX exporter needs onnxscript: {install_hint('torch')}") from None
     import warnings
 
     with warnings.catch_warnings():
