@@ -8,6 +8,8 @@ import sys
 import time
 from typing import Callable, List, Sequence
 
+from ..errors import install_hint
+
 
 def default_out_dir() -> str:
     """Where tables' raw numbers and plots go: $AUTOTILE_BENCH_OUT if set (tests), else bench/out/
@@ -111,7 +113,7 @@ def run_main(main) -> int:
 
 
 #: how to install what draws the benchmarks' plots
-PLOT_EXTRA = "pip install matplotlib (autotile's 'plot' extra: pip install --no-build-isolation '.[plot]' in its source tree)"
+PLOT_EXTRA = install_hint("plot")
 
 
 def plot_or_note(draw, *args, **kwargs):
