@@ -81,13 +81,25 @@ class Builder {
                NodeId node, int64_t time, const std::vector<std::vector<Box>>& held);
 
   /// Assemble `want[d]` on every device (null: not wanted) from `holders[e]` (buffer ids, -1:
-  /// holds nothing) in stages, innermost cut first (recursive doubling): at the stage of cut
-  /// c a device copies from the k_c devices that differ from it only in digit c the part of
-  /// what they have gathered so far that it or the devices it serves later need. Returns
-  /// false, creating nothing, when the holders' boxes do not nest cut by cut or the stages
-  /// would move more bytes than fetching each region directly from its holder.
+  /// holds nothing) in stages, one cut at a time (recursive doubling): at the stage of cut c a
+  /// device copies from the k_c devices that differ from it only in digit c the part of what
+  /// they have gathered so far that it or the devices it serves later need. The innermost cut's
+  /// stage comes first, or with `outer_first` the outermost cut's (the pieces that cross the
+  /// outer, slower links are then the smallest: a hierarchical all-gather). Returns false,
+  /// creating nothing, when the holders' boxes do not nest cut by cut in that order or the
+  /// stages would move more bytes than fetching each region directly from its holder.
+  /// With `dry_run` nothing is created either way: the answer says whether it would be.
   bool staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
-                     BufferRole role, bool partial, NodeId node, int64_t time, std::vector<int>& out);
+                     BufferRole role, bool partial, bool outer_first, NodeId node, int64_t time,
+                     std::vector<int>& out, bool dry_run = false);
+  /// Box-wise `held`, or (`held` null) the holder boxes of tensor `t` at `levels`: the gather
+  /// outermost cut first when they nest so; else, with `reindex`, a copy of
+  /// each device's slab read with the cuts' significance reversed (the same slabs, another
+  /// device's) when the gather then nests outermost cut first (ExecOptions::hierarchical_above).
+  /// False: neither applies.
+  bool hierarchical_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<Level>& levels,
+                           const std::function<int(int)>& holder_buffer, bool reindex, BufferRole role, NodeId node,
+                           int64_t time, std::vector<int>& out);
 
   /// Reduce partial sums over the `reduce_cut` cuts straight into what each device wants
   /// (within what it holds) in stages, outermost reduced cut first: at each, a device sums

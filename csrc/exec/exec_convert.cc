@@ -1,6 +1,7 @@
 // Re-layout of a tensor between tilings in the execution graph: each device assembles the
 // region it wants from the holders (assemble), or a reduction of partial sums runs as a
 // reduce-scatter and a gather (convert), staged by cut when the groups are large.
+#include <algorithm>
 #include <set>
 
 #include "exec/exec_builder.h"
@@ -98,25 +99,38 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       return direct();  // partial kept where the producer did not reduce: random plans only
     }
   }
-  if (!any_partial && !any_keep && G > opts_.stage_above) {
-    // A gather from many holders: in stages when that moves no more bytes.
+  // Large tiles of a hierarchical build stage every group of more than two (ExecOptions).
+  int64_t tile = 0;
+  for (int d = 0; d < devices; ++d)
+    tile = std::max({tile, held_box[d].volume(), want[d] ? want[d]->volume() : int64_t{0}});
+  const bool hier = opts_.hierarchical_above >= 0 && tile * dtype_size(g_.tensor(t).dtype) > opts_.hierarchical_above;
+  const int stage_above = hier ? 2 : opts_.stage_above;
+  if (!any_partial && !any_keep && G > stage_above) {
+    // A gather from many holders: in stages when that moves no more bytes, outermost cut
+    // first where the holders nest so (the slow links carry the smallest pieces).
+    if (hierarchical_gather(t, want, levels, holder_buffer, hier, role, node, time, out)) return out;
     std::vector<int> holders(devices);
     for (int d = 0; d < devices; ++d) holders[d] = holder_buffer(d);
-    if (staged_gather(t, want, holders, role, false, node, time, out)) return out;
+    if (staged_gather(t, want, holders, role, false, false, node, time, out)) return out;
   }
   if (P <= 2) return direct();  // pulling the partner's partial is already optimal
   for (int d = 0; d < devices; ++d)
     if (!want[d]) return direct();
   // Reduction groups: devices equal in every digit but the reduced cuts.
-  std::vector<int> leader(devices), member(devices);
+  // member: the index of a device's slab among its group's, its reduced digits read first cut
+  // major; inner: read last cut major (the slab a hierarchical reduce-scatter leaves it).
+  std::vector<int> leader(devices), member(devices), inner(devices);
   for (int d = 0; d < devices; ++d) {
-    int lead = 0, idx = 0;
+    int lead = 0, idx = 0, rev = 0;
     for (size_t c = 0; c < f.size(); ++c) {
       lead = lead * f[c] + (reduce_cut[c] ? 0 : digits_[d][c]);
       if (reduce_cut[c]) idx = idx * f[c] + digits_[d][c];
     }
+    for (size_t c = f.size(); c-- > 0;)
+      if (reduce_cut[c]) rev = rev * f[c] + digits_[d][c];
     leader[d] = lead;
     member[d] = idx;
+    inner[d] = rev;
   }
   std::vector<std::vector<int>> members(devices);  // by leader, in member order
   for (int d = 0; d < devices; ++d) members[leader[d]].push_back(d);
@@ -145,6 +159,24 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
     if (rs + fetch < best) {
       best = rs + fetch;
       best_dim = static_cast<int>(e);
+    }
+  }
+  const double direct_bytes = best;
+  if (hier && P > stage_above && best_dim < 0) {
+    // A reduce-scatter straight into a split layout (no dim beats the direct reduction): run
+    // it hierarchically along the dim whose re-indexing copy afterwards is smallest, when that
+    // copy is at most what the devices want (the collective is then <= 1/(P - 1) above).
+    double allowed = 0;
+    for (int d = 0; d < devices; ++d) allowed += static_cast<double>(want[d]->volume());
+    for (size_t e = 0; e < rank; ++e) {
+      double fetch = 0;
+      for (int d = 0; d < devices; ++d)
+        fetch += static_cast<double>(want[d]->volume() -
+                                     want[d]->intersect(block_slab(d, e, inner[d], inner[d] + 1)).volume());
+      if (rs + fetch <= direct_bytes + allowed && (best_dim < 0 || rs + fetch < best)) {
+        best = rs + fetch;
+        best_dim = static_cast<int>(e);
+      }
     }
   }
   const int dsize = dtype_size(g_.tensor(t).dtype);
@@ -188,7 +220,7 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
     return out;
   }
   if (best_dim < 0) {
-    if (P > opts_.stage_above && !any_keep) {
+    if (P > stage_above && !any_keep) {
       std::vector<int> holders(devices);
       for (int d = 0; d < devices; ++d) holders[d] = holder_buffer(d);
       if (staged_reduce(t, want, holders, reduce_cut, role, node, time, out)) return out;
@@ -214,17 +246,31 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
     new_op(std::move(op));
     return dest;
   };
-  if (P > opts_.stage_above) {
-    // By recursive halving, outermost reduced cut first: at each, the k_c devices that differ
-    // only in that digit split their block of slabs k_c ways and each sums its part. The
-    // bytes are those of the one-step reduce-scatter (each level moves (k_c - 1)/k_c of what
-    // the group holds), the pieces per device sum(k_c) instead of P.
+  if (P > stage_above) {
+    // By recursive halving: at each reduced cut the k_c devices that differ only in that digit
+    // split their block of slabs k_c ways and each sums its part. The bytes are those of the
+    // one-step reduce-scatter (each level moves (k_c - 1)/k_c of what the group holds), the
+    // pieces per device sum(k_c) instead of P. Hierarchically (innermost reduced cut first,
+    // then the gather outermost cut first) the outer, slower links carry the smallest blocks,
+    // as a two-level all-reduce does; that leaves member m with slab m of the reduced digits
+    // read innermost first, so it is taken when the gather after it moves the same bytes as
+    // from the slabs read outermost first (the bytes the search priced; a reduce-scatter into
+    // a split layout needs the outermost-first slabs).
+    int64_t in_place_outer = 0, in_place_inner = 0;  // wanted elements already in the own slab
+    for (int d = 0; d < devices; ++d) {
+      in_place_outer += want[d]->intersect(slab_of(d, e_dim)).volume();
+      in_place_inner += want[d]->intersect(block_slab(d, e_dim, inner[d], inner[d] + 1)).volume();
+    }
+    const bool inner_first = hier || in_place_inner == in_place_outer;
+    std::vector<size_t> order;  // the reduced cuts in the order of the stages
+    for (size_t c = 0; c < f.size(); ++c)
+      if (reduce_cut[c]) order.push_back(c);
+    if (inner_first) std::reverse(order.begin(), order.end());
     std::vector<int> cur(devices);
     for (int d = 0; d < devices; ++d) cur[d] = holder_buffer(d);
     std::vector<int64_t> block_lo(devices, 0);
     int64_t span = P;
-    for (size_t c = 0; c < f.size(); ++c) {
-      if (!reduce_cut[c]) continue;
+    for (size_t c : order) {
       span /= f[c];
       std::vector<int> next(devices, -1);
       for (int d = 0; d < devices; ++d) {
@@ -239,7 +285,7 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       cur = std::move(next);
     }
     reduced = std::move(cur);
-    if (staged_gather(t, want, reduced, role, partial, node, time, out)) return out;
+    if (staged_gather(t, want, reduced, role, partial, inner_first, node, time, out)) return out;
   } else {
     for (int d = 0; d < devices; ++d) {
       std::vector<int> sources;

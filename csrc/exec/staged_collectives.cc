@@ -1,6 +1,7 @@
 // Collectives in stages, one cut at a time (recursive doubling for gathers, halving for
 // reductions): the pieces per device stay the sum of the cut factors instead of their product.
 #include <algorithm>
+#include <functional>
 
 #include "exec/exec_builder.h"
 #include "exec/subtree_boxes.h"
@@ -10,35 +11,52 @@ namespace autotile {
 namespace exec_detail {
 
 bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
-                            BufferRole role, bool partial, NodeId node, int64_t time, std::vector<int>& out) {
-  const auto& f = plan_.factors;
+                            BufferRole role, bool partial, bool outer_first, NodeId node, int64_t time,
+                            std::vector<int>& out, bool dry_run) {
   const int devices = eg_.devices;
-  const size_t n = f.size();
+  const size_t n = plan_.factors.size();
   const int dsize = dtype_size(g_.tensor(t).dtype);
   const Box none = Box::full(g_.tensor(t).shape).intersect(Box{std::vector<Interval>(g_.tensor(t).shape.size())});
-  std::vector<Box> held(devices, none), wanted(devices, none);
-  for (int d = 0; d < devices; ++d) {
-    if (holders[d] >= 0) held[d] = eg_.buffers[holders[d]].box;
-    if (want[d]) wanted[d] = *want[d];
-  }
   if (none.dims.empty()) return false;  // scalars: nothing to stage
-  // A[c][d / stride_c]: what d's subtree below cut c holds; B[c][d % stride_c]: what the
-  // devices sharing d's digits from cut c on want. After the stage of cut c, device d holds
-  // Y_c(d) = A ∩ B: everything its subtree has that it, or a device it serves later, wants.
+  // The stages run from the hierarchy's last level to its first. The hierarchy is the plan's
+  // cut order (the innermost cut's stage first) or, outer_first, that order reversed (the
+  // outermost cut's stage first: the slow links between nodes carry the smallest pieces).
+  // Below, a device is its virtual id v: its digits in the hierarchy's order, first most
+  // significant; real[v] is the device.
+  std::vector<size_t> cut_at(n);
+  for (size_t j = 0; j < n; ++j) cut_at[j] = outer_first ? n - 1 - j : j;
+  std::vector<int> f(n), stride(n, 1);
+  for (size_t j = 0; j < n; ++j) f[j] = plan_.factors[cut_at[j]];
+  for (size_t j = n; j-- > 1;) stride[j - 1] = stride[j] * f[j];
+  std::vector<int> real(devices);
+  for (int d = 0; d < devices; ++d) {
+    int v = 0;
+    for (size_t j = 0; j < n; ++j) v += digits_[d][cut_at[j]] * stride[j];
+    real[v] = d;
+  }
+  auto digit_of = [&](int v, size_t j) { return (v / stride[j]) % f[j]; };
+  std::vector<Box> held(devices, none), wanted(devices, none);
+  for (int v = 0; v < devices; ++v) {
+    if (holders[real[v]] >= 0) held[v] = eg_.buffers[holders[real[v]]].box;
+    if (want[real[v]]) wanted[v] = *want[real[v]];
+  }
+  // A[j][v / stride_j]: what v's subtree below level j holds; B[j][v % stride_j]: what the
+  // devices sharing v's digits from level j on want. After the stage of level j, device v
+  // holds Y_j(v) = A ∩ B: everything its subtree has that it, or a device it serves later, wants.
   const auto A = prefix_hulls(f, held);
   if (!hulls_nest(f, A)) return false;
   const auto B = suffix_hulls(f, wanted);
-  std::vector<int> stride_from(n + 1, 1);  // product of the factors from cut c on
-  for (size_t c = n; c-- > 0;) stride_from[c] = stride_from[c + 1] * f[c];
-  auto Y = [&](size_t c, int d) { return A[c][d / stride_from[c]].intersect(B[c][d % stride_from[c]]); };
+  std::vector<int> stride_from(n + 1, 1);  // product of the factors from level j on
+  for (size_t j = n; j-- > 0;) stride_from[j] = stride_from[j + 1] * f[j];
+  auto Y = [&](size_t j, int v) { return A[j][v / stride_from[j]].intersect(B[j][v % stride_from[j]]); };
   // Bytes of the direct fetch: every wanted element its device does not hold, once.
   int64_t direct = 0, staged = 0;
-  for (int d = 0; d < devices; ++d) {
-    if (!want[d]) continue;
-    if (want[d]->empty() || !A[0][0].contains(*want[d])) return false;  // empty regions: direct
-    direct += want[d]->volume() - want[d]->intersect(held[d]).volume();
+  for (int v = 0; v < devices; ++v) {
+    if (!want[real[v]]) continue;
+    if (wanted[v].empty() || !A[0][0].contains(wanted[v])) return false;  // empty regions: direct
+    direct += wanted[v].volume() - wanted[v].intersect(held[v]).volume();
   }
-  // One stage per cut, innermost first: the pieces of Y_c(d) from d's peers at cut c.
+  // One stage per level, the last first: the pieces of Y_j(v) from v's peers at level j.
   struct Stage {
     std::vector<std::vector<std::pair<int, Box>>> pieces;  // per device: (peer, region)
   };
@@ -47,18 +65,19 @@ bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, con
   for (size_t c = n; c-- > 0;) {
     stages[c].pieces.assign(devices, {});
     std::vector<Box> next = have;
-    for (int d = 0; d < devices; ++d) {
-      Box target = c == 0 ? wanted[d] : Y(c, d);
+    for (int v = 0; v < devices; ++v) {
+      Box target = c == 0 ? wanted[v] : Y(c, v);
       if (target.empty()) {
-        next[d] = none;
+        next[v] = none;
         continue;
       }
-      auto& pieces = stages[c].pieces[d];
+      auto& pieces = stages[c].pieces[v];
       std::vector<const Box*> seen;
       int64_t covered = 0;
+      const int mine = digit_of(v, c);
       for (int j = 0; j < f[c]; ++j) {
-        const int digit = j == 0 ? digits_[d][c] : (j <= digits_[d][c] ? j - 1 : j);
-        const int e = d + (digit - digits_[d][c]) * stride_[c];
+        const int digit = j == 0 ? mine : (j <= mine ? j - 1 : j);
+        const int e = v + (digit - mine) * stride[c];
         const Box& sub = A[c + 1][e / stride_from[c + 1]];
         if (std::find_if(seen.begin(), seen.end(), [&](const Box* b) { return *b == sub; }) != seen.end()) continue;
         seen.push_back(&sub);
@@ -66,48 +85,90 @@ bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, con
         if (region.empty()) continue;
         if (!have[e].contains(region)) return false;
         covered += region.volume();
-        if (e != d) staged += region.volume();
+        if (e != v) staged += region.volume();
         pieces.push_back({e, std::move(region)});
       }
       if (covered != target.volume()) return false;
-      next[d] = std::move(target);
+      next[v] = std::move(target);
     }
     have = std::move(next);
     if (staged > direct) return false;
   }
   if (staged != direct) return false;
+  if (dry_run) return true;
   // Build it: per stage, a MultiFetch on each device whose target is not already its buffer.
-  std::vector<int> cur = holders;
+  std::vector<int> cur(devices);
+  for (int v = 0; v < devices; ++v) cur[v] = holders[real[v]];
   std::vector<Box> cur_box = held;
   for (size_t c = n; c-- > 0;) {
     std::vector<int> next(devices, -1);
     std::vector<Box> next_box(devices, none);
-    for (int d = 0; d < devices; ++d) {
-      const auto& stage = stages[c].pieces[d];
+    for (int v = 0; v < devices; ++v) {
+      const auto& stage = stages[c].pieces[v];
       if (stage.empty()) continue;
-      const Box target = c == 0 ? wanted[d] : Y(c, d);
-      if (stage.size() == 1 && stage[0].first == d && (c > 0 || cur_box[d] == target)) {
-        next[d] = cur[d];  // all of it is here already: keep the buffer
-        next_box[d] = cur_box[d];
+      const Box target = c == 0 ? wanted[v] : Y(c, v);
+      if (stage.size() == 1 && stage[0].first == v && (c > 0 || cur_box[v] == target)) {
+        next[v] = cur[v];  // all of it is here already: keep the buffer
+        next_box[v] = cur_box[v];
         continue;
       }
       std::vector<Piece> pieces;
       int64_t moved = 0;
       for (const auto& [e, region] : stage) {
         pieces.push_back({cur[e], region});
-        if (e != d) moved += region.volume() * dsize;
+        if (e != v) moved += region.volume() * dsize;
       }
-      int dest = new_buffer(d, t, target, c == 0 ? role : BufferRole::kRegion, partial);
-      new_fetch(d, node, dest, std::move(pieces), false, moved, time);
-      next[d] = dest;
-      next_box[d] = target;
+      int dest = new_buffer(real[v], t, target, c == 0 ? role : BufferRole::kRegion, partial);
+      new_fetch(real[v], node, dest, std::move(pieces), false, moved, time);
+      next[v] = dest;
+      next_box[v] = target;
     }
     cur = std::move(next);
     cur_box = std::move(next_box);
   }
-  for (int d = 0; d < devices; ++d)
-    if (want[d]) out[d] = cur[d];
+  for (int v = 0; v < devices; ++v)
+    if (want[real[v]]) out[real[v]] = cur[v];
   return true;
+}
+
+bool Builder::hierarchical_gather(TensorId t, const std::vector<const Box*>& want,
+                                  const std::vector<Level>& levels, const std::function<int(int)>& holder_buffer,
+                                  bool reindex, BufferRole role, NodeId node, int64_t time, std::vector<int>& out) {
+  const int devices = eg_.devices;
+  std::vector<int> holders(devices);
+  for (int d = 0; d < devices; ++d) holders[d] = holder_buffer(d);
+  if (staged_gather(t, want, holders, role, false, true, node, time, out)) return true;
+  if (!reindex) return false;
+  // The holders' slabs with the significance of the cuts reversed (last cut major): the
+  // gather outermost cut first nests on those. Each device first copies its slab of that
+  // arrangement from the device that holds it (one piece; none where the digits read the
+  // same both ways).
+  const auto& f = plan_.factors;
+  const std::vector<int> rf(f.rbegin(), f.rend());
+  const std::vector<Level> rlevels(levels.rbegin(), levels.rend());
+  std::vector<Box> rbox(devices);
+  std::vector<int> probe(devices, -1);
+  for (int d = 0; d < devices; ++d) {
+    const std::vector<int> rd(digits_[d].rbegin(), digits_[d].rend());
+    rbox[d] = holder_box(g_.tensor(t).shape, rlevels, rf, rd);
+  }
+  // Feasibility on the boxes alone (a scratch buffer per device, undone below).
+  const size_t buf0 = eg_.buffers.size();
+  for (int d = 0; d < devices; ++d) probe[d] = new_buffer(d, t, rbox[d], BufferRole::kRegion, false);
+  std::vector<int> unused(devices, -1);
+  const bool ok = staged_gather(t, want, probe, role, false, true, node, time, unused, true);
+  eg_.buffers.resize(buf0);
+  if (!ok) return false;
+  const std::vector<bool> no_keep(f.size(), false);
+  const auto held = prefix_hulls(f, [&] {
+    std::vector<Box> b(devices);
+    for (int d = 0; d < devices; ++d) b[d] = eg_.buffers[holders[d]].box;
+    return b;
+  }());
+  std::vector<int> moved(devices);
+  for (int d = 0; d < devices; ++d)
+    moved[d] = assemble(d, t, rbox[d], levels, holder_buffer, no_keep, BufferRole::kRegion, node, time, held);
+  return staged_gather(t, want, moved, role, false, true, node, time, out);
 }
 
 bool Builder::staged_reduce(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,

@@ -23,6 +23,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         cbool control_deps
         int64_t swap_budget
         int stage_above
+        int64_t hierarchical_above
         vector[int] order
         int64_t swap_hold
         cbool arena_only
@@ -230,7 +231,7 @@ cdef class ExecGraph:
 
 def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0,
                      stage_above=8, order=None, swap_hold=0, arena_only=False,
-                     arena_limit=0, classes=False):
+                     arena_limit=0, classes=False, hierarchical_above=-1):
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
     swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
     every device's live bytes fit it (exec/swap_plan.h). stage_above: collectives over larger
@@ -244,7 +245,9 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     arena_bytes are the live peaks (a lower bound over the limit). classes (with arena_only;
     sets the C++ option ExecOptions::device_classes): build and plan one device of each class
     of devices with provably equal memory plans; the others' arena_bytes and live_peak_bytes
-    are their class's (class_of), their buffers are not made."""
+    are their class's (class_of), their buffers are not made. hierarchical_above: the collectives
+    of tensors of more bytes follow the cut hierarchy, the outer cuts being the slower links
+    (ExecOptions::hierarchical_above; -1: none, where that costs bytes or rounds)."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -256,6 +259,7 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     opts.control_deps = bool(control_deps)
     opts.swap_budget = int(swap_budget or 0)
     opts.stage_above = max(1, int(stage_above))
+    opts.hierarchical_above = int(hierarchical_above)
     opts.swap_hold = max(0, int(swap_hold))
     opts.arena_only = bool(arena_only)
     opts.arena_limit = max(0, int(arena_limit or 0))

@@ -230,7 +230,8 @@ def check_batch(sym, plan) -> None:
 def transform(model, plan, control_deps: bool = True, device_memory: Optional[int] = None,
               replicate_fallback: bool = False, swap: Optional[bool] = None,
               optimizer_args: Optional[dict] = None, dtypes: Optional[dict] = None,
-              order: Optional[Sequence] = None) -> ExecGraph:
+              order: Optional[Sequence] = None, hierarchical_above: Optional[int] = None,
+              stage_above: Optional[int] = None) -> ExecGraph:
     """The execution graph of `model`'s training step under `plan` (from autotile.plan), or of
     its forward graph for an inference plan (``plan.train`` False). `optimizer_args` (lr,
     momentum...) go on the update ops and `dtypes` (NumPy names by input) set the inputs'
@@ -244,7 +245,15 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
 
     `order` (node names of the lowered graph, or their ids) replaces the default serial
     schedule (csrc/exec/schedule_order.h): every node once, each after the producers of its
-    inputs, else an Error naming the node (autotile.planner.swap_search searches over them)."""
+    inputs, else an Error naming the node (autotile.planner.swap_search searches over them).
+
+    `hierarchical_above` (bytes) makes the collectives of larger tensors follow the cut
+    hierarchy, the first cuts being the slower links (they separate nodes): reductions sum
+    inside a node first and gathers cross nodes first, so the links between nodes carry the
+    smallest pieces, at the cost of one more round and a re-indexing copy where the plan's
+    slabs need one (csrc/exec/exec_graph.h: a 1/K part of such a tensor more bytes than
+    ``plan.comm_bytes``). None: only where that costs no bytes or rounds. `stage_above`: the
+    other collectives over groups of more devices run in stages (default 8; csrc/exec/exec_graph.h)."""
     from ..arguments import check_plan
     from ..planner.memory_fit import parse_bytes
 
@@ -281,7 +290,9 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
                         f"{tuple(plan.tensor_shapes[n])} in the plan")
     core = _core.build_exec_graph(lowered.core, plan.factors, [plan.tensor_tilings[n] for n in names],
                                   [plan.node_strategies[n] for n in nodes], control_deps,
-                                  int(device_memory) if swap else 0, order=node_ids(lowered, order))
+                                  int(device_memory) if swap else 0, order=node_ids(lowered, order),
+                                  hierarchical_above=-1 if hierarchical_above is None else int(hierarchical_above),
+                                  stage_above=8 if stage_above is None else int(stage_above))
     eg = ExecGraph(core, lowered, tg, plan)
     if device_memory is not None:
         over = [(d, b) for d, b in enumerate(core.arena_bytes) if b > device_memory]

@@ -89,11 +89,32 @@ def time_model(hw, lowered, factors: List[int]) -> dict:
 
 
 def simulated_step(model, plan, hw) -> float:
-    """Seconds of one simulated training step of `plan` on profile `hw`."""
+    """Seconds of one simulated training step of `plan` on profile `hw`, the collectives of
+    large tensors following the link hierarchy (:func:`hierarchical_above`)."""
     from ..execgraph.graph import transform
     from ..sim.simulator import simulate
 
-    return float(simulate(transform(model, plan), hw).step_seconds)
+    above = hierarchical_above(hw, plan.factors)
+    # the small tensors' collectives then stay in one round up to 64 devices (what the
+    # search's latency term assumes); the large ones run in stages over the link levels
+    eg = transform(model, plan, hierarchical_above=above, stage_above=None if above is None else 64)
+    return float(simulate(eg, hw).step_seconds)
+
+
+def hierarchical_above(hw, factors) -> Optional[int]:
+    """The tile size (bytes) above which a plan's collectives on profile `hw` run hierarchically
+    (``transform(hierarchical_above=...)``), where its cuts cross more than one link level (None
+    on one level): the tile whose flat collective keeps the outermost level busy (about half
+    the tile per device) for longer than two more rounds of that level's latency would take,
+    counting that the hierarchical one still moves some of it there."""
+    levels = hw.cut_levels(list(factors))
+    if len(set(levels)) < 2:
+        return None
+    k = 1
+    for f in factors:
+        k *= f
+    outer = levels[0]
+    return int(4 * hw.level_latency(outer) * hw.device_bandwidth(outer, k))
 
 
 def _same_layout(a, b) -> bool:
