@@ -447,12 +447,20 @@ class CostTable:
         (measured, see :class:`Calibration`; else the profile's ``co_runner_slowdown:KIND``
         figure, as a fitted profile carries it; else 1)."""
         if op["kind"] == "fetch":
-            kind, key = "fetch", None
-        else:
-            kind, ins, outs = op_tiles(eg, op)
-            key = shape_key(kind, ins, outs)
+            return self._slowdown("fetch", lambda: fetch_key(eg, op))
+        kind, ins, outs = op_tiles(eg, op)
+        return self._slowdown(kind, lambda: shape_key(kind, ins, outs))
+
+    def tile_costs(self, kind: str, ins, outs) -> Tuple[float, float]:
+        """(:meth:`time`, co-runner slowdown) of a compute op `kind` on these tiles: what
+        :meth:`op_time` and :meth:`slowdown` give an op whose :func:`op_tiles` they are."""
+        return self.time(kind, ins, outs), self._slowdown(kind, lambda: shape_key(kind, ins, outs))
+
+    def _slowdown(self, kind: str, key) -> float:
+        """:meth:`slowdown` of an op of `kind` ("fetch" for fetches) whose calibration key
+        `key()` gives (called only with a calibration)."""
         if self.calibration is not None:
-            s = self.calibration.slowdown(fetch_key(eg, op) if key is None else key, kind)
+            s = self.calibration.slowdown(key(), kind)
             if s != 1.0 or kind in self.calibration.slowdowns_by_kind():
                 return s
         return profile_slowdown(self.hw, kind)

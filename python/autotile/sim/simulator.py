@@ -51,19 +51,31 @@ Model (what is simulated, and what is not):
 """
 from __future__ import annotations
 
-import heapq
+import gc
+from collections import deque
 from dataclasses import dataclass, field
+from heapq import heappop, heappush
+from itertools import count
+from math import prod
+from operator import itemgetter
+from operator import sub as _sub
+from operator import truediv
 from typing import Dict, List, Optional
 
 from ..errors import Error
-from .cost_table import Calibration, CostTable, fetch_pieces
+from .cost_table import Calibration, CostTable, op_tiles
 from .hardware import Hardware, load_profile
 
 _EPS = 1e-15
 #: a host calibration's machine figures that replace the profile's device figures of that name
 MACHINE_FIGURES = ("wake_latency_s", "step_overhead_s", "op_overhead_s", "dispatch_compute_s", "dispatch_fetch_s",
                    "handoff_s", "gil_fraction")
-_START = object()  # a timer whose end starts its op (a device thread waking up)
+_time_then_delta = itemgetter(0, 2)  # ends before starts at one time (a stable sort)
+_PART, _WAKE, _LATENCY = "part", "wake", "latency"  # what a timer's end does (Simulator._run)
+
+
+def _numel(dims) -> int:
+    return int(prod(dims))
 
 
 @dataclass
@@ -102,22 +114,21 @@ class SimResult:
 
 
 class _Activity:
-    """A part of an op in flight: fluid work (compute seconds or bytes) or a timer."""
+    """Compute work in flight (a kernel, its Python dispatch, a host fetch): seconds left at
+    rate 1 when alone. `seq` orders the activities by when they started (the order the
+    model's ties and sums follow); `then` starts when this one ends (dispatch -> kernel)."""
 
-    __slots__ = ("demand", "gil", "kind", "links", "op", "rate", "remaining", "slowdown", "then", "timer_end")
+    __slots__ = ("demand", "gil", "op", "rate", "remaining", "seq", "slowdown", "then")
 
-    def __init__(self, op, kind, remaining=0.0, links=(), demand=1.0, timer_end=None, then=None, slowdown=1.0,
-                 gil=False):
+    def __init__(self, op, remaining, demand=1.0, slowdown=1.0, then=None, gil=False):
         self.op = op
-        self.gil = gil  # holds the interpreter lock while it runs (an op's Python dispatch)
-        self.kind = kind  # "compute" (kernels, and fetches on host cores) | "transfer" | "timer"
         self.remaining = remaining
-        self.links = links
-        self.demand = demand
-        self.slowdown = slowdown
-        self.timer_end = timer_end
+        self.demand = demand  # cores it keeps busy alone
+        self.slowdown = slowdown  # co-runner slowdown
+        self.then = then
+        self.gil = gil  # holds the interpreter lock while it runs (an op's Python dispatch)
         self.rate = 0.0
-        self.then = then  # the activity that starts when this one ends (latency -> bytes, dispatch -> kernel)
+        self.seq = 0
 
 
 def _union_length(intervals) -> float:
@@ -134,7 +145,7 @@ def _exposed(comm, compute) -> float:
     """Length of the time covered by `comm` intervals and by no `compute` interval."""
     events = [(a, 0, 1) for a, b in comm] + [(b, 0, -1) for a, b in comm]
     events += [(a, 1, 1) for a, b in compute] + [(b, 1, -1) for a, b in compute]
-    events.sort(key=lambda e: (e[0], e[2]))
+    events.sort(key=_time_then_delta)
     depth = [0, 0]
     last, total = None, 0.0
     for t, which, delta in events:
@@ -154,40 +165,103 @@ class Simulator:
         self.cost = cost or CostTable(self.hw, calibration)
 
     # ------------------------------------------------------------------ op setup
-    def _fetch_parts(self, eg, op: dict, k: int):
-        """(bytes per source device, local seconds) of a fetch op."""
-        dst = op["device"]
-        by_src: Dict[int, int] = {}
-        local = total = 0
-        for src, nbytes, _, _ in fetch_pieces(eg, op):
-            total += nbytes
-            if src == dst:
-                local += nbytes
-            else:
-                by_src[src] = by_src.get(src, 0) + nbytes
-        local_bytes = local + (total if op["accumulate"] else 0)
+    def _fetch_parts(self, buffers):
+        """A function fetch op -> (bytes per source device, local seconds): the bytes of
+        :func:`fetch_pieces`, each piece's elements times its source buffer's item size, the
+        local part at the device's local copy bandwidth. `buffers`: the graph's, as a list."""
+        sources: Dict[int, tuple] = {}  # buffer -> (device, item size)
         # fetch_overhead_s: the fixed cost of issuing one MultiFetch (the host runtime's Python)
         overhead = float(self.hw.device.get("fetch_overhead_s", 0.0))
-        return by_src, overhead + local_bytes / self.hw.local_copy_bandwidth
+        bandwidth = self.hw.local_copy_bandwidth
+
+        def parts(op):
+            dst = op["device"]
+            by_src: Dict[int, int] = {}
+            local = total = 0
+            for src_b, lo, hi in op["pieces"]:
+                info = sources.get(src_b)
+                if info is None:
+                    buf = buffers[src_b]
+                    full = _numel(map(_sub, buf["hi"], buf["lo"]))
+                    info = sources[src_b] = (int(buf["device"]), max(1, int(buf["bytes"]) // full) if full else 4)
+                src, itemsize = info
+                nbytes = prod(map(_sub, hi, lo)) * itemsize
+                total += nbytes
+                if src == dst:
+                    local += nbytes
+                else:
+                    by_src[src] = by_src.get(src, 0) + nbytes
+            return by_src, overhead + (local + (total if op["accumulate"] else 0)) / bandwidth
+
+        return parts
+
+    def _compute_costs(self, eg, buffers):
+        """A function op -> (seconds, co-runner slowdown) of a compute op: the cost table's
+        :meth:`~CostTable.op_time` and :meth:`~CostTable.slowdown`, computed once per distinct
+        (kind, tiles) when neither method is overridden (the table's :meth:`~CostTable.time`
+        then depends on the kind and tiles alone)."""
+        cost = self.cost
+        if type(cost).op_time is not CostTable.op_time or type(cost).slowdown is not CostTable.slowdown:
+            return lambda o: (cost.op_time(eg, o), cost.slowdown(eg, o))
+        node_ops = eg.lowered.node_ops
+        memo: Dict[tuple, tuple] = {}
+
+        def costs(o):
+            # the tiles as op_tiles reads them (ints), as a key: equal tiles cost the same
+            key = (node_ops[o["node"]],
+                   tuple([None if b < 0 else tuple(map(_sub, hi, lo))
+                          for b, (lo, hi) in zip(o["inputs"], o["input_boxes"])]),
+                   tuple([tuple(map(_sub, buffers[b]["hi"], buffers[b]["lo"])) for b in o["outputs"]]))
+            hit = memo.get(key)
+            if hit is None:
+                hit = memo[key] = cost.tile_costs(*op_tiles(eg, o))
+            return hit
+
+        return costs
 
     def run(self, eg) -> SimResult:
-        """Simulate one step of `eg`; returns a :class:`SimResult`."""
+        """Simulate one step of `eg`; returns a :class:`SimResult`.
+
+        Implementation: timers (latencies, local copies, wake-ups) wait in a heap by end
+        time, or in one FIFO per route latency; kernels and transfers in flight are kept in
+        start order, their rates recomputed only when the set they depend on changes (one
+        starting or ending). Per-op figures are computed once per distinct tile shapes (compute
+        ops) and per route (links, latency). Every float is computed as the model states it,
+        in the same order: each event advances every fluid by its rate times the event's
+        step, and what ends at one event is handled in start order. The cyclic garbage
+        collector is paused while it runs (it creates hundreds of thousands of short-lived
+        objects, none in a cycle the run needs collected)."""
+        enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._run(eg)
+        finally:
+            if enabled:
+                gc.enable()
+
+    def _run(self, eg) -> SimResult:
         hw = self.hw
         k = eg.devices
         hw.check_devices(k)
         ops = eg.ops
+        if type(ops) is not list:
+            ops = list(ops)
+        buffers = eg.buffers
+        if type(buffers) is not list:
+            buffers = list(buffers)
         n = len(ops)
+        kinds = [o["kind"] for o in ops]
         # streams: per device, the compute queue and the copy queue (or one queue for both)
         engines = hw.copy_engines
         queues: List[List[int]] = []
         capacity: List[int] = []
         stream_of = [0] * n
+        copy_schedule = getattr(getattr(eg, "core", None), "copy_schedule", None)
         for d in range(k):
             comp, copy = [], []
             for i in eg.schedule(d):
-                (copy if ops[i]["kind"] == "fetch" and engines > 0 else comp).append(i)
+                (copy if kinds[i] == "fetch" and engines > 0 else comp).append(i)
             # swap-outs/ins (exec/swap_plan.h): the device's own copy stream to host memory
-            copy_schedule = getattr(getattr(eg, "core", None), "copy_schedule", None)
             swaps = list(copy_schedule(d)) if copy_schedule is not None else []
             for q, cap in ((comp, 1), (copy, max(engines, 1)), (swaps, 1)):
                 for i in q:
@@ -208,190 +282,309 @@ class Simulator:
         for q in queues:
             for pos, i in enumerate(q):
                 position[i] = pos
-        deps_left = [len(o["deps"]) for o in ops]
+        deps_left = [0] * n
         dependents: List[List[int]] = [[] for _ in range(n)]
         for i, o in enumerate(ops):
-            for dep in o["deps"]:
+            deps = o["deps"]
+            deps_left[i] = len(deps)
+            for dep in deps:
                 dependents[dep].append(i)
         parts_left = [0] * n
-        after_transfers: Dict[int, float] = {}
+        after_transfers = [0.0] * n  # a fetch's local copy, after its last remote piece
         start = [0.0] * n
         end = [-1.0] * n
-        active: List[_Activity] = []
         # the runtime's fixed cost before the first op can start (BLAS thread limits, workers)
         now = hw.step_overhead
         done_count = 0
-        gil_queue: List[_Activity] = []  # dispatches waiting for the interpreter lock, FIFO
-        gil_held = [False]
+        gil_queue: deque = deque()  # dispatches waiting for the interpreter lock, FIFO
+        gil_held = False
+        # the profile's figures, read once
+        cores = hw.cores
+        fetch_on_cores, use_gil = hw.fetch_on_cores, hw.gil
+        dispatch_fetch, dispatch_compute, op_overhead = hw.dispatch_fetch, hw.dispatch_compute, hw.op_overhead
+        handoff = float(hw.device.get("handoff_s", 0.0))
+        gil_fraction = float(hw.device.get("gil_fraction", 0.0))
+        cost = self.cost
+        compute_costs = self._compute_costs(eg, buffers)
+        threads: Dict[str, float] = {}
+        node_ops = eg.lowered.node_ops
+        fetch_parts = self._fetch_parts(buffers)
+        routes: Dict[tuple, tuple] = {}  # (src, dst) -> (links, latency)
+        host_routes: Dict[tuple, Optional[tuple]] = {}  # (device, to host) -> (links, latency) or None
+        inf = float("inf")
 
-        def take_gil(a: _Activity):
-            if gil_held[0]:
-                gil_queue.append(a)
+        # Timers are entries (end, seq, op, what, payload): what ends is one part of the op
+        # (_PART), a woken thread's op starting (_WAKE), or a latency after which `payload`
+        # (bytes, route) starts moving (_LATENCY). Latency timers wait in one FIFO per latency
+        # (started in time order, they end in time order), the others in a heap. Fluids:
+        # computes (_Activity) and transfers ([remaining, rate, links, bandwidths, seq, op]) in
+        # flight, each list in start order. seq numbers every activity in start order.
+        timers: List[tuple] = []
+        latency_fifos: Dict[float, deque] = {}
+        fifos: List[deque] = []
+        computes: List[_Activity] = []
+        transfers: List[_Activity] = []
+        counter = count(1)
+        compute_changed = False
+        link_index: Dict[tuple, int] = {}  # link id -> its index in `load`
+        load: List[int] = []  # transfers in flight per link
+        transfers_changed = False  # since the transfers' rates were set
+
+        def add_compute(a: _Activity):
+            nonlocal compute_changed
+            a.seq = next(counter)
+            computes.append(a)
+            if cores:
+                compute_changed = True
             else:
-                gil_held[0] = True
-                active.append(a)
+                a.rate = 1.0
 
-        def start_op(i: int):
-            o = ops[i]
-            start[i] = now
-            if o["kind"] in ("swap_out", "swap_in"):  # a copy over the device's path to host memory
-                nbytes = eg.buffers[o["outputs"][0]]["bytes"]
-                parts_left[i] = 1
-                route = hw.host_route(o["device"], k, o["kind"] == "swap_out")
-                if route is None:  # a private link
-                    active.append(_Activity(i, "timer", timer_end=now + nbytes / hw.host_bandwidth))
-                    return
-                # a fluid over the shared host path (each link split among the copies crossing it)
-                transfer = _Activity(i, "transfer", remaining=float(nbytes), links=tuple((l, b) for l, b, _ in route))
-                active.append(_Activity(i, "timer", timer_end=now + sum(lat for _, _, lat in route), then=transfer))
-                return
-            if o["kind"] == "compute" or hw.fetch_on_cores:
-                is_fetch = o["kind"] == "fetch"
-                kind = "fetch" if is_fetch else eg.lowered.node_ops[o["node"]]
-                seconds = self.cost.fetch_time(eg, o) if is_fetch else self.cost.op_time(eg, o)
-                # the op's Python part (its own dispatch, within its measured time, and the
-                # runtime's per-op cost) runs first, on one core, holding the interpreter lock
-                # on a `gil` profile; the rest is the kernel or copy proper
-                python = min(hw.dispatch_fetch if is_fetch else hw.dispatch_compute, seconds)
-                kernel = _Activity(i, "compute", remaining=seconds - python, slowdown=self.cost.slowdown(eg, o),
-                                   demand=1.0 if is_fetch else self.cost.threads(kind))
-                parts_left[i] = 1
-                lead = (python + hw.op_overhead + float(hw.device.get("handoff_s", 0.0))
-                        + float(hw.device.get("gil_fraction", 0.0)) * seconds)
-                if lead <= 0:
-                    active.append(kernel)
-                elif hw.gil:
-                    take_gil(_Activity(i, "compute", remaining=lead, then=kernel, gil=True))
-                else:
-                    active.append(_Activity(i, "compute", remaining=lead, then=kernel))
-                return
-            by_src, local_seconds = self._fetch_parts(eg, o, k)
-            if not by_src:
-                active.append(_Activity(i, "timer", timer_end=now + local_seconds))
-                parts_left[i] = 1
-                return
-            after_transfers[i] = local_seconds
-            parts_left[i] = len(by_src)
-            for src, nbytes in by_src.items():
-                route = hw.route(src, o["device"], k)
-                links = tuple((lid, bw) for lid, bw, _ in route)
-                transfer = _Activity(i, "transfer", remaining=float(nbytes), links=links)
-                active.append(_Activity(i, "timer", timer_end=now + hw.latency(src, o["device"], k),
-                                        then=transfer))
+        def route_entry(route, latency: float) -> tuple:
+            """(latency, link indices, bandwidths, the FIFO of its latency timers) of a route
+            ((id, bandwidth, latency) per link)."""
+            for lid, _, _ in route:
+                if lid not in link_index:
+                    link_index[lid] = len(load)
+                    load.append(0)
+            fifo = latency_fifos.get(latency)
+            if fifo is None:
+                fifo = latency_fifos[latency] = deque()
+                fifos.append(fifo)
+            return latency, tuple(link_index[lid] for lid, _, _ in route), tuple(bw for _, bw, _ in route), fifo
+
+        def host_route(device: int, to_host: bool):
+            key = (device, to_host)
+            if key not in host_routes:
+                route = hw.host_route(device, k, to_host)
+                host_routes[key] = None if route is None else route_entry(route, sum(lat for _, _, lat in route))
+            return host_routes[key]
+
+        def start_ops(batch):
+            """Start the ops of `batch` ((op, after a wake-up), in order) at `now`."""
+            nonlocal gil_held
+            for i, woken_late in batch:
+                if woken_late:  # the thread slept on a dependency: it runs the op after waking
+                    heappush(timers, (now + wake, next(counter), i, _WAKE, None))
+                    continue
+                o = ops[i]
+                start[i] = now
+                kind = kinds[i]
+                if kind == "swap_out" or kind == "swap_in":  # a copy over the device's path to host memory
+                    nbytes = buffers[o["outputs"][0]]["bytes"]
+                    parts_left[i] = 1
+                    route = host_route(o["device"], kind == "swap_out")
+                    if route is None:  # a private link
+                        heappush(timers, (now + nbytes / hw.host_bandwidth, next(counter), i, _PART, None))
+                    else:  # a fluid over the shared host path (each link split among the copies crossing it)
+                        route[3].append((now + route[0], next(counter), i, _LATENCY, (float(nbytes), route)))
+                elif kind == "compute" or fetch_on_cores:
+                    is_fetch = kind == "fetch"
+                    if is_fetch:
+                        seconds, slowdown = cost.fetch_time(eg, o), cost.slowdown(eg, o)
+                        demand = 1.0
+                    else:
+                        seconds, slowdown = compute_costs(o)
+                        op_kind = node_ops[o["node"]]
+                        demand = threads.get(op_kind)
+                        if demand is None:
+                            demand = threads[op_kind] = cost.threads(op_kind)
+                    # the op's Python part (its own dispatch, within its measured time, and the
+                    # runtime's per-op cost) runs first, on one core, holding the interpreter
+                    # lock on a `gil` profile; the rest is the kernel or copy proper
+                    python = min(dispatch_fetch if is_fetch else dispatch_compute, seconds)
+                    kernel = _Activity(i, seconds - python, demand, slowdown)
+                    parts_left[i] = 1
+                    lead = python + op_overhead + handoff + gil_fraction * seconds
+                    if lead <= 0:
+                        add_compute(kernel)
+                    elif not use_gil:
+                        add_compute(_Activity(i, lead, 1.0, 1.0, kernel))
+                    elif gil_held:
+                        gil_queue.append(_Activity(i, lead, 1.0, 1.0, kernel, True))
+                    else:
+                        gil_held = True
+                        add_compute(_Activity(i, lead, 1.0, 1.0, kernel, True))
+                else:  # a fetch: remote pieces over the links, after their latency
+                    by_src, local_seconds = fetch_parts(o)
+                    if not by_src:
+                        heappush(timers, (now + local_seconds, next(counter), i, _PART, None))
+                        parts_left[i] = 1
+                        continue
+                    after_transfers[i] = local_seconds
+                    parts_left[i] = len(by_src)
+                    dst = o["device"]
+                    for src, nbytes in by_src.items():
+                        route = routes.get((src, dst))
+                        if route is None:
+                            route = routes[(src, dst)] = route_entry(hw.route(src, dst, k), hw.latency(src, dst, k))
+                        route[3].append((now + route[0], next(counter), i, _LATENCY, (float(nbytes), route)))
+
+        # the streams that may start an op: every one at first, then those an op's end freed
+        # (its own, and those of the ops whose last dependency it was)
+        woken = set(range(len(queues)))
 
         def try_start():
-            for s, q in enumerate(queues):
+            batch = []
+            for s in sorted(woken):
+                q = queues[s]
                 if in_order:
                     while head[s] < len(q) and running[s] < capacity[s] and deps_left[q[head[s]]] == 0:
                         i = q[head[s]]
                         head[s] += 1
                         running[s] += 1
-                        if wake > 0 and now > last_end[s] + _EPS:  # the thread slept on a dependency
-                            active.append(_Activity(i, "timer", timer_end=now + wake, then=_START))
-                        else:
-                            start_op(i)
+                        batch.append((i, wake > 0 and now > last_end[s] + _EPS))
                 else:
-                    while ready[s] and running[s] < capacity[s]:
-                        i = q[heapq.heappop(ready[s])]
+                    r = ready[s]
+                    while r and running[s] < capacity[s]:
                         running[s] += 1
-                        start_op(i)
-
-        def finish_op(i: int):
-            nonlocal done_count
-            end[i] = now
-            done_count += 1
-            running[stream_of[i]] -= 1
-            last_end[stream_of[i]] = now
-            for j in dependents[i]:
-                deps_left[j] -= 1
-                if deps_left[j] == 0 and not in_order:
-                    heapq.heappush(ready[stream_of[j]], position[j])
+                        batch.append((q[heappop(r)], False))
+            woken.clear()
+            start_ops(batch)
 
         if not in_order:
             for i in range(n):
                 if deps_left[i] == 0:
-                    heapq.heappush(ready[stream_of[i]], position[i])
+                    heappush(ready[stream_of[i]], position[i])
 
         try_start()
-        while active:
-            # rates of the fluid activities
-            cores = hw.cores
-            demand = sum(a.demand for a in active if a.kind == "compute") if cores else 0.0
-            share = min(1.0, cores / demand) if cores and demand > 0 else 1.0
-            load: Dict[tuple, int] = {}
-            for a in active:
-                if a.kind == "transfer":
-                    for lid, _ in a.links:
-                        load[lid] = load.get(lid, 0) + 1
-            next_t = float("inf")
-            for a in active:
-                if a.kind == "timer":
-                    next_t = min(next_t, a.timer_end)
-                    continue
-                if a.kind == "compute":
+        while timers or computes or transfers or any(fifos):
+            # rates of the fluid activities, where what they depend on changed
+            if compute_changed:
+                compute_changed = False
+                demand = sum(a.demand for a in computes)
+                share = min(1.0, cores / demand) if demand > 0 else 1.0
+                for a in computes:
                     a.rate = share
-                    if a.slowdown != 1.0 and cores and cores > a.demand:
+                    if a.slowdown != 1.0 and cores > a.demand:
                         # co-runners: the share of the other cores the other running ops use
                         busy = min(1.0, (demand - a.demand) / (cores - a.demand))
                         a.rate = share / (1.0 + busy * (a.slowdown - 1.0))
-                else:
-                    a.rate = min(bw / load[lid] for lid, bw in a.links) if a.links else float("inf")
-                next_t = min(next_t, now + (a.remaining / a.rate if a.rate > 0 else float("inf")))
-            if next_t == float("inf"):
+            if transfers_changed:  # each transfer: its most contended link's share
+                transfers_changed = False
+                get = load.__getitem__
+                for a in transfers:
+                    if a[2]:
+                        a[1] = min(map(truediv, a[3], map(get, a[2])))
+            next_t = timers[0][0] if timers else inf
+            for fifo in fifos:
+                if fifo and fifo[0][0] < next_t:
+                    next_t = fifo[0][0]
+            for a in computes:
+                rate = a.rate
+                t = now + (a.remaining / rate if rate > 0 else inf)
+                if t < next_t:
+                    next_t = t
+            for a in transfers:
+                rate = a[1]
+                t = now + (a[0] / rate if rate > 0 else inf)
+                if t < next_t:
+                    next_t = t
+            if next_t == inf:
                 raise Error("simulation stalled: an activity can make no progress")
             dt = next_t - now
             now = next_t
-            still = []
+            # what ends now, as (seq, timer entry or activity)
             finished = []
-            for a in active:
-                if a.kind == "timer":
-                    if a.timer_end <= now + _EPS:
-                        finished.append(a)
+            horizon = now + _EPS
+            while timers and timers[0][0] <= horizon:
+                entry = heappop(timers)
+                finished.append((entry[1], entry))
+            for fifo in fifos:
+                while fifo and fifo[0][0] <= horizon:
+                    entry = fifo.popleft()
+                    finished.append((entry[1], entry))
+            if computes:
+                still = []
+                for a in computes:
+                    a.remaining -= a.rate * dt
+                    if a.remaining <= 1e-9:
+                        finished.append((a.seq, a))
                     else:
                         still.append(a)
-                    continue
-                a.remaining -= a.rate * dt
-                scale = 1.0 if a.kind == "compute" else max(1.0, a.rate)
-                if a.remaining <= 1e-9 * scale:
-                    finished.append(a)
-                else:
-                    still.append(a)
-            active = still
-            for a in finished:
-                if a.gil:  # the lock passes to the next dispatch waiting for it
-                    if gil_queue:
-                        active.append(gil_queue.pop(0))
+                if len(still) < len(computes):
+                    computes = still
+                    compute_changed = bool(cores)
+            if transfers:
+                still = []
+                for a in transfers:
+                    a[0] -= a[1] * dt
+                    if a[0] <= 1e-9 * max(1.0, a[1]):
+                        finished.append((a[4], a))
+                        for x in a[2]:
+                            load[x] -= 1
+                        transfers_changed = True
                     else:
-                        gil_held[0] = False
-                if a.then is _START:  # the woken thread runs its op
-                    start_op(a.op)
-                    continue
-                if a.then is not None:  # latency over: the bytes start moving
-                    if a.then.remaining > 0:
-                        active.append(a.then)
+                        still.append(a)
+                if len(still) < len(transfers):
+                    transfers = still
+            if len(finished) > 1:
+                finished.sort()  # in start order, as the model lists them (seq is unique)
+            for _, item in finished:
+                kind = type(item)
+                if kind is list:  # a transfer
+                    i = item[5]
+                elif kind is tuple:  # a timer
+                    _, _, i, what, payload = item
+                    if what is _LATENCY and payload[0] > 0:  # latency over: the bytes start moving
+                        _, links, bandwidths, _ = payload[1]
+                        transfers.append([payload[0], 0.0 if links else inf, links, bandwidths, next(counter), i])
+                        for x in links:
+                            load[x] += 1
+                        transfers_changed = True
                         continue
-                i = a.op
+                    if what is _WAKE:  # the woken thread runs its op
+                        start_ops(((i, False),))
+                        continue
+                else:  # a compute activity
+                    if item.gil:  # the lock passes to the next dispatch waiting for it
+                        if gil_queue:
+                            add_compute(gil_queue.popleft())
+                        else:
+                            gil_held = False
+                    then = item.then
+                    if then is not None and then.remaining > 0:  # the kernel after its dispatch
+                        add_compute(then)
+                        continue
+                    i = item.op
+                # one part of op i is over: after the last, its local copy, then its end
                 parts_left[i] -= 1
-                if parts_left[i] == 0:
-                    local = after_transfers.pop(i, 0.0)
-                    if local > 0 and ops[i]["kind"] == "fetch":
-                        parts_left[i] = 1
-                        active.append(_Activity(i, "timer", timer_end=now + local))
-                    else:
-                        finish_op(i)
-            try_start()
+                if parts_left[i]:
+                    continue
+                local = after_transfers[i]
+                if local > 0 and kinds[i] == "fetch":
+                    after_transfers[i] = 0.0
+                    parts_left[i] = 1
+                    heappush(timers, (now + local, next(counter), i, _PART, None))
+                    continue
+                end[i] = now
+                done_count += 1
+                s = stream_of[i]
+                running[s] -= 1
+                last_end[s] = now
+                woken.add(s)
+                for j in dependents[i]:
+                    deps_left[j] -= 1
+                    if deps_left[j] == 0:
+                        woken.add(stream_of[j])
+                        if not in_order:
+                            heappush(ready[stream_of[j]], position[j])
+            if woken:
+                try_start()
         if done_count != n:
             stuck = next(i for i in range(n) if end[i] < 0)
-            raise Error(f"simulation deadlocked: op {stuck} ({ops[stuck]['kind']} on device "
+            raise Error(f"simulation deadlocked: op {stuck} ({kinds[stuck]} on device "
                         f"{ops[stuck]['device']}) never ran; the schedule contradicts the dependencies")
-        return self._result(eg, start, end)
+        return self._result(eg, start, end, kinds, [o["device"] for o in ops])
 
-    def _result(self, eg, start, end) -> SimResult:
+    def _result(self, eg, start, end, kinds=None, devices=None) -> SimResult:
         k = eg.devices
         comp = [[] for _ in range(k)]
         comm = [[] for _ in range(k)]
-        for i, o in enumerate(eg.ops):
-            (comp if o["kind"] == "compute" else comm)[o["device"]].append((start[i], end[i]))
+        if kinds is None:
+            kinds = [o["kind"] for o in eg.ops]
+            devices = [o["device"] for o in eg.ops]
+        for kind, d, a, b in zip(kinds, devices, start, end):
+            (comp if kind == "compute" else comm)[d].append((a, b))
         dev_compute = [sum(b - a for a, b in comp[d]) if self.hw.cores is None else _union_length(comp[d])
                        for d in range(k)]
         dev_comm = [_union_length(comm[d]) for d in range(k)]
