@@ -92,6 +92,12 @@ class Builder {
   bool staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
                      BufferRole role, bool partial, bool outer_first, NodeId node, int64_t time,
                      std::vector<int>& out, bool dry_run = false);
+  /// \brief The stages of a staged collective: consecutive cuts of one link level
+  /// (ExecOptions::cut_levels) form one (unless `merge` is false: one cut each), first cut
+  /// first; `outer_first` reverses their order.
+  std::vector<std::vector<size_t>> stage_groups(bool outer_first, bool merge = true) const;
+  /// \brief Device `d`'s digit in a stage of cuts `group`: its digits there in mixed radix.
+  int group_digit(int d, const std::vector<size_t>& group) const;
   /// Box-wise `held`, or (`held` null) the holder boxes of tensor `t` at `levels`: the gather
   /// outermost cut first when they nest so; else, with `reindex`, a copy of
   /// each device's slab read with the cuts' significance reversed (the same slabs, another

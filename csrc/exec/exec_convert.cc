@@ -116,9 +116,22 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
   if (P <= 2) return direct();  // pulling the partner's partial is already optimal
   for (int d = 0; d < devices; ++d)
     if (!want[d]) return direct();
-  // Reduction groups: devices equal in every digit but the reduced cuts.
-  // member: the index of a device's slab among its group's, its reduced digits read first cut
-  // major; inner: read last cut major (the slab a hierarchical reduce-scatter leaves it).
+  // Reduction groups: devices equal in every digit but the reduced cuts. The stages of a
+  // staged reduce-scatter, each the reduced cuts of one stage group (stage_groups), outermost
+  // first or innermost first; member: the index of a device's slab among its group's, its
+  // reduced digits read first cut major; inner: read in the innermost-first stages' order
+  // (the slab a hierarchical reduce-scatter leaves it).
+  auto reduced_stages = [&](bool innermost_first) {
+    std::vector<std::vector<size_t>> stages;
+    for (const auto& group : stage_groups(innermost_first)) {
+      std::vector<size_t> cuts;
+      for (size_t c : group)
+        if (reduce_cut[c]) cuts.push_back(c);
+      if (!cuts.empty()) stages.push_back(std::move(cuts));
+    }
+    return stages;
+  };
+  const auto inner_stages = reduced_stages(true);
   std::vector<int> leader(devices), member(devices), inner(devices);
   for (int d = 0; d < devices; ++d) {
     int lead = 0, idx = 0, rev = 0;
@@ -126,8 +139,8 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       lead = lead * f[c] + (reduce_cut[c] ? 0 : digits_[d][c]);
       if (reduce_cut[c]) idx = idx * f[c] + digits_[d][c];
     }
-    for (size_t c = f.size(); c-- > 0;)
-      if (reduce_cut[c]) rev = rev * f[c] + digits_[d][c];
+    for (const auto& cuts : inner_stages)
+      for (size_t c : cuts) rev = rev * f[c] + digits_[d][c];
     leader[d] = lead;
     member[d] = idx;
     inner[d] = rev;
@@ -262,26 +275,33 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       in_place_inner += want[d]->intersect(block_slab(d, e_dim, inner[d], inner[d] + 1)).volume();
     }
     const bool inner_first = hier || in_place_inner == in_place_outer;
-    std::vector<size_t> order;  // the reduced cuts in the order of the stages
-    for (size_t c = 0; c < f.size(); ++c)
-      if (reduce_cut[c]) order.push_back(c);
-    if (inner_first) std::reverse(order.begin(), order.end());
+    const auto stages = inner_first ? inner_stages : reduced_stages(false);
     std::vector<int> cur(devices);
     for (int d = 0; d < devices; ++d) cur[d] = holder_buffer(d);
     std::vector<int64_t> block_lo(devices, 0);
     int64_t span = P;
-    for (size_t c : order) {
-      span /= f[c];
+    for (const auto& cuts : stages) {
+      int k = 1;
+      for (size_t c : cuts) k *= f[c];
+      span /= k;
       std::vector<int> next(devices, -1);
       for (int d = 0; d < devices; ++d) {
-        const int64_t m_lo = block_lo[d] + digits_[d][c] * span;
+        const int64_t m_lo = block_lo[d] + group_digit(d, cuts) * span;
         Box slab = block_slab(d, e_dim, m_lo, m_lo + span);
         if (slab.empty()) continue;
-        std::vector<int> sources;
-        for (int j = 0; j < f[c]; ++j) sources.push_back(cur[d + (j - digits_[d][c]) * stride_[c]]);
+        std::vector<int> sources;  // the k devices differing from d only in these digits
+        for (int j = 0; j < k; ++j) {
+          int peer = d, rest = j;
+          for (size_t q = cuts.size(); q-- > 0;) {
+            const size_t c = cuts[q];
+            peer += (rest % f[c] - digits_[d][c]) * stride_[c];
+            rest /= f[c];
+          }
+          sources.push_back(cur[peer]);
+        }
         next[d] = rs_op(d, slab, sources);
       }
-      for (int d = 0; d < devices; ++d) block_lo[d] += digits_[d][c] * span;
+      for (int d = 0; d < devices; ++d) block_lo[d] += group_digit(d, cuts) * span;
       cur = std::move(next);
     }
     reduced = std::move(cur);

@@ -50,6 +50,10 @@ struct ExecOptions {
   /// apply). Smaller tiles, whose collectives cost latency more than bandwidth, and every
   /// collective when negative: only where the bytes and rounds are the same.
   int64_t hierarchical_above = -1;
+  /// The link level of each cut (any ids; empty: every cut its own). Staged collectives take
+  /// consecutive cuts of one level in one stage (the devices differing only in those digits
+  /// exchange at once), so a two-level machine needs two stages, not one per cut.
+  std::vector<int> cut_levels;
   /// The serial schedule: a topological order of every node (checked_order). Empty: the
   /// default, schedule_order (exec/schedule_order.h). The swap search tries others.
   std::vector<NodeId> order;

@@ -1,5 +1,6 @@
-// Collectives in stages, one cut at a time (recursive doubling for gathers, halving for
-// reductions): the pieces per device stay the sum of the cut factors instead of their product.
+// Collectives in stages, one cut (or one link level's cuts) at a time (recursive doubling for
+// gathers, halving for reductions): the pieces per device stay the sum of the stages' factors
+// instead of their product.
 #include <algorithm>
 #include <functional>
 
@@ -10,28 +11,52 @@
 namespace autotile {
 namespace exec_detail {
 
+std::vector<std::vector<size_t>> Builder::stage_groups(bool outer_first, bool merge) const {
+  const size_t n = plan_.factors.size();
+  const auto& lv = opts_.cut_levels;
+  std::vector<std::vector<size_t>> groups;
+  for (size_t c = 0; c < n; ++c) {
+    const bool same = merge && !groups.empty() && lv.size() == n && lv[c] == lv[groups.back().back()];
+    if (same)
+      groups.back().push_back(c);
+    else
+      groups.push_back({c});
+  }
+  if (outer_first) std::reverse(groups.begin(), groups.end());
+  return groups;
+}
+
+int Builder::group_digit(int d, const std::vector<size_t>& group) const {
+  int digit = 0;
+  for (size_t c : group) digit = digit * plan_.factors[c] + digits_[d][c];
+  return digit;
+}
+
 bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
                             BufferRole role, bool partial, bool outer_first, NodeId node, int64_t time,
                             std::vector<int>& out, bool dry_run) {
   const int devices = eg_.devices;
-  const size_t n = plan_.factors.size();
   const int dsize = dtype_size(g_.tensor(t).dtype);
   const Box none = Box::full(g_.tensor(t).shape).intersect(Box{std::vector<Interval>(g_.tensor(t).shape.size())});
   if (none.dims.empty()) return false;  // scalars: nothing to stage
   // The stages run from the hierarchy's last level to its first. The hierarchy is the plan's
-  // cut order (the innermost cut's stage first) or, outer_first, that order reversed (the
-  // outermost cut's stage first: the slow links between nodes carry the smallest pieces).
-  // Below, a device is its virtual id v: its digits in the hierarchy's order, first most
-  // significant; real[v] is the device.
-  std::vector<size_t> cut_at(n);
-  for (size_t j = 0; j < n; ++j) cut_at[j] = outer_first ? n - 1 - j : j;
-  std::vector<int> f(n), stride(n, 1);
-  for (size_t j = 0; j < n; ++j) f[j] = plan_.factors[cut_at[j]];
+  // cut order (the innermost stage first) or, outer_first, its stages reversed (the outermost
+  // first: the slow links between nodes carry the smallest pieces); a stage is a cut, or the
+  // consecutive cuts of one link level (stage_groups). Below, a device is its virtual id v:
+  // its stage digits in the hierarchy's order, first most significant; real[v] is the device.
+  // (Kept partial sums: one cut a stage. Devices that differ only at a kept-partial cut hold
+  // the same box but different sums; a stage takes each box once, its own digit first, which
+  // is the right sum only when the stage's peers differ in that cut's digit alone.)
+  const auto groups = stage_groups(outer_first, !partial);
+  const size_t n = groups.size();
+  std::vector<int> f(n, 1), stride(n, 1);
+  for (size_t j = 0; j < n; ++j)
+    for (size_t c : groups[j]) f[j] *= plan_.factors[c];
   for (size_t j = n; j-- > 1;) stride[j - 1] = stride[j] * f[j];
   std::vector<int> real(devices);
   for (int d = 0; d < devices; ++d) {
     int v = 0;
-    for (size_t j = 0; j < n; ++j) v += digits_[d][cut_at[j]] * stride[j];
+    for (size_t j = 0; j < n; ++j) v += group_digit(d, groups[j]) * stride[j];
     real[v] = d;
   }
   auto digit_of = [&](int v, size_t j) { return (v / stride[j]) % f[j]; };
@@ -139,17 +164,23 @@ bool Builder::hierarchical_gather(TensorId t, const std::vector<const Box*>& wan
   for (int d = 0; d < devices; ++d) holders[d] = holder_buffer(d);
   if (staged_gather(t, want, holders, role, false, true, node, time, out)) return true;
   if (!reindex) return false;
-  // The holders' slabs with the significance of the cuts reversed (last cut major): the
-  // gather outermost cut first nests on those. Each device first copies its slab of that
-  // arrangement from the device that holds it (one piece; none where the digits read the
-  // same both ways).
-  const auto& f = plan_.factors;
-  const std::vector<int> rf(f.rbegin(), f.rend());
-  const std::vector<Level> rlevels(levels.rbegin(), levels.rend());
+  // The holders' slabs with the significance of the stages reversed (the last stage's cuts
+  // major): the gather outermost stage first nests on those. Each device first copies its
+  // slab of that arrangement from the device that holds it (one piece; none where the digits
+  // read the same both ways).
+  std::vector<size_t> order;
+  for (const auto& group : stage_groups(true)) order.insert(order.end(), group.begin(), group.end());
+  std::vector<int> rf;
+  std::vector<Level> rlevels;
+  for (size_t c : order) {
+    rf.push_back(plan_.factors[c]);
+    rlevels.push_back(levels[c]);
+  }
   std::vector<Box> rbox(devices);
   std::vector<int> probe(devices, -1);
   for (int d = 0; d < devices; ++d) {
-    const std::vector<int> rd(digits_[d].rbegin(), digits_[d].rend());
+    std::vector<int> rd;
+    for (size_t c : order) rd.push_back(digits_[d][c]);
     rbox[d] = holder_box(g_.tensor(t).shape, rlevels, rf, rd);
   }
   // Feasibility on the boxes alone (a scratch buffer per device, undone below).
@@ -159,6 +190,7 @@ bool Builder::hierarchical_gather(TensorId t, const std::vector<const Box*>& wan
   const bool ok = staged_gather(t, want, probe, role, false, true, node, time, unused, true);
   eg_.buffers.resize(buf0);
   if (!ok) return false;
+  const auto& f = plan_.factors;
   const std::vector<bool> no_keep(f.size(), false);
   const auto held = prefix_hulls(f, [&] {
     std::vector<Box> b(devices);

@@ -24,6 +24,7 @@ cdef extern from "exec/exec_graph.h" namespace "autotile":
         int64_t swap_budget
         int stage_above
         int64_t hierarchical_above
+        vector[int] cut_levels
         vector[int] order
         int64_t swap_hold
         cbool arena_only
@@ -231,7 +232,7 @@ cdef class ExecGraph:
 
 def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, control_deps=True, swap_budget=0,
                      stage_above=8, order=None, swap_hold=0, arena_only=False,
-                     arena_limit=0, classes=False, hierarchical_above=-1):
+                     arena_limit=0, classes=False, hierarchical_above=-1, cut_levels=None):
     """Execution graph of `graph` under a plan (factors, [tensor][cut] tilings, [node][cut] strategies).
     swap_budget (bytes per device, 0 = none): move tensors to host memory between uses until
     every device's live bytes fit it (exec/swap_plan.h). stage_above: collectives over larger
@@ -247,7 +248,8 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     of devices with provably equal memory plans; the others' arena_bytes and live_peak_bytes
     are their class's (class_of), their buffers are not made. hierarchical_above: the collectives
     of tensors of more bytes follow the cut hierarchy, the outer cuts being the slower links
-    (ExecOptions::hierarchical_above; -1: none, where that costs bytes or rounds)."""
+    (ExecOptions::hierarchical_above; -1: none, where that costs bytes or rounds). cut_levels:
+    the link level of each cut; staged collectives take one level's consecutive cuts at once."""
     cdef CPlanSpec spec
     cdef CExecOptions opts
     try:
@@ -260,6 +262,10 @@ def build_exec_graph(Graph graph, factors, tensor_tilings, node_strategies, cont
     opts.swap_budget = int(swap_budget or 0)
     opts.stage_above = max(1, int(stage_above))
     opts.hierarchical_above = int(hierarchical_above)
+    if cut_levels is not None:
+        if len(cut_levels) != len(spec.factors):
+            raise _AutotileError(f"build_exec_graph: {len(cut_levels)} cut levels for {len(spec.factors)} cuts")
+        opts.cut_levels = [int(v) for v in cut_levels]
     opts.swap_hold = max(0, int(swap_hold))
     opts.arena_only = bool(arena_only)
     opts.arena_limit = max(0, int(arena_limit or 0))

@@ -231,7 +231,7 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
               replicate_fallback: bool = False, swap: Optional[bool] = None,
               optimizer_args: Optional[dict] = None, dtypes: Optional[dict] = None,
               order: Optional[Sequence] = None, hierarchical_above: Optional[int] = None,
-              stage_above: Optional[int] = None) -> ExecGraph:
+              stage_above: Optional[int] = None, cut_levels: Optional[Sequence[int]] = None) -> ExecGraph:
     """The execution graph of `model`'s training step under `plan` (from autotile.plan), or of
     its forward graph for an inference plan (``plan.train`` False). `optimizer_args` (lr,
     momentum...) go on the update ops and `dtypes` (NumPy names by input) set the inputs'
@@ -253,7 +253,9 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     smallest pieces, at the cost of one more round and a re-indexing copy where the plan's
     slabs need one (csrc/exec/exec_graph.h: a 1/K part of such a tensor more bytes than
     ``plan.comm_bytes``). None: only where that costs no bytes or rounds. `stage_above`: the
-    other collectives over groups of more devices run in stages (default 8; csrc/exec/exec_graph.h)."""
+    other collectives over groups of more devices run in stages (default 8; csrc/exec/exec_graph.h).
+    `cut_levels` (the link level of each cut, as ``Hardware.cut_levels`` gives them): a staged
+    collective takes the consecutive cuts of one level in one stage."""
     from ..arguments import check_plan
     from ..planner.memory_fit import parse_bytes
 
@@ -292,7 +294,8 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
                                   [plan.node_strategies[n] for n in nodes], control_deps,
                                   int(device_memory) if swap else 0, order=node_ids(lowered, order),
                                   hierarchical_above=-1 if hierarchical_above is None else int(hierarchical_above),
-                                  stage_above=8 if stage_above is None else int(stage_above))
+                                  stage_above=8 if stage_above is None else int(stage_above),
+                                  cut_levels=None if cut_levels is None else list(cut_levels))
     eg = ExecGraph(core, lowered, tg, plan)
     if device_memory is not None:
         over = [(d, b) for d, b in enumerate(core.arena_bytes) if b > device_memory]

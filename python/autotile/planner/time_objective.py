@@ -96,8 +96,9 @@ def simulated_step(model, plan, hw) -> float:
 
     above = hierarchical_above(hw, plan.factors)
     # the small tensors' collectives then stay in one round up to 64 devices (what the
-    # search's latency term assumes); the large ones run in stages over the link levels
-    eg = transform(model, plan, hierarchical_above=above, stage_above=None if above is None else 64)
+    # search's latency term assumes); the large ones run in stages, one per link level
+    eg = transform(model, plan, hierarchical_above=above, stage_above=None if above is None else 64,
+                   cut_levels=hw.cut_levels(list(plan.factors)))
     return float(simulate(eg, hw).step_seconds)
 
 
