@@ -101,3 +101,26 @@ def test_the_time_search_itself_beats_the_bytes_plan_where_compute_replication_m
     mine = simulate(transform(sym, alone), hw).step_seconds
     other = simulate(transform(sym, at.plan(sym, devices=4)), hw).step_seconds
     assert mine < other * 0.99, (mine, other)
+
+
+def test_the_runtime_collectives_are_the_faster_of_flat_and_hierarchical():
+    """On two nodes (16 devices of dgx-h100) each candidate's step is the faster of its flat
+    and hierarchical collectives (simulated here independently), the returned plan records the
+    one it ran, and transform builds that by default; on one node there is only flat."""
+    from autotile.planner.time_objective import collective_modes
+
+    sym = SMALL["mlp"]()
+    hw = load_profile("dgx-h100")
+    assert list(collective_modes(hw, [2, 2, 2])) == ["flat"]
+    modes = collective_modes(hw, [2, 2, 2, 2])
+    assert list(modes) == ["flat", "hierarchical"] and modes["hierarchical"]["cut_levels"] == [1, 0, 0, 0]
+    plan = at.plan(sym, devices=16, objective="time", hardware=hw, candidates=["bytes"])
+    bytes_plan = at.plan(sym, devices=16)
+    for name, p in (("bytes", bytes_plan), (plan.chosen, plan)):
+        each = {m: simulate(transform(sym, p, **kw), hw).step_seconds for m, kw in modes.items()}
+        assert plan.candidates[name] == pytest.approx(min(each.values()), rel=1e-12)
+    ran = "hierarchical" if plan.hierarchical_above is not None else "flat"
+    assert simulate(transform(sym, plan), hw).step_seconds == pytest.approx(
+        simulate(transform(sym, plan, **modes[ran]), hw).step_seconds, rel=1e-12)
+    back = at.Plan.from_json(plan.to_json())
+    assert back.hierarchical_above == plan.hierarchical_above and back.stage_levels == plan.stage_levels

@@ -255,11 +255,17 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     ``plan.comm_bytes``). None: only where that costs no bytes or rounds. `stage_above`: the
     other collectives over groups of more devices run in stages (default 8; csrc/exec/exec_graph.h).
     `cut_levels` (the link level of each cut, as ``Hardware.cut_levels`` gives them): a staged
-    collective takes the consecutive cuts of one level in one stage."""
+    collective takes the consecutive cuts of one level in one stage. A plan of the time
+    objective that chose hierarchical collectives (``plan.hierarchical_above``) gets them by
+    default, as its simulated step ran them."""
     from ..arguments import check_plan
     from ..planner.memory_fit import parse_bytes
 
     check_plan(plan)
+    if hierarchical_above is None and getattr(plan, "hierarchical_above", None) is not None:
+        hierarchical_above = plan.hierarchical_above
+        stage_above = 64 if stage_above is None else stage_above
+        cut_levels = cut_levels if cut_levels is not None else (plan.stage_levels or None)
     optimizer_args, dtypes = check_transform_dicts(optimizer_args, dtypes)
     given_memory = device_memory is not None
     if device_memory is not None:

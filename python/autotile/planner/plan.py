@@ -30,7 +30,7 @@ _FIELD_KINDS = {
     "optimality_gaps": "list[num?]", "declared_shapes": "dict[shape]?", "objective": "str", "hardware": "str?",
     "model_seconds": "num?", "cut_seconds": "list[num]", "cut_levels": "list[str]", "candidates": "dict[num?]?",
     "chosen": "str?", "skipped": "dict[str]?", "time_search_seconds": "num?", "selection_seconds": "num?",
-    "candidate_search_seconds": "dict[num]?",
+    "candidate_search_seconds": "dict[num]?", "hierarchical_above": "int?", "stage_levels": "list[int]",
 }
 
 
@@ -133,6 +133,11 @@ class Plan:
     time_search_seconds: Optional[float] = None
     selection_seconds: Optional[float] = None
     candidate_search_seconds: Optional[Dict[str, float]] = None
+    #: the collectives the returned plan's simulated step ran, which transform builds by
+    #: default (None: flat; else hierarchical above this tile size, with one stage per level
+    #: of stage_levels, the link level of each cut)
+    hierarchical_above: Optional[int] = None
+    stage_levels: List[int] = field(default_factory=list)
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
@@ -292,7 +297,8 @@ class Plan:
                             if self.device_memory else ""))
         if self.candidates:
             shown = ", ".join(f"{n} {'n/a' if v is None else f'{v * 1e3:.3f} ms'}" for n, v in self.candidates.items())
-            lines.append(f"objective: time on {self.hardware}: chose '{self.chosen}' by simulated step ({shown})")
+            lines.append(f"objective: time on {self.hardware}: chose '{self.chosen}' by simulated step ({shown})"
+                         + (", collectives one stage per link level" if self.hierarchical_above is not None else ""))
         for i, (k, c) in enumerate(zip(self.factors, self.cut_costs)):
             lines.append(f"  cut {i + 1} ({k}-way): {_fmt_bytes(c)}"
                          + (f" over {self.cut_levels[i]}" if i < len(self.cut_levels) else ""))

@@ -18,7 +18,7 @@ profile, and the fastest is returned, with every candidate's simulated step reco
 from __future__ import annotations
 
 import time
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from ..errors import Error
 
@@ -88,18 +88,33 @@ def time_model(hw, lowered, factors: List[int]) -> dict:
             "message_seconds": [hw.level_latency(lv) for lv in levels], "compute": compute}
 
 
-def simulated_step(model, plan, hw) -> float:
-    """Seconds of one simulated training step of `plan` on profile `hw`, the collectives of
-    large tensors following the link hierarchy (:func:`hierarchical_above`)."""
+def collective_modes(hw, factors) -> Dict[str, dict]:
+    """How the runtime may run a plan's collectives on profile `hw`, as ``transform`` keywords:
+    "flat" (one cut a stage above 8 devices, in the order that keeps the search's bytes) and,
+    where the cuts cross more than one link level, "hierarchical" (large tiles one stage per
+    level, summing inside a node first and crossing nodes first; small ones in one round up to
+    64 devices: :func:`hierarchical_above`). Neither wins everywhere: a direct collective
+    moves over both levels at once, a hierarchical one keeps the slow level's bytes small."""
+    modes: Dict[str, dict] = {"flat": {"hierarchical_above": -1}}  # (-1: not the plan's own)
+    above = hierarchical_above(hw, factors)
+    if above is not None:
+        modes["hierarchical"] = {"hierarchical_above": above, "stage_above": 64,
+                                 "cut_levels": hw.cut_levels(list(factors))}
+    return modes
+
+
+def simulated_step(model, plan, hw) -> Tuple[float, str, dict]:
+    """The fastest simulated training step of `plan` on profile `hw` over the runtime's
+    :func:`collective_modes`: (seconds, mode, its transform keywords)."""
     from ..execgraph.graph import transform
     from ..sim.simulator import simulate
 
-    above = hierarchical_above(hw, plan.factors)
-    # the small tensors' collectives then stay in one round up to 64 devices (what the
-    # search's latency term assumes); the large ones run in stages, one per link level
-    eg = transform(model, plan, hierarchical_above=above, stage_above=None if above is None else 64,
-                   cut_levels=hw.cut_levels(list(plan.factors)))
-    return float(simulate(eg, hw).step_seconds)
+    best = None
+    for mode, kw in collective_modes(hw, plan.factors).items():
+        seconds = float(simulate(transform(model, plan, **kw), hw).step_seconds)
+        if best is None or seconds < best[0]:
+            best = (seconds, mode, kw)
+    return best
 
 
 def hierarchical_above(hw, factors) -> Optional[int]:
@@ -164,6 +179,7 @@ def choose(time_plan, sym, hw, replan, candidates: Optional[List[str]] = None):
         requests = {c: requests.get(c, {"algorithm": c}) for c in candidates}
     plans = {"time": time_plan}
     steps: Dict[str, Optional[float]] = {}
+    modes: Dict[str, tuple] = {}
     skipped: Dict[str, str] = {}
     for name, kw in requests.items():
         try:
@@ -172,7 +188,8 @@ def choose(time_plan, sym, hw, replan, candidates: Optional[List[str]] = None):
             skipped[name] = str(e).splitlines()[0][:200]
     for name, p in plans.items():
         same = next((o for o in steps if o in plans and _same_layout(plans[o], p)), None)
-        steps[name] = steps[same] if same is not None else simulated_step(sym, p, hw)
+        modes[name] = modes[same] if same is not None else simulated_step(sym, p, hw)
+        steps[name] = modes[name][0]
     for name in skipped:
         steps[name] = None
     winner = min((n for n in plans), key=lambda n: (steps[n], n != "time"))
@@ -180,6 +197,10 @@ def choose(time_plan, sym, hw, replan, candidates: Optional[List[str]] = None):
     chosen.objective, chosen.hardware = "time", hw.name
     chosen.model_seconds = time_plan.model_seconds
     chosen.candidates, chosen.chosen, chosen.skipped = steps, winner, skipped
+    # the collectives its simulated step ran (transform builds them so by default)
+    mode = modes[winner][2]
+    chosen.hierarchical_above = mode["hierarchical_above"] if mode["hierarchical_above"] >= 0 else None
+    chosen.stage_levels = list(mode.get("cut_levels", []))
     chosen.time_search_seconds = time_plan.search_seconds
     chosen.candidate_search_seconds = {n: float(p.search_seconds) for n, p in plans.items()}
     chosen.selection_seconds = time.perf_counter() - t0
