@@ -9,6 +9,7 @@
 #include "search/cost_model.h"
 #include "search/one_cut_dp.h"
 #include "search/refiner.h"
+#include "search/time_cost.h"
 #include "util/error.h"
 
 namespace autotile {
@@ -132,8 +133,10 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   budget.take(kNodeUnits * g.num_nodes() * cuts);
   r.prefix.push_back(initial_on(g, s->pool));
   std::vector<SearchState> states;
-  if (!r.replay(r.plan, r.prefix[0], &states, &r.flat)) return stats;  // (it is the recursion's own plan)
+  if (!r.replay(r.plan, r.prefix[0], &states, &r.cost)) return stats;  // (it is the recursion's own plan)
   for (SearchState& st : states) r.prefix.push_back(std::move(st));
+  // (bytes: the recursion's own figure; time: its seconds as the moves price them)
+  const double recursion_total = options.time ? r.total() : flat->back();
   FirstCutTies ties;
   // From the recursion's plan, then from the best plan so far with its cuts in each other order
   // (where cuts do not commute, another order can lead to a better optimum the moves cannot
@@ -161,9 +164,9 @@ RefineStats refine_cuts(const Graph& g, const std::vector<int>& factors, const S
   if (polish_last && !budget.capped) descend(*best, ties, &stats, true);
   stats.work = budget.spent;
   stats.capped = budget.capped;
-  if (best->total() < flat->back()) {
+  if (best->total() < recursion_total) {
     *s = std::move(best->prefix.back());
-    *flat = std::move(best->flat);
+    *flat = std::move(best->cost.flat);
   }
   return stats;
 }
@@ -179,16 +182,20 @@ Plan refine_given_plan(const Graph& g, int devices, const std::vector<std::vecto
   Budget unused;
   Refiner r{g, given.factors, options, provider, cuts, &unused, {}, {}, {}, {}};
   std::vector<SearchState> states;
-  std::vector<double> flat;
-  if (!r.replay(named, SearchState::initial(g), &states, &flat) || states.empty())
+  PlanCost cost;
+  if (!r.replay(named, SearchState::initial(g), &states, &cost) || states.empty())
     return given;
   SearchState s = std::move(states.back());
+  std::vector<double>& flat = cost.flat;
   refine_cuts(g, given.factors, options, provider, std::vector<double>(cuts, 0.0), &s, &flat);
   Plan plan;
   plan.algorithm = "refined";
   plan.devices = devices;
   plan.factors = given.factors;
   finish_plan(g, s, flat, options.bandwidths, &plan, options.bandwidths_in_cut_order);
+  if (options.time)
+    plan.model_seconds = plan_seconds(g, s, provider, options.replicate_fallback, *options.time, &plan.cut_seconds,
+                                      !options.provider);
   return plan;
 }
 

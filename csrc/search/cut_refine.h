@@ -7,8 +7,11 @@
 // cost is a sum over edges of the bytes that turn a tensor's tilings over all cuts into what
 // its reader's strategies over all cuts need, so with every cut but one fixed it is again a
 // pairwise problem of the cut problem's form, over that cut's tilings and strategies: the
-// one-cut DP solves it exactly. A local search then makes moves, each kept only when the
-// plan, priced again from the cut it changes, has fewer bytes in all:
+// one-cut DP solves it exactly. Under the time objective (search/time_cost.h) the plan's
+// seconds are again such a sum (each edge's bytes after each cut at that cut's rate, a latency
+// where it starts moving, each node's compute on its final tiles), and every move below is
+// solved and judged on them instead (refine_time.cc). A local search then makes moves, each
+// kept only when the plan, priced again from the cut it changes, costs less in all:
 //
 //  - re-solve cut i given all the others (their tilings and strategies kept by name, the
 //    strategies re-derived for the shapes the new cut i leaves), which also picks, among cut
@@ -33,8 +36,8 @@
 // recursion's time more (none when the first move alone would cost more than that).
 //
 // Files: this driver (cut_refine.cc: the starts and the descent), the Refiner and its
-// constants (refiner.h), the cut-by-cut moves (refine_moves.cc) and the wide moves
-// (refine_neighbourhood.cc).
+// constants (refiner.h), the cut-by-cut moves (refine_moves.cc), the wide moves
+// (refine_neighbourhood.cc) and their pricing in seconds (refine_time.cc).
 #pragma once
 #include <vector>
 
@@ -55,7 +58,8 @@ struct RefineStats {
 /// term and no bandwidths (the cuts' order is then tied to the links), and more than one cut.
 bool refine_applies(const SearchOptions& options, size_t cuts);
 
-/// \brief Lowers the total bytes of the recursive plan in `s` (all cuts applied; `flat` its
+/// \brief Lowers the total bytes (under `options.time`, the time objective's seconds, as
+/// plan_seconds prices them) of the recursive plan in `s` (all cuts applied; `flat` its
 /// cumulative cost after each cut) by a local search over its cuts, within a work budget
 /// derived from `cut_work` (the DP entries each cut of the recursion visited) and the graph's
 /// size. On return `s` and `flat` hold the refined plan (the same when no move helped); a move

@@ -64,8 +64,9 @@ int remaining_after(const std::vector<int>& factors, size_t cut) {
   return r;
 }
 
-// The refinement under the time objective: its moves lower bytes (cut_refine.h), so the
-// refined plan is kept only when the time objective prices it no higher than the recursion's.
+// The refinement under the time objective: its moves lower the time objective's seconds
+// (cut_refine.h); the refined plan is kept only when plan_seconds prices it no higher than the
+// recursion's (a check of the refinement's own pricing).
 // Returns the kept plan's seconds (and per cut, in *per_cut), as plan_seconds gives them.
 double refine_for_time(const Graph& g, const std::vector<int>& factors, const SearchOptions& options,
                        const StrategyProvider& provider, const std::vector<double>& cut_work, SearchState* s,

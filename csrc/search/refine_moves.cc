@@ -8,6 +8,7 @@
 #include "search/dominance.h"
 #include "search/one_cut_dp.h"
 #include "search/refiner.h"
+#include "search/time_cost.h"
 #include "util/error.h"
 
 namespace autotile {
@@ -43,11 +44,13 @@ bool Refiner::fits(TensorId t, const Shape& shape, const Tiling& ti, int k) cons
 
 // Applies cuts [s->factors.size(), cuts) of `p` to `s`, each strategy re-derived by name for
 // the shapes the earlier cuts leave (as price_plan does); the states after each cut go to
-// `states`, the cumulative costs to `costs`. False when a tiling no longer fits or is not
-// allowed, a strategy no longer exists, or a partial tensor has a producer that cannot make it.
-bool Refiner::replay(const NamedPlan& p, SearchState s, std::vector<SearchState>* states,
-                     std::vector<double>* costs) const {
+// `states`, the costs after each to `costs` (under the time objective its seconds too, as
+// plan_seconds adds them). False when a tiling no longer fits or is not allowed, a strategy no
+// longer exists, or a partial tensor has a producer that cannot make it.
+bool Refiner::replay(const NamedPlan& p, SearchState s, std::vector<SearchState>* states, PlanCost* costs) const {
   const int T = g.num_tensors(), N = g.num_nodes();
+  std::vector<double> edges_before;  // (time objective) each edge's flat bytes before the cut
+  if (options.time) edges_before = edge_bytes_of(g, s);
   for (int cut = static_cast<int>(s.factors.size()); cut < cuts; ++cut) {
     const int k = factors[cut];
     std::vector<char> elementwise;
@@ -73,7 +76,14 @@ bool Refiner::replay(const NamedPlan& p, SearchState s, std::vector<SearchState>
     }
     s.apply(g, k, tilings, chosen);
     if (!(s.flat_bytes < kInfCost)) return false;
-    costs->push_back(s.flat_bytes);
+    costs->flat.push_back(s.flat_bytes);
+    if (options.time) {
+      std::vector<double> edges_after = edge_bytes_of(g, s);
+      const double sec = cut_comm_seconds(g, edges_before, edges_after, tilings, chosen, *options.time, cut);
+      costs->secs.push_back((costs->secs.empty() ? 0.0 : costs->secs.back()) + sec);
+      edges_before = std::move(edges_after);
+      if (cut + 1 == cuts) costs->compute = final_compute_seconds(g, s, chosen, *options.time);
+    }
     states->push_back(s);
   }
   return true;
@@ -83,12 +93,12 @@ bool Refiner::replay(const NamedPlan& p, SearchState s, std::vector<SearchState>
 // `only_better`, prices below the current plan.
 bool Refiner::adopt(NamedPlan p, int from, bool only_better) {
   std::vector<SearchState> states;
-  std::vector<double> costs(flat.begin(), flat.begin() + from);
+  PlanCost costs = cost.upto(from);
   if (!replay(p, prefix[from], &states, &costs)) return false;
-  if (only_better && !(costs.back() < total() * (1 - kGain))) return false;
+  if (only_better && !(total_of(costs) < total() * (1 - kGain))) return false;
   plan = std::move(p);
   ++version;
-  flat = std::move(costs);
+  cost = std::move(costs);
   prefix.resize(from + 1);
   for (SearchState& st : states) prefix.push_back(std::move(st));
   return true;
@@ -108,6 +118,11 @@ bool Refiner::project(NamedPlan want, int from) {
     Levels levels;
     Coarsening c;
     if (!cut_problem_at(s, j, &p, &c, &levels)) return false;
+    if (options.time) {  // (as the recursion prices the cut: the factors after it split evenly)
+      int remaining = 1;
+      for (int r = j + 1; r < cuts; ++r) remaining *= factors[r];
+      add_time_terms(g, s, j, remaining, *options.time, &p);
+    }
     if (!budget->take((j < static_cast<int>(cut_work.size()) ? cut_work[j] : 0) + kNodeUnits * N)) return false;
     // held[v]: the value variable v is held to (-1: free)
     std::vector<int> held(p.num_vars(), -1);
@@ -173,13 +188,17 @@ bool Refiner::swap_move(int i) {
 
 // Cut i re-solved with every other cut kept: the cut problem of cut i (its variables,
 // domains and options, from the state before it) with each edge priced at its final bytes,
-// the later cuts' tilings and strategies applied by name after each candidate of cut i.
+// the later cuts' tilings and strategies applied by name after each candidate of cut i. Under
+// the time objective each edge is priced at the seconds it adds from cut i on (its bytes after
+// each later cut at that cut's rate and latency) and each node at the compute of its final
+// tiles (refine_time.cc): the whole plan's seconds, less the cuts before i.
 bool Refiner::cut_move(int i, double dp_estimate) {
   if (budget->spent + min_move_units(g.num_nodes(), cuts, i, dp_estimate) > budget->limit)
     return !(budget->capped = true);
   const SearchState& pre = prefix[i];
   const int k = factors[i];
   const int T = g.num_tensors(), N = g.num_nodes();
+  const bool timed = options.time != nullptr;
   LayoutPool& pool = *pre.pool;
   CutProblem p;
   Levels levels;
@@ -191,13 +210,16 @@ bool Refiner::cut_move(int i, double dp_estimate) {
   const double nodes = 1.0 + static_cast<double>(cuts - 1 - i) * widest + (cuts - i);
   if (!budget->take(dp_estimate + kNodeUnits * N * nodes)) return false;
   // What each device finally holds of tensor t for each value of its variable (-1: a later
-  // cut's tiling no longer fits).
+  // cut's tiling no longer fits); under the time objective, what it holds after each cut.
   std::vector<std::vector<int>> held(T);
+  std::vector<std::vector<TensorPath>> tpath(timed ? T : 0);  // [tensor][value]
   for (TensorId t = 0; t < T; ++t) {
     for (const Tiling& ti : p.var_tilings[p.tensor_var[t]]) {
       int h = pool.held(pre.held[t], ti, k);
       Shape shape = pre.tensor_shape[t];
       if (ti.kind == Tiling::kSplit) shape[ti.dim] /= k;
+      TensorPath path;
+      if (timed) path.held.push_back(h), path.tiling.push_back(ti);
       for (int j = i + 1; j < cuts && h >= 0; ++j) {
         const Tiling& tj = plan.tiling[t][j];
         if (!fits(t, shape, tj, factors[j])) {
@@ -206,17 +228,24 @@ bool Refiner::cut_move(int i, double dp_estimate) {
         }
         h = pool.held(h, tj, factors[j]);
         if (tj.kind == Tiling::kSplit) shape[tj.dim] /= factors[j];
+        if (timed) path.held.push_back(h), path.tiling.push_back(tj);
       }
       held[t].push_back(h);
+      if (timed) tpath[t].push_back(std::move(path));
     }
   }
   // Each node's final layouts for each of its options at cut i (alive = the later cuts'
-  // strategies exist for the shapes that option leaves).
+  // strategies exist for the shapes that option leaves); under the time objective, its
+  // layouts after each cut.
   std::vector<std::vector<NodePrefix>> fin(N);
   std::vector<std::vector<char>> alive(N);
+  std::vector<std::vector<NodePath>> npath(timed ? N : 0);  // [node][option]
   for (NodeId n = 0; n < N; ++n) {
     NodePrefix base{pre.node_in[n], pre.node_out[n], pre.need[n], pre.make[n], {}};
-    for (const NodeOption& o : p.options[n]) fin[n].push_back(extend_prefix(g.node(n), base, o, k, pool));
+    for (const NodeOption& o : p.options[n]) {
+      fin[n].push_back(extend_prefix(g.node(n), base, o, k, pool));
+      if (timed) npath[n].emplace_back(), npath[n].back().push(fin[n].back().need, fin[n].back().make, o);
+    }
     alive[n].assign(fin[n].size(), 1);
   }
   SearchState shapes = pre;  // node_options reads only each node's shapes
@@ -238,15 +267,19 @@ bool Refiner::cut_move(int i, double dp_estimate) {
         if (a >= fin[n].size() || !alive[n][a]) continue;
         auto it = std::find_if(opts[n].begin(), opts[n].end(),
                                [&](const NodeOption& o) { return o.name == plan.option[n][j]; });
-        if (it == opts[n].end())
+        if (it == opts[n].end()) {
           alive[n][a] = 0;
-        else
+        } else {
           next[n][a] = extend_prefix(g.node(n), fin[n][a], *it, factors[j], pool);
+          if (timed) npath[n][a].push(next[n][a].need, next[n][a].make, *it);
+        }
       }
     }
     fin = std::move(next);
   }
-  // Edge tables at final bytes (same layout as build_cut_problem's: inputs, then outputs).
+  // Edge tables at final bytes (same layout as build_cut_problem's: inputs, then outputs), or
+  // at the seconds from cut i on with each node's final compute on its first edge.
+  const std::vector<std::vector<int>> upto = timed ? factors_upto() : std::vector<std::vector<int>>{};
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
     const size_t ins = node.inputs.size();
@@ -254,16 +287,23 @@ bool Refiner::cut_move(int i, double dp_estimate) {
       const TensorId t = e < ins ? node.inputs[e] : node.outputs[e - ins];
       CutProblem::Edge& edge = p.edges[n][e];
       const int D = p.domain[edge.var];
-      for (size_t o = 0; o < fin[n].size(); ++o)
+      const double before = !timed ? 0.0
+                            : e < ins ? edge_bytes(g, t, pool, pre.held[t], pre.need[n][e], pre.factors)
+                                      : edge_bytes(g, t, pool, pre.make[n][e - ins], pre.held[t], pre.factors);
+      for (size_t o = 0; o < fin[n].size(); ++o) {
+        const double unary = timed && e == 0 && alive[n][o] ? final_seconds(n, fin[n][o], npath[n][o]) : 0.0;
         for (int x = 0; x < D; ++x) {
           const int h = held[t][x];
           double& cost = edge.cost[o * D + x];
           if (!alive[n][o] || h < 0)
             cost = kInfCost;
+          else if (timed)
+            cost = edge_seconds(n, e, i, before, tpath[t][x], npath[n][o], upto) + unary;
           else
             cost = e < ins ? edge_bytes(g, t, pool, h, fin[n][o].need[e], factors)
                            : edge_bytes(g, t, pool, fin[n][o].make[e - ins], h, factors);
         }
+      }
     }
   }
   CutSolution sol;
@@ -274,7 +314,9 @@ bool Refiner::cut_move(int i, double dp_estimate) {
   }
   if (sol.too_wide) return false;  // too wide for the DP: the recursion's cut stays
   budget->spent += sol.work - dp_estimate;  // the DP's actual work replaces its estimate
-  if (!(sol.cost < total() * (1 - kGain))) return false;
+  // (the cuts before i are the plan's: their seconds are a constant of the move)
+  const double fixed = timed && i > 0 ? cost.secs[i - 1] : 0.0;
+  if (!(fixed + sol.cost < total() * (1 - kGain))) return false;
   NamedPlan q = plan;
   for (TensorId t = 0; t < T; ++t) q.tiling[t][i] = p.var_tilings[p.tensor_var[t]][sol.value[p.tensor_var[t]]];
   for (NodeId n = 0; n < N; ++n) {

@@ -117,22 +117,32 @@ Refiner::Outcome Refiner::neighbourhood_move(const Coarsening& ties, const Level
   }
   std::vector<std::vector<std::vector<Tiling>>> tcand(members.size());  // [class][value] -> tilings
   std::vector<std::vector<int>> held(T);                                // [tensor][value] -> final layout
+  const bool timed = options.time != nullptr;
+  std::vector<std::vector<TensorPath>> tpath(timed ? T : 0);  // (time objective) [tensor][value]
   auto add_tensor_candidate = [&](int v, const std::vector<Tiling>& seq, int first) {
     std::vector<int> h;
+    std::vector<TensorPath> paths;
     for (TensorId t : members[v]) {
       Shape shape = prefix[first].tensor_shape[t];
       int layout = prefix[first].held[t];
+      TensorPath path;
+      for (int j = 0; j < first && timed; ++j) path.held.push_back(prefix[j + 1].held[t]), path.tiling.push_back(seq[j]);
       for (int j = first; j < cuts; ++j) {
         const Tiling& ti = seq[j];
         if (!fits(t, shape, ti, factors[j])) return;
         if (options.constraint.allow_tiling && !options.constraint.allow_tiling(t, ti, j)) return;
         layout = pool.held(layout, ti, factors[j]);
         if (ti.kind == Tiling::kSplit) shape[ti.dim] /= factors[j];
+        if (timed) path.held.push_back(layout), path.tiling.push_back(ti);
       }
       h.push_back(layout);
+      paths.push_back(std::move(path));
     }
     tcand[v].push_back(seq);
-    for (size_t m = 0; m < members[v].size(); ++m) held[members[v][m]].push_back(h[m]);
+    for (size_t m = 0; m < members[v].size(); ++m) {
+      held[members[v][m]].push_back(h[m]);
+      if (timed) tpath[members[v][m]].push_back(std::move(paths[m]));
+    }
   };
   for (int v = 0; v < static_cast<int>(members.size()); ++v) {
     const TensorId rep = members[v][0];
@@ -178,10 +188,22 @@ Refiner::Outcome Refiner::neighbourhood_move(const Coarsening& ties, const Level
   for (NodeId n = 0; n < N; ++n) ++share_size[ties.node_share[n]];
   std::vector<std::vector<NodeCandidate>> ncand(N);
   size_t widest = 0;
+  // (time objective) node n's path through the plan's cuts [0, upto)
+  auto plan_path = [&](NodeId n, int upto) {
+    NodePath path;
+    for (int j = 0; j < upto && timed; ++j)
+      for (const NodeOption& o : at_cut[j][n])
+        if (o.name == plan.option[n][j]) {
+          path.push(prefix[j + 1].need[n], prefix[j + 1].make[n], o);
+          break;
+        }
+    return path;
+  };
   for (NodeId n = 0; n < N; ++n) {
     const NodePrefix last{prefix[cuts].node_in[n], prefix[cuts].node_out[n], prefix[cuts].need[n],
                           prefix[cuts].make[n], plan.option[n]};
-    ncand[n].push_back({plan.option[n], cuts, last});
+    const size_t plan_own = ncand[n].size();
+    ncand[n].push_back({plan.option[n], cuts, last, true, {}});
     if (share_size[ties.node_share[n]] == 1) {
       auto base = [&](int i) {
         return NodePrefix{prefix[i].node_in[n], prefix[i].node_out[n], prefix[i].need[n], prefix[i].make[n], {}};
@@ -194,11 +216,11 @@ Refiner::Outcome Refiner::neighbourhood_move(const Coarsening& ties, const Level
         for_each_product(names, [&](const std::vector<size_t>& digit) {
           std::vector<std::string> seq(cuts);
           for (int j = 0; j < cuts; ++j) seq[j] = at_cut[j][n][digit[j]].name;
-          if (seq != plan.option[n]) ncand[n].push_back({seq, 0, base(0)});
+          if (seq != plan.option[n]) ncand[n].push_back({seq, 0, base(0), true, {}});
         });
       } else if (kind == kOrders) {
         for_each_order(plan.option[n], [&](const std::vector<std::string>& seq, int first) {
-          ncand[n].push_back({seq, first, base(first)});
+          ncand[n].push_back({seq, first, base(first), true, {}});
         });
       }
       for (int i = 0; i < cuts && kind == kOneChange; ++i)
@@ -206,15 +228,22 @@ Refiner::Outcome Refiner::neighbourhood_move(const Coarsening& ties, const Level
           if (o.name == plan.option[n][i]) continue;
           std::vector<std::string> seq = plan.option[n];
           seq[i] = o.name;
-          ncand[n].push_back({seq, i + 1, extend_prefix(g.node(n), base(i), o, factors[i], pool)});
+          ncand[n].push_back({seq, i + 1, extend_prefix(g.node(n), base(i), o, factors[i], pool), true, {}});
+          if (timed) {
+            NodeCandidate& c = ncand[n].back();
+            c.path = plan_path(n, i);
+            c.path.push(c.at.need, c.at.make, o);
+          }
         }
       for (int i = 0; i + 1 < cuts && kind == kOneChange; ++i)
         if (swappable(i) && plan.option[n][i] != plan.option[n][i + 1]) {
           std::vector<std::string> seq = plan.option[n];
           std::swap(seq[i], seq[i + 1]);
-          ncand[n].push_back({seq, i, base(i)});
+          ncand[n].push_back({seq, i, base(i), true, {}});
         }
     }
+    for (size_t a = plan_own; a < ncand[n].size() && timed; ++a)
+      if (ncand[n][a].path.need.empty()) ncand[n][a].path = plan_path(n, ncand[n][a].pos);
     widest = std::max(widest, ncand[n].size());
   }
   // Budget: the replay (the options derived below are charged per call, the DP's tables after).
@@ -271,12 +300,13 @@ Refiner::Outcome Refiner::neighbourhood_move(const Coarsening& ties, const Level
             continue;
           }
           c.at = extend_prefix(g.node(n), c.at, *o, factors[j], pool);
+          if (timed) c.path.push(c.at.need, c.at.make, *o);
           c.pos = j + 1;
         }
       }
     }
   }
-  // The program: edges at their final bytes (each entry priced: charged as kCellUnits).
+  // The program: edges at their final bytes, or seconds (each entry priced: charged as kCellUnits).
   double cells = 0;
   for (NodeId n = 0; n < N; ++n) {
     const Node& node = g.node(n);
@@ -286,6 +316,7 @@ Refiner::Outcome Refiner::neighbourhood_move(const Coarsening& ties, const Level
     }
   }
   if (!budget->take(kCellUnits * cells)) return kFailed;
+  const std::vector<std::vector<int>> upto = timed ? factors_upto() : std::vector<std::vector<int>>{};
   q.options.resize(N);
   q.node_var.assign(N, -1);
   q.node_var_option.assign(N, {});
@@ -299,12 +330,19 @@ Refiner::Outcome Refiner::neighbourhood_move(const Coarsening& ties, const Level
       CutProblem::Edge edge{q.tensor_var[t], {}};
       const int D = q.domain[edge.var];
       edge.cost.assign(O * D, kInfCost);
+      // (time objective: the seconds each edge adds over every cut, each node's final compute
+      // on its first edge: the DP's cost is the whole plan's seconds, refine_time.cc)
+      const double before = !timed ? 0.0
+                            : e < ins ? edge_bytes(g, t, pool, prefix[0].held[t], prefix[0].need[n][e], prefix[0].factors)
+                                      : edge_bytes(g, t, pool, prefix[0].make[n][e - ins], prefix[0].held[t], prefix[0].factors);
       for (size_t o = 0; o < O; ++o) {
         const NodeCandidate& c = ncand[n][o];
         if (!c.alive) continue;
+        const double unary = timed && e == 0 ? final_seconds(n, c.at, c.path) : 0.0;
         for (int x = 0; x < D; ++x)
-          edge.cost[o * D + x] = e < ins ? edge_bytes(g, t, pool, held[t][x], c.at.need[e], factors)
-                                         : edge_bytes(g, t, pool, c.at.make[e - ins], held[t][x], factors);
+          edge.cost[o * D + x] = timed      ? edge_seconds(n, e, 0, before, tpath[t][x], c.path, upto) + unary
+                                 : e < ins ? edge_bytes(g, t, pool, held[t][x], c.at.need[e], factors)
+                                           : edge_bytes(g, t, pool, c.at.make[e - ins], held[t][x], factors);
       }
       q.edges[n].push_back(std::move(edge));
     }

@@ -73,6 +73,37 @@ inline double min_move_units(int nodes, int cuts, int i, double dp, double wides
   return dp + kNodeUnits * nodes * (1.0 + widest * (cuts - 1 - i) + (cuts - i));
 }
 
+// A plan's costs after each of its cuts: the cumulative flat bytes and, under the time
+// objective (search/time_cost.h), the cumulative seconds of communication and the compute of
+// the final tiles, as plan_seconds adds them.
+struct PlanCost {
+  std::vector<double> flat;
+  std::vector<double> secs;
+  double compute = 0;
+  // The first `cuts` cuts' costs (no compute yet).
+  PlanCost upto(int cuts) const {
+    PlanCost c;
+    c.flat.assign(flat.begin(), flat.begin() + cuts);
+    c.secs.assign(secs.begin(), secs.begin() + std::min<size_t>(cuts, secs.size()));
+    return c;
+  }
+};
+
+// One tensor's layouts held after each cut from some cut on, and its tiling at each.
+struct TensorPath {
+  std::vector<int> held;
+  std::vector<Tiling> tiling;
+};
+// One node's layouts after each cut from some cut on (what each device reads and writes), which
+// outputs it makes partial at each, and the read flags of its last cut's option.
+struct NodePath {
+  std::vector<std::vector<int>> need, make;
+  std::vector<std::vector<char>> partial;
+  std::vector<char> read;
+  // Appends one cut: the layouts after it and the option it ran the node as.
+  void push(const std::vector<int>& need_after, const std::vector<int>& make_after, const NodeOption& o);
+};
+
 struct Budget {
   double spent = 0, limit = 0;
   bool capped = false;
@@ -95,11 +126,13 @@ struct Refiner {
   Budget* budget;
   NamedPlan plan;
   std::vector<SearchState> prefix;  // prefix[i]: the state after cuts [0, i) of `plan`
-  std::vector<double> flat;         // cumulative cost after each cut of `plan`
+  PlanCost cost;                    // of `plan`, after each of its cuts
   std::vector<double> cut_work;     // DP entries of each cut of the recursion
   int version = 0;                  // bumped whenever `plan` changes
 
-  double total() const { return flat.back(); }
+  // What the refinement lowers: the time objective's seconds (options.time), else flat bytes.
+  double total_of(const PlanCost& c) const { return options.time ? c.secs.back() + c.compute : c.flat.back(); }
+  double total() const { return total_of(cost); }
 
   // Node options of cut `cut` from state `s` (as the recursion derives them).
   std::vector<std::vector<NodeOption>> options_at(const SearchState& s, int cut, std::vector<char>* elementwise) const;
@@ -108,8 +141,9 @@ struct Refiner {
   bool cut_problem_at(const SearchState& s, int cut, CutProblem* p, Coarsening* c, Levels* levels) const;
   // Whether tensor t of shape `shape` may take tiling `ti` in a k-way cut.
   bool fits(TensorId t, const Shape& shape, const Tiling& ti, int k) const;
-  // Applies cuts [s.factors.size(), cuts) of `p` to `s` (refine_moves.cc says how).
-  bool replay(const NamedPlan& p, SearchState s, std::vector<SearchState>* states, std::vector<double>* costs) const;
+  // Applies cuts [s.factors.size(), cuts) of `p` to `s` (refine_moves.cc says how), appending
+  // each cut's costs to `costs`.
+  bool replay(const NamedPlan& p, SearchState s, std::vector<SearchState>* states, PlanCost* costs) const;
   // Takes `p` (equal to the current plan before cut `from`) when it prices, and, with
   // `only_better`, prices below the current plan.
   bool adopt(NamedPlan p, int from, bool only_better);
@@ -122,6 +156,16 @@ struct Refiner {
   bool swap_move(int i);
   // Cut i re-solved with every other cut kept.
   bool cut_move(int i, double dp_estimate);
+
+  // Under the time objective (refine_time.cc): the seconds edge `e` of node `n` (its inputs,
+  // then its outputs) adds over cuts [from, cuts), its flat bytes before cut `from` being
+  // `before`, along the tensor's and node's paths from that cut (`upto[j]`: factors[0..j]).
+  double edge_seconds(NodeId n, size_t e, int from, double before, const TensorPath& tp, const NodePath& np,
+                      const std::vector<std::vector<int>>& upto) const;
+  // Compute seconds of node `n` on its final tiles (shapes `at`, read flags of `np`).
+  double final_seconds(NodeId n, const NodePrefix& at, const NodePath& np) const;
+  // factors[0..j] for each cut j.
+  std::vector<std::vector<int>> factors_upto() const;
 
   // Calls f(other, first) for every distinct reordering `other` of `seq` by an order of the
   // cuts that keeps each cut's factor (none for a named mesh, whose cuts are its axes);
@@ -153,6 +197,7 @@ struct Refiner {
     int pos;         // next cut to derive
     NodePrefix at;   // layouts after cuts [0, pos)
     bool alive = true;
+    NodePath path;   // (time objective) its layouts after each of cuts [0, pos)
   };
 
   // The joint program restricted to a neighbourhood of the plan, solved exactly by the DP:

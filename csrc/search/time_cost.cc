@@ -72,20 +72,23 @@ void shapes_after(const Graph& g, const SearchState& s, NodeId n, const NodeOpti
   (void)g;
 }
 
-namespace {
-// Message rounds of a conversion that moves bytes: 2 when it reduces partial sums
-// (reduce-scatter, then fetch), else 1 (each device fetches its pieces concurrently).
 int input_rounds(const Tiling& held) { return held.kind == Tiling::kPartial ? 2 : 1; }
-int output_rounds(const NodeOption& o, size_t i, const Tiling& held) {
-  const bool makes_partial = !o.whole && o.strategy.outputs[i].partial;
+int output_rounds(bool makes_partial, const Tiling& held) {
   return makes_partial && held.kind != Tiling::kPartial ? 2 : 1;
 }
+bool makes_partial(const NodeOption& o, size_t i) { return !o.whole && o.strategy.outputs[i].partial; }
+
+namespace {
 // Whether an edge starts moving bytes at this cut. The execution graph moves an edge's
 // pieces in one fetch (its pieces from all sources at once), so its latency is paid once: at
 // the first cut that moves bytes on it, the outermost of its levels (cuts go outermost first).
 bool starts_moving(double after, double before) { return before <= 0 && after > 0; }
+}  // namespace
 
-// Flat bytes of every edge (inputs, then outputs, node by node) in state `s`.
+double edge_cut_seconds(const TimeObjective& t, size_t cut, double before, double after, int rounds) {
+  return (after - before) * t.seconds_per_byte[cut] + (starts_moving(after, before) ? t.message_seconds[cut] * rounds : 0.0);
+}
+
 std::vector<double> edge_bytes_of(const Graph& g, const SearchState& s) {
   std::vector<double> out;
   for (NodeId n = 0; n < g.num_nodes(); ++n) {
@@ -97,7 +100,38 @@ std::vector<double> edge_bytes_of(const Graph& g, const SearchState& s) {
   }
   return out;
 }
-}  // namespace
+
+double cut_comm_seconds(const Graph& g, const std::vector<double>& before, const std::vector<double>& after,
+                        const std::vector<Tiling>& tilings, const std::vector<NodeOption>& chosen,
+                        const TimeObjective& t, size_t cut) {
+  double sec = 0;
+  size_t e = 0;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    const Node& node = g.node(n);
+    for (size_t side = 0; side < 2; ++side) {
+      const auto& tensors = side == 0 ? node.inputs : node.outputs;
+      for (size_t i = 0; i < tensors.size(); ++i, ++e) {
+        const Tiling& held = tilings[tensors[i]];
+        const int rounds = side == 0 ? input_rounds(held) : output_rounds(makes_partial(chosen[n], i), held);
+        sec += edge_cut_seconds(t, cut, before[e], after[e], rounds);
+      }
+    }
+  }
+  return sec;
+}
+
+double final_compute_seconds(const Graph& g, const SearchState& fin, const std::vector<NodeOption>& last,
+                             const TimeObjective& t) {
+  double compute = 0;
+  std::vector<char> read;
+  for (NodeId n = 0; n < g.num_nodes(); ++n) {
+    read.assign(fin.node_in[n].size(), 1);
+    if (!last.empty() && !last[n].whole)
+      for (size_t i = 0; i < read.size(); ++i) read[i] = last[n].strategy.inputs[i].read;
+    compute += t.node_seconds(g, n, fin.node_in[n], fin.node_out[n], read);
+  }
+  return compute;
+}
 
 void add_time_terms(const Graph& g, const SearchState& s, int cut, int remaining, const TimeObjective& t,
                     CutProblem* p) {
@@ -123,7 +157,8 @@ void add_time_terms(const Graph& g, const SearchState& s, int cut, int remaining
           for (int v = 0; v < D; ++v) {
             double& c = edge.cost[o * D + v];
             if (!(c < kInfCost)) continue;
-            const int rounds = side == 0 ? input_rounds(tilings[v]) : output_rounds(opts[o], i, tilings[v]);
+            const int rounds =
+                side == 0 ? input_rounds(tilings[v]) : output_rounds(makes_partial(opts[o], i), tilings[v]);
             c = c * rate + (starts_moving(c, before) ? lat * rounds : 0.0);
           }
       }
@@ -167,33 +202,12 @@ double plan_seconds(const Graph& g, const SearchState& fin, const StrategyProvid
     for (TensorId x = 0; x < g.num_tensors(); ++x) tilings[x] = fin.tiling[x][cut];
     const std::vector<double> before = edge_bytes_of(g, s);
     s.apply(g, k, tilings, chosen);
-    const std::vector<double> after = edge_bytes_of(g, s);
-    double sec = 0;
-    size_t e = 0;
-    for (NodeId n = 0; n < g.num_nodes(); ++n) {
-      const Node& node = g.node(n);
-      for (size_t side = 0; side < 2; ++side) {
-        const auto& tensors = side == 0 ? node.inputs : node.outputs;
-        for (size_t i = 0; i < tensors.size(); ++i, ++e) {
-          const Tiling& held = tilings[tensors[i]];
-          const int rounds = side == 0 ? input_rounds(held) : output_rounds(chosen[n], i, held);
-          sec += (after[e] - before[e]) * t.seconds_per_byte[cut] +
-                 (starts_moving(after[e], before[e]) ? t.message_seconds[cut] * rounds : 0.0);
-        }
-      }
-    }
+    const double sec = cut_comm_seconds(g, before, edge_bytes_of(g, s), tilings, chosen, t, cut);
     if (per_cut) per_cut->push_back(sec);
     total += sec;
     last = std::move(chosen);
   }
-  double compute = 0;
-  std::vector<char> read;
-  for (NodeId n = 0; n < g.num_nodes(); ++n) {
-    read.assign(s.node_in[n].size(), 1);
-    if (!last.empty() && !last[n].whole)
-      for (size_t i = 0; i < read.size(); ++i) read[i] = last[n].strategy.inputs[i].read;
-    compute += t.node_seconds(g, n, s.node_in[n], s.node_out[n], read);
-  }
+  const double compute = final_compute_seconds(g, s, last, t);
   if (per_cut) per_cut->push_back(compute);
   return total + compute;
 }

@@ -35,6 +35,7 @@
 
 #include "graph/graph.h"
 #include "search/strategy_provider.h"
+#include "search/tiling.h"
 
 namespace autotile {
 
@@ -75,6 +76,34 @@ void shapes_after(const Graph& g, const SearchState& s, NodeId n, const NodeOpti
 /// product of the factors after it) into seconds of the time objective, in place.
 void add_time_terms(const Graph& g, const SearchState& s, int cut, int remaining, const TimeObjective& t,
                     CutProblem* p);
+
+/// \brief Message rounds of an input edge that moves bytes to a node, its tensor held as
+/// `held` at the cut: 2 when it reduces partial sums (reduce-scatter, then fetch), else 1.
+int input_rounds(const Tiling& held);
+/// \brief Message rounds of an output edge that moves bytes: 2 when the node makes the output
+/// partial (`makes_partial`) and the tensor is not held partial at the cut, else 1.
+int output_rounds(bool makes_partial, const Tiling& held);
+/// \brief Whether output `i` of option `o` is made partial (not whole, a partial output).
+bool makes_partial(const NodeOption& o, size_t i);
+
+/// \brief Seconds one edge adds at cut `cut`: the bytes it gains (`after` - `before`, flat
+/// bytes after and before the cut) at the cut's rate, and `rounds` messages of the cut's level
+/// when the edge starts moving bytes at this cut.
+double edge_cut_seconds(const TimeObjective& t, size_t cut, double before, double after, int rounds);
+
+/// \brief Flat bytes of every edge of state `s` (each node's inputs, then its outputs, node by node).
+std::vector<double> edge_bytes_of(const Graph& g, const SearchState& s);
+
+/// \brief Seconds of communication cut `cut` adds, from the edges' flat bytes `before` and
+/// `after` it (edge_bytes_of), the tensors' tilings and the nodes' options at that cut.
+double cut_comm_seconds(const Graph& g, const std::vector<double>& before, const std::vector<double>& after,
+                        const std::vector<Tiling>& tilings, const std::vector<NodeOption>& chosen,
+                        const TimeObjective& t, size_t cut);
+
+/// \brief Compute seconds of the final tiles of `fin` (all cuts applied), `last` the options of
+/// its last cut (their inputs' read flags; empty: every input read).
+double final_compute_seconds(const Graph& g, const SearchState& fin, const std::vector<NodeOption>& last,
+                             const TimeObjective& t);
 
 /// \brief The time objective's seconds of the finished plan in `fin` (all cuts applied),
 /// replayed cut by cut with each strategy re-derived by name; `per_cut` (may be null) gets
