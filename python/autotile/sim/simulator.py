@@ -62,6 +62,8 @@ from operator import sub as _sub
 from operator import truediv
 from typing import Dict, List, Optional
 
+import numpy as np
+
 from ..errors import Error
 from .cost_table import Calibration, CostTable, op_tiles
 from .hardware import Hardware, load_profile
@@ -70,12 +72,9 @@ _EPS = 1e-15
 #: a host calibration's machine figures that replace the profile's device figures of that name
 MACHINE_FIGURES = ("wake_latency_s", "step_overhead_s", "op_overhead_s", "dispatch_compute_s", "dispatch_fetch_s",
                    "handoff_s", "gil_fraction")
-_time_then_delta = itemgetter(0, 2)  # ends before starts at one time (a stable sort)
-_PART, _WAKE, _LATENCY = "part", "wake", "latency"  # what a timer's end does (Simulator._run)
-
-
-def _numel(dims) -> int:
-    return int(prod(dims))
+_PART, _WAKE = "part", "wake"  # what a timer's end does (Simulator._run)
+_COMPUTE, _TRANSFER = "compute", "transfer"  # the kinds of fluid activity
+_seq = itemgetter(1)  # an activity's or timer's start number
 
 
 @dataclass
@@ -113,47 +112,43 @@ class SimResult:
                 "bytes_moved": self.bytes_moved, "profile": self.profile}
 
 
-class _Activity:
-    """Compute work in flight (a kernel, its Python dispatch, a host fetch): seconds left at
-    rate 1 when alone. `seq` orders the activities by when they started (the order the
-    model's ties and sums follow); `then` starts when this one ends (dispatch -> kernel)."""
-
-    __slots__ = ("demand", "gil", "op", "rate", "remaining", "seq", "slowdown", "then")
-
-    def __init__(self, op, remaining, demand=1.0, slowdown=1.0, then=None, gil=False):
-        self.op = op
-        self.remaining = remaining
-        self.demand = demand  # cores it keeps busy alone
-        self.slowdown = slowdown  # co-runner slowdown
-        self.then = then
-        self.gil = gil  # holds the interpreter lock while it runs (an op's Python dispatch)
-        self.rate = 0.0
-        self.seq = 0
-
-
-def _union_length(intervals) -> float:
-    total, end = 0.0, float("-inf")
-    for a, b in sorted(intervals):
-        if b <= end:
-            continue
-        total += b - max(a, end)
-        end = b
+def _running_sum(terms) -> float:
+    """The terms added one after another, left to right (as a Python loop of ``+=`` does)."""
+    total = 0.0
+    for x in terms:
+        total += x
     return total
 
 
-def _exposed(comm, compute) -> float:
-    """Length of the time covered by `comm` intervals and by no `compute` interval."""
-    events = [(a, 0, 1) for a, b in comm] + [(b, 0, -1) for a, b in comm]
-    events += [(a, 1, 1) for a, b in compute] + [(b, 1, -1) for a, b in compute]
-    events.sort(key=_time_then_delta)
-    depth = [0, 0]
-    last, total = None, 0.0
-    for t, which, delta in events:
-        if last is not None and depth[0] > 0 and depth[1] == 0:
-            total += t - last
-        depth[which] += delta
-        last = t
-    return total
+def _union_length(starts, ends) -> float:
+    """Length of the union of the intervals [starts[i], ends[i]] (NumPy arrays): walked in
+    (start, end) order, each adds what reaches past the furthest end before it."""
+    if not len(starts):
+        return 0.0
+    order = np.lexsort((ends, starts))
+    a, b = starts[order], ends[order]
+    reach = np.empty_like(b)  # the furthest end before each interval
+    reach[0] = -np.inf
+    np.maximum.accumulate(b[:-1], out=reach[1:])
+    past = b > reach
+    return _running_sum((b[past] - np.maximum(a[past], reach[past])).tolist())
+
+
+def _exposed(comm_starts, comm_ends, comp_starts, comp_ends) -> float:
+    """Length of the time covered by comm intervals and by no compute interval: the gaps
+    between consecutive interval ends or starts (in time order) during which at least one
+    comm interval and no compute interval is open, added in time order."""
+    if not len(comm_starts):
+        return 0.0
+    times = np.concatenate((comm_starts, comm_ends, comp_starts, comp_ends))
+    nc, np_ = len(comm_starts), len(comp_starts)
+    comm = np.concatenate((np.ones(nc, np.int64), np.full(nc, -1, np.int64), np.zeros(2 * np_, np.int64)))
+    comp = np.concatenate((np.zeros(2 * nc, np.int64), np.ones(np_, np.int64), np.full(np_, -1, np.int64)))
+    order = np.argsort(times, kind="stable")  # events at one time add nothing between them
+    t = times[order]
+    open_comm = np.cumsum(comm[order])[:-1]  # after the events before each gap's end
+    open_comp = np.cumsum(comp[order])[:-1]
+    return _running_sum((t[1:] - t[:-1])[(open_comm > 0) & (open_comp == 0)].tolist())
 
 
 class Simulator:
@@ -165,45 +160,23 @@ class Simulator:
         self.cost = cost or CostTable(self.hw, calibration)
 
     # ------------------------------------------------------------------ op setup
-    def _fetch_parts(self, buffers):
-        """A function fetch op -> (bytes per source device, local seconds): the bytes of
-        :func:`fetch_pieces`, each piece's elements times its source buffer's item size, the
-        local part at the device's local copy bandwidth. `buffers`: the graph's, as a list."""
-        sources: Dict[int, tuple] = {}  # buffer -> (device, item size)
-        # fetch_overhead_s: the fixed cost of issuing one MultiFetch (the host runtime's Python)
-        overhead = float(self.hw.device.get("fetch_overhead_s", 0.0))
-        bandwidth = self.hw.local_copy_bandwidth
-
-        def parts(op):
-            dst = op["device"]
-            by_src: Dict[int, int] = {}
-            local = total = 0
-            for src_b, lo, hi in op["pieces"]:
-                info = sources.get(src_b)
-                if info is None:
-                    buf = buffers[src_b]
-                    full = _numel(map(_sub, buf["hi"], buf["lo"]))
-                    info = sources[src_b] = (int(buf["device"]), max(1, int(buf["bytes"]) // full) if full else 4)
-                src, itemsize = info
-                nbytes = prod(map(_sub, hi, lo)) * itemsize
-                total += nbytes
-                if src == dst:
-                    local += nbytes
-                else:
-                    by_src[src] = by_src.get(src, 0) + nbytes
-            return by_src, overhead + (local + (total if op["accumulate"] else 0)) / bandwidth
-
-        return parts
-
     def _compute_costs(self, eg, buffers):
-        """A function op -> (seconds, co-runner slowdown) of a compute op: the cost table's
-        :meth:`~CostTable.op_time` and :meth:`~CostTable.slowdown`, computed once per distinct
-        (kind, tiles) when neither method is overridden (the table's :meth:`~CostTable.time`
-        then depends on the kind and tiles alone)."""
+        """A function op -> (seconds, co-runner slowdown, cores it keeps busy) of a compute op:
+        the cost table's :meth:`~CostTable.op_time`, :meth:`~CostTable.slowdown` and
+        :meth:`~CostTable.threads` (once per op kind), the first two computed once per
+        distinct (kind, tiles) when neither method is overridden (the table's
+        :meth:`~CostTable.time` then depends on the kind and tiles alone)."""
         cost = self.cost
-        if type(cost).op_time is not CostTable.op_time or type(cost).slowdown is not CostTable.slowdown:
-            return lambda o: (cost.op_time(eg, o), cost.slowdown(eg, o))
         node_ops = eg.lowered.node_ops
+        threads: Dict[str, float] = {}
+
+        def threads_of(kind: str) -> float:
+            if kind not in threads:
+                threads[kind] = cost.threads(kind)
+            return threads[kind]
+
+        if type(cost).op_time is not CostTable.op_time or type(cost).slowdown is not CostTable.slowdown:
+            return lambda o: (cost.op_time(eg, o), cost.slowdown(eg, o), threads_of(node_ops[o["node"]]))
         memo: Dict[tuple, tuple] = {}
 
         def costs(o):
@@ -214,7 +187,7 @@ class Simulator:
                    tuple([tuple(map(_sub, buffers[b]["hi"], buffers[b]["lo"])) for b in o["outputs"]]))
             hit = memo.get(key)
             if hit is None:
-                hit = memo[key] = cost.tile_costs(*op_tiles(eg, o))
+                hit = memo[key] = (*cost.tile_costs(*op_tiles(eg, o)), threads_of(key[0]))
             return hit
 
         return costs
@@ -306,38 +279,43 @@ class Simulator:
         gil_fraction = float(hw.device.get("gil_fraction", 0.0))
         cost = self.cost
         compute_costs = self._compute_costs(eg, buffers)
-        threads: Dict[str, float] = {}
-        node_ops = eg.lowered.node_ops
-        fetch_parts = self._fetch_parts(buffers)
-        routes: Dict[tuple, tuple] = {}  # (src, dst) -> (links, latency)
+        # a fetch's source buffers: (device, item size); what issuing a MultiFetch costs
+        sources: List[Optional[tuple]] = [None] * len(buffers)
+        fetch_overhead = float(hw.device.get("fetch_overhead_s", 0.0))
+        local_bandwidth = hw.local_copy_bandwidth
+        routes: Dict[tuple, tuple] = {}  # (src, dst) -> route_entry
+        latencies: Dict[tuple, float] = {}  # the levels a route crosses -> its latency
         host_routes: Dict[tuple, Optional[tuple]] = {}  # (device, to host) -> (links, latency) or None
         inf = float("inf")
 
-        # Timers are entries (end, seq, op, what, payload): what ends is one part of the op
-        # (_PART), a woken thread's op starting (_WAKE), or a latency after which `payload`
-        # (bytes, route) starts moving (_LATENCY). Latency timers wait in one FIFO per latency
-        # (started in time order, they end in time order), the others in a heap. Fluids:
-        # computes (_Activity) and transfers ([remaining, rate, links, bandwidths, seq, op]) in
-        # flight, each list in start order. seq numbers every activity in start order.
+        # seq numbers every activity in start order. Timers (end, seq, op, what) wait in a
+        # heap: their end is the end of one part of the op (_PART) or a woken thread's op
+        # starting (_WAKE). Fluid activities are lists [work left, seq, rate, kind, op, ...]:
+        # computes [seconds, seq, rate, _COMPUTE, op, cores it keeps busy, co-runner
+        # slowdown, the activity that starts when it ends (dispatch -> kernel), holds the
+        # interpreter lock], transfers [bytes, seq, rate, _TRANSFER, op, link indices,
+        # bandwidths, end of latency, waiting]. A transfer first waits its route's latency in
+        # one FIFO per latency (started in time order, they end in time order), then moves.
+        # The fluids in flight, computes and moving transfers, are kept in start order.
         timers: List[tuple] = []
         latency_fifos: Dict[float, deque] = {}
         fifos: List[deque] = []
-        computes: List[_Activity] = []
-        transfers: List[_Activity] = []
+        computes: List[list] = []
+        transfers: List[list] = []
         counter = count(1)
         compute_changed = False
         link_index: Dict[tuple, int] = {}  # link id -> its index in `load`
         load: List[int] = []  # transfers in flight per link
         transfers_changed = False  # since the transfers' rates were set
 
-        def add_compute(a: _Activity):
+        def add_compute(a: list):
             nonlocal compute_changed
-            a.seq = next(counter)
+            a[1] = next(counter)
             computes.append(a)
             if cores:
                 compute_changed = True
             else:
-                a.rate = 1.0
+                a[2] = 1.0
 
         def route_entry(route, latency: float) -> tuple:
             """(latency, link indices, bandwidths, the FIFO of its latency timers) of a route
@@ -360,11 +338,12 @@ class Simulator:
             return host_routes[key]
 
         def start_ops(batch):
-            """Start the ops of `batch` ((op, after a wake-up), in order) at `now`."""
+            """Start the ops of `batch` in order at `now` (~op: the thread slept on a
+            dependency, it runs the op after waking up)."""
             nonlocal gil_held
-            for i, woken_late in batch:
-                if woken_late:  # the thread slept on a dependency: it runs the op after waking
-                    heappush(timers, (now + wake, next(counter), i, _WAKE, None))
+            for i in batch:
+                if i < 0:
+                    heappush(timers, (now + wake, next(counter), ~i, _WAKE))
                     continue
                 o = ops[i]
                 start[i] = now
@@ -374,50 +353,70 @@ class Simulator:
                     parts_left[i] = 1
                     route = host_route(o["device"], kind == "swap_out")
                     if route is None:  # a private link
-                        heappush(timers, (now + nbytes / hw.host_bandwidth, next(counter), i, _PART, None))
+                        heappush(timers, (now + nbytes / hw.host_bandwidth, next(counter), i, _PART))
                     else:  # a fluid over the shared host path (each link split among the copies crossing it)
-                        route[3].append((now + route[0], next(counter), i, _LATENCY, (float(nbytes), route)))
+                        route[3].append([float(nbytes), next(counter), 0.0, _TRANSFER, i, route[1], route[2],
+                                         now + route[0], True])
                 elif kind == "compute" or fetch_on_cores:
                     is_fetch = kind == "fetch"
                     if is_fetch:
-                        seconds, slowdown = cost.fetch_time(eg, o), cost.slowdown(eg, o)
-                        demand = 1.0
+                        seconds, slowdown, demand = cost.fetch_time(eg, o), cost.slowdown(eg, o), 1.0
                     else:
-                        seconds, slowdown = compute_costs(o)
-                        op_kind = node_ops[o["node"]]
-                        demand = threads.get(op_kind)
-                        if demand is None:
-                            demand = threads[op_kind] = cost.threads(op_kind)
+                        seconds, slowdown, demand = compute_costs(o)
                     # the op's Python part (its own dispatch, within its measured time, and the
                     # runtime's per-op cost) runs first, on one core, holding the interpreter
                     # lock on a `gil` profile; the rest is the kernel or copy proper
                     python = min(dispatch_fetch if is_fetch else dispatch_compute, seconds)
-                    kernel = _Activity(i, seconds - python, demand, slowdown)
+                    kernel = [seconds - python, 0, 0.0, _COMPUTE, i, demand, slowdown, None, False]
                     parts_left[i] = 1
                     lead = python + op_overhead + handoff + gil_fraction * seconds
                     if lead <= 0:
                         add_compute(kernel)
                     elif not use_gil:
-                        add_compute(_Activity(i, lead, 1.0, 1.0, kernel))
+                        add_compute([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, False])
                     elif gil_held:
-                        gil_queue.append(_Activity(i, lead, 1.0, 1.0, kernel, True))
+                        gil_queue.append([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, True])
                     else:
                         gil_held = True
-                        add_compute(_Activity(i, lead, 1.0, 1.0, kernel, True))
+                        add_compute([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, True])
                 else:  # a fetch: remote pieces over the links, after their latency
-                    by_src, local_seconds = fetch_parts(o)
+                    # the bytes of fetch_pieces: each piece's elements times its source's item size
+                    dst = o["device"]
+                    by_src = {}
+                    local = total = 0
+                    for src_b, lo, hi in o["pieces"]:
+                        info = sources[src_b]
+                        if info is None:
+                            buf = buffers[src_b]
+                            full = int(prod(map(_sub, buf["hi"], buf["lo"])))
+                            info = (int(buf["device"]), max(1, int(buf["bytes"]) // full) if full else 4)
+                            sources[src_b] = info
+                        src, itemsize = info
+                        nbytes = prod(map(_sub, hi, lo)) * itemsize
+                        total += nbytes
+                        if src == dst:
+                            local += nbytes
+                        else:
+                            by_src[src] = by_src.get(src, 0) + nbytes
+                    # the local part (the pieces already here, and the sum) at the local copy bandwidth
+                    local_seconds = fetch_overhead + (local + (total if o["accumulate"] else 0)) / local_bandwidth
                     if not by_src:
-                        heappush(timers, (now + local_seconds, next(counter), i, _PART, None))
+                        heappush(timers, (now + local_seconds, next(counter), i, _PART))
                         parts_left[i] = 1
                         continue
                     after_transfers[i] = local_seconds
                     parts_left[i] = len(by_src)
-                    dst = o["device"]
                     for src, nbytes in by_src.items():
                         route = routes.get((src, dst))
                         if route is None:
-                            route = routes[(src, dst)] = route_entry(hw.route(src, dst, k), hw.latency(src, dst, k))
-                        route[3].append((now + route[0], next(counter), i, _LATENCY, (float(nbytes), route)))
+                            links = hw.route(src, dst, k)
+                            climbed = tuple([lid[0] for lid, _, _ in links])  # the levels it crosses
+                            latency = latencies.get(climbed)
+                            if latency is None:
+                                latency = latencies[climbed] = hw.latency(src, dst, k)
+                            route = routes[(src, dst)] = route_entry(links, latency)
+                        route[3].append([float(nbytes), next(counter), 0.0, _TRANSFER, i, route[1], route[2],
+                                         now + route[0], True])
 
         # the streams that may start an op: every one at first, then those an op's end freed
         # (its own, and those of the ops whose last dependency it was)
@@ -432,12 +431,12 @@ class Simulator:
                         i = q[head[s]]
                         head[s] += 1
                         running[s] += 1
-                        batch.append((i, wake > 0 and now > last_end[s] + _EPS))
+                        batch.append(~i if wake > 0 and now > last_end[s] + _EPS else i)
                 else:
                     r = ready[s]
                     while r and running[s] < capacity[s]:
                         running[s] += 1
-                        batch.append((q[heappop(r)], False))
+                        batch.append(q[heappop(r)])
             woken.clear()
             start_ops(batch)
 
@@ -451,31 +450,31 @@ class Simulator:
             # rates of the fluid activities, where what they depend on changed
             if compute_changed:
                 compute_changed = False
-                demand = sum(a.demand for a in computes)
+                demand = sum(a[5] for a in computes)
                 share = min(1.0, cores / demand) if demand > 0 else 1.0
                 for a in computes:
-                    a.rate = share
-                    if a.slowdown != 1.0 and cores > a.demand:
+                    a[2] = share
+                    if a[6] != 1.0 and cores > a[5]:
                         # co-runners: the share of the other cores the other running ops use
-                        busy = min(1.0, (demand - a.demand) / (cores - a.demand))
-                        a.rate = share / (1.0 + busy * (a.slowdown - 1.0))
+                        busy = min(1.0, (demand - a[5]) / (cores - a[5]))
+                        a[2] = share / (1.0 + busy * (a[6] - 1.0))
             if transfers_changed:  # each transfer: its most contended link's share
                 transfers_changed = False
                 get = load.__getitem__
                 for a in transfers:
-                    if a[2]:
-                        a[1] = min(map(truediv, a[3], map(get, a[2])))
+                    if a[5]:
+                        a[2] = min(map(truediv, a[6], map(get, a[5])))
             next_t = timers[0][0] if timers else inf
             for fifo in fifos:
-                if fifo and fifo[0][0] < next_t:
-                    next_t = fifo[0][0]
+                if fifo and fifo[0][7] < next_t:
+                    next_t = fifo[0][7]
             for a in computes:
-                rate = a.rate
-                t = now + (a.remaining / rate if rate > 0 else inf)
+                rate = a[2]
+                t = now + (a[0] / rate if rate > 0 else inf)
                 if t < next_t:
                     next_t = t
             for a in transfers:
-                rate = a[1]
+                rate = a[2]
                 t = now + (a[0] / rate if rate > 0 else inf)
                 if t < next_t:
                     next_t = t
@@ -483,22 +482,20 @@ class Simulator:
                 raise Error("simulation stalled: an activity can make no progress")
             dt = next_t - now
             now = next_t
-            # what ends now, as (seq, timer entry or activity)
+            # what ends now: timers and activities
             finished = []
             horizon = now + _EPS
             while timers and timers[0][0] <= horizon:
-                entry = heappop(timers)
-                finished.append((entry[1], entry))
+                finished.append(heappop(timers))
             for fifo in fifos:
-                while fifo and fifo[0][0] <= horizon:
-                    entry = fifo.popleft()
-                    finished.append((entry[1], entry))
+                while fifo and fifo[0][7] <= horizon:
+                    finished.append(fifo.popleft())
             if computes:
                 still = []
                 for a in computes:
-                    a.remaining -= a.rate * dt
-                    if a.remaining <= 1e-9:
-                        finished.append((a.seq, a))
+                    a[0] -= a[2] * dt
+                    if a[0] <= 1e-9:
+                        finished.append(a)
                     else:
                         still.append(a)
                 if len(still) < len(computes):
@@ -507,10 +504,10 @@ class Simulator:
             if transfers:
                 still = []
                 for a in transfers:
-                    a[0] -= a[1] * dt
-                    if a[0] <= 1e-9 * max(1.0, a[1]):
-                        finished.append((a[4], a))
-                        for x in a[2]:
+                    a[0] -= a[2] * dt
+                    if a[0] <= 1e-9 * max(1.0, a[2]):
+                        finished.append(a)
+                        for x in a[5]:
                             load[x] -= 1
                         transfers_changed = True
                     else:
@@ -518,34 +515,37 @@ class Simulator:
                 if len(still) < len(transfers):
                     transfers = still
             if len(finished) > 1:
-                finished.sort()  # in start order, as the model lists them (seq is unique)
-            for _, item in finished:
-                kind = type(item)
-                if kind is list:  # a transfer
-                    i = item[5]
-                elif kind is tuple:  # a timer
-                    _, _, i, what, payload = item
-                    if what is _LATENCY and payload[0] > 0:  # latency over: the bytes start moving
-                        _, links, bandwidths, _ = payload[1]
-                        transfers.append([payload[0], 0.0 if links else inf, links, bandwidths, next(counter), i])
-                        for x in links:
-                            load[x] += 1
-                        transfers_changed = True
-                        continue
+                finished.sort(key=_seq)  # in start order, as the model lists them
+            for item in finished:
+                if type(item) is tuple:  # a timer
+                    _, _, i, what = item
                     if what is _WAKE:  # the woken thread runs its op
-                        start_ops(((i, False),))
+                        start_ops((i,))
                         continue
+                elif item[3] is _TRANSFER:
+                    if item[8]:  # its latency is over: the bytes start moving
+                        item[8] = False
+                        if item[0] > 0:
+                            item[1] = next(counter)
+                            links = item[5]
+                            item[2] = 0.0 if links else inf
+                            transfers.append(item)
+                            for x in links:
+                                load[x] += 1
+                            transfers_changed = True
+                            continue
+                    i = item[4]
                 else:  # a compute activity
-                    if item.gil:  # the lock passes to the next dispatch waiting for it
+                    if item[8]:  # the lock passes to the next dispatch waiting for it
                         if gil_queue:
                             add_compute(gil_queue.popleft())
                         else:
                             gil_held = False
-                    then = item.then
-                    if then is not None and then.remaining > 0:  # the kernel after its dispatch
+                    then = item[7]
+                    if then is not None and then[0] > 0:  # the kernel after its dispatch
                         add_compute(then)
                         continue
-                    i = item.op
+                    i = item[4]
                 # one part of op i is over: after the last, its local copy, then its end
                 parts_left[i] -= 1
                 if parts_left[i]:
@@ -554,7 +554,7 @@ class Simulator:
                 if local > 0 and kinds[i] == "fetch":
                     after_transfers[i] = 0.0
                     parts_left[i] = 1
-                    heappush(timers, (now + local, next(counter), i, _PART, None))
+                    heappush(timers, (now + local, next(counter), i, _PART))
                     continue
                 end[i] = now
                 done_count += 1
@@ -578,18 +578,23 @@ class Simulator:
 
     def _result(self, eg, start, end, kinds=None, devices=None) -> SimResult:
         k = eg.devices
-        comp = [[] for _ in range(k)]
-        comm = [[] for _ in range(k)]
         if kinds is None:
             kinds = [o["kind"] for o in eg.ops]
             devices = [o["device"] for o in eg.ops]
-        for kind, d, a, b in zip(kinds, devices, start, end):
-            (comp if kind == "compute" else comm)[d].append((a, b))
-        dev_compute = [sum(b - a for a, b in comp[d]) if self.hw.cores is None else _union_length(comp[d])
-                       for d in range(k)]
-        dev_comm = [_union_length(comm[d]) for d in range(k)]
-        dev_exposed = [_exposed(comm[d], comp[d]) for d in range(k)]
-        finish = [max((b for _, b in comp[d] + comm[d]), default=0.0) for d in range(k)]
+        starts, ends = np.array(start, dtype=float), np.array(end, dtype=float)
+        device = np.array(devices, dtype=np.int64).reshape(-1)
+        is_comp = np.array([kind == "compute" for kind in kinds], dtype=bool).reshape(-1)
+        by_device = np.argsort(device, kind="stable")  # each device's ops in id order
+        bounds = np.searchsorted(device[by_device], np.arange(k + 1))
+        dev_compute, dev_comm, dev_exposed, finish = [], [], [], []
+        for d in range(k):
+            ids = by_device[bounds[d]:bounds[d + 1]]
+            comp, comm = ids[is_comp[ids]], ids[~is_comp[ids]]
+            cs, ce, ms, me = starts[comp], ends[comp], starts[comm], ends[comm]
+            dev_compute.append(sum((ce - cs).tolist()) if self.hw.cores is None else _union_length(cs, ce))
+            dev_comm.append(_union_length(ms, me))
+            dev_exposed.append(_exposed(ms, me, cs, ce))
+            finish.append(float(ends[ids].max()) if len(ids) else 0.0)
         stats = eg.stats()
         return SimResult(step_seconds=max(finish, default=0.0), compute_seconds=max(dev_compute, default=0.0),
                          comm_seconds=max(dev_comm, default=0.0), exposed_comm_seconds=max(dev_exposed, default=0.0),
