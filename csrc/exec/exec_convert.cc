@@ -99,11 +99,16 @@ std::vector<int> Builder::convert(TensorId t, const std::vector<const Box*>& wan
       return direct();  // partial kept where the producer did not reduce: random plans only
     }
   }
-  // Large tiles of a hierarchical build stage every group of more than two (ExecOptions).
-  int64_t tile = 0;
-  for (int d = 0; d < devices; ++d)
-    tile = std::max({tile, held_box[d].volume(), want[d] ? want[d]->volume() : int64_t{0}});
-  const bool hier = opts_.hierarchical_above >= 0 && tile * dtype_size(g_.tensor(t).dtype) > opts_.hierarchical_above;
+  // Collectives that move much per device run hierarchically in a hierarchical build, staged
+  // over every group of more than two (ExecOptions::hierarchical_above): a reduction moves
+  // about its whole tile, a gather what a device wants and does not hold (a halo exchange
+  // on a large tile moves little and stays in one round).
+  int64_t moving = 0;
+  for (int d = 0; d < devices; ++d) {
+    if (any_partial) moving = std::max(moving, held_box[d].volume());
+    if (want[d]) moving = std::max(moving, want[d]->volume() - want[d]->intersect(held_box[d]).volume());
+  }
+  const bool hier = opts_.hierarchical_above >= 0 && moving * dtype_size(g_.tensor(t).dtype) > opts_.hierarchical_above;
   const int stage_above = hier ? 2 : opts_.stage_above;
   if (!any_partial && !any_keep && G > stage_above) {
     // A gather from many holders: in stages when that moves no more bytes, outermost cut

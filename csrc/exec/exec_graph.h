@@ -39,16 +39,16 @@ struct ExecOptions {
   /// exchanging with the k_i devices that differ from it in that cut's digit: sum(k_i) pieces
   /// per device instead of prod(k_i), the same bytes. Smaller groups fetch in one MultiFetch.
   int stage_above = 8;
-  /// Collectives whose tiles (the largest any device holds or wants) are larger than this many
-  /// bytes follow the cut hierarchy, the outer
+  /// Collectives that move more than this many bytes per device (a reduction: its tile; a
+  /// gather: what a device wants and does not hold) follow the cut hierarchy, the outer
   /// cuts being the slower links (the first cuts separate nodes): staged reductions sum over
   /// the innermost cut first and gathers copy over the outermost cut first, so the slow links
   /// carry the smallest pieces (a two-level all-reduce), also where the plan's slabs (split
   /// along one dim at several cuts, first cut major) need a re-indexing copy for that: one
   /// more round, and a 1/K part of the tensor more bytes than the flat collective the search
   /// prices. They are staged over any group of more than two devices (stage_above does not
-  /// apply). Smaller tiles, whose collectives cost latency more than bandwidth, and every
-  /// collective when negative: only where the bytes and rounds are the same.
+  /// apply). Smaller collectives, which cost latency more than bandwidth, and every one when
+  /// negative: only where the bytes and rounds are the same.
   int64_t hierarchical_above = -1;
   /// The link level of each cut (any ids; empty: every cut its own). Staged collectives take
   /// consecutive cuts of one level in one stage (the devices differing only in those digits
