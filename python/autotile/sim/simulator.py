@@ -67,6 +67,7 @@ import numpy as np
 from ..errors import Error
 from .cost_table import Calibration, CostTable, op_tiles
 from .hardware import Hardware, load_profile
+from .intervals import exposed_length, union_length
 
 _EPS = 1e-15
 #: a host calibration's machine figures that replace the profile's device figures of that name
@@ -74,6 +75,7 @@ MACHINE_FIGURES = ("wake_latency_s", "step_overhead_s", "op_overhead_s", "dispat
                    "handoff_s", "gil_fraction")
 _PART, _WAKE = "part", "wake"  # what a timer's end does (Simulator._run)
 _COMPUTE, _TRANSFER = "compute", "transfer"  # the kinds of fluid activity
+_REMOTE, _SWAP, _LOCAL = "remote", "swap", "local"  # how an op runs (Simulator._run)
 _seq = itemgetter(1)  # an activity's or timer's start number
 
 
@@ -112,43 +114,22 @@ class SimResult:
                 "bytes_moved": self.bytes_moved, "profile": self.profile}
 
 
-def _running_sum(terms) -> float:
-    """The terms added one after another, left to right (as a Python loop of ``+=`` does)."""
-    total = 0.0
-    for x in terms:
-        total += x
-    return total
+#: route tables by link hierarchy: (levels, devices) -> (routes, latencies, link indices) (Simulator._run)
+_ROUTE_TABLES: Dict[tuple, tuple] = {}
 
 
-def _union_length(starts, ends) -> float:
-    """Length of the union of the intervals [starts[i], ends[i]] (NumPy arrays): walked in
-    (start, end) order, each adds what reaches past the furthest end before it."""
-    if not len(starts):
-        return 0.0
-    order = np.lexsort((ends, starts))
-    a, b = starts[order], ends[order]
-    reach = np.empty_like(b)  # the furthest end before each interval
-    reach[0] = -np.inf
-    np.maximum.accumulate(b[:-1], out=reach[1:])
-    past = b > reach
-    return _running_sum((b[past] - np.maximum(a[past], reach[past])).tolist())
-
-
-def _exposed(comm_starts, comm_ends, comp_starts, comp_ends) -> float:
-    """Length of the time covered by comm intervals and by no compute interval: the gaps
-    between consecutive interval ends or starts (in time order) during which at least one
-    comm interval and no compute interval is open, added in time order."""
-    if not len(comm_starts):
-        return 0.0
-    times = np.concatenate((comm_starts, comm_ends, comp_starts, comp_ends))
-    nc, np_ = len(comm_starts), len(comp_starts)
-    comm = np.concatenate((np.ones(nc, np.int64), np.full(nc, -1, np.int64), np.zeros(2 * np_, np.int64)))
-    comp = np.concatenate((np.zeros(2 * nc, np.int64), np.ones(np_, np.int64), np.full(np_, -1, np.int64)))
-    order = np.argsort(times, kind="stable")  # events at one time add nothing between them
-    t = times[order]
-    open_comm = np.cumsum(comm[order])[:-1]  # after the events before each gap's end
-    open_comp = np.cumsum(comp[order])[:-1]
-    return _running_sum((t[1:] - t[:-1])[(open_comm > 0) & (open_comp == 0)].tolist())
+def _route_table(hw: Hardware, k: int) -> tuple:
+    """The route table of `hw`'s link levels on `k` devices, shared by the runs on equal
+    levels (a route is a function of the levels alone); a fresh one for a Hardware subclass."""
+    if type(hw) is not Hardware:
+        return {}, {}, {}
+    key = (tuple((lv.group, lv.bandwidth, lv.latency, lv.shared) for lv in hw.levels), k)
+    table = _ROUTE_TABLES.get(key)
+    if table is None:
+        if len(_ROUTE_TABLES) >= 16:
+            _ROUTE_TABLES.clear()
+        table = _ROUTE_TABLES[key] = ({}, {}, {})
+    return table
 
 
 class Simulator:
@@ -224,6 +205,11 @@ class Simulator:
             buffers = list(buffers)
         n = len(ops)
         kinds = [o["kind"] for o in ops]
+        # how each op runs: swaps over the host path, compute ops (and fetches on a host's
+        # cores) on the device, other fetches over the links
+        fetch_on_cores = hw.fetch_on_cores
+        paths = {"swap_out": _SWAP, "swap_in": _SWAP, "compute": _LOCAL}
+        path_of = [paths.get(kind, _LOCAL if fetch_on_cores else _REMOTE) for kind in kinds]
         # streams: per device, the compute queue and the copy queue (or one queue for both)
         engines = hw.copy_engines
         queues: List[List[int]] = []
@@ -273,7 +259,7 @@ class Simulator:
         gil_held = False
         # the profile's figures, read once
         cores = hw.cores
-        fetch_on_cores, use_gil = hw.fetch_on_cores, hw.gil
+        use_gil = hw.gil
         dispatch_fetch, dispatch_compute, op_overhead = hw.dispatch_fetch, hw.dispatch_compute, hw.op_overhead
         handoff = float(hw.device.get("handoff_s", 0.0))
         gil_fraction = float(hw.device.get("gil_fraction", 0.0))
@@ -283,9 +269,10 @@ class Simulator:
         sources: List[Optional[tuple]] = [None] * len(buffers)
         fetch_overhead = float(hw.device.get("fetch_overhead_s", 0.0))
         local_bandwidth = hw.local_copy_bandwidth
-        routes: Dict[tuple, tuple] = {}  # (src, dst) -> route_entry
-        latencies: Dict[tuple, float] = {}  # the levels a route crosses -> its latency
-        host_routes: Dict[tuple, Optional[tuple]] = {}  # (device, to host) -> (links, latency) or None
+        # (src, dst) -> (latency, link indices, bandwidths); the levels a route crosses -> its
+        # latency; link id -> index in `load` (shared by the runs on one hierarchy)
+        routes, latencies, link_index = _route_table(hw, k)
+        host_routes: Dict[tuple, Optional[tuple]] = {}  # (device, to host) -> as routes, or None
         inf = float("inf")
 
         # seq numbers every activity in start order. Timers (end, seq, op, what) wait in a
@@ -304,8 +291,7 @@ class Simulator:
         transfers: List[list] = []
         counter = count(1)
         compute_changed = False
-        link_index: Dict[tuple, int] = {}  # link id -> its index in `load`
-        load: List[int] = []  # transfers in flight per link
+        load: List[int] = [0] * len(link_index)  # transfers in flight per link
         transfers_changed = False  # since the transfers' rates were set
 
         def add_compute(a: list):
@@ -318,17 +304,18 @@ class Simulator:
                 a[2] = 1.0
 
         def route_entry(route, latency: float) -> tuple:
-            """(latency, link indices, bandwidths, the FIFO of its latency timers) of a route
-            ((id, bandwidth, latency) per link)."""
+            """(latency, link indices, bandwidths) of a route ((id, bandwidth, latency) per link)."""
             for lid, _, _ in route:
                 if lid not in link_index:
-                    link_index[lid] = len(load)
-                    load.append(0)
-            fifo = latency_fifos.get(latency)
-            if fifo is None:
-                fifo = latency_fifos[latency] = deque()
-                fifos.append(fifo)
-            return latency, tuple(link_index[lid] for lid, _, _ in route), tuple(bw for _, bw, _ in route), fifo
+                    link_index[lid] = len(link_index)
+            load.extend([0] * (len(link_index) - len(load)))
+            return latency, tuple(link_index[lid] for lid, _, _ in route), tuple(bw for _, bw, _ in route)
+
+        def new_fifo(latency: float) -> deque:
+            """The FIFO of the transfers waiting a latency of `latency` seconds."""
+            fifo = latency_fifos[latency] = deque()
+            fifos.append(fifo)
+            return fifo
 
         def host_route(device: int, to_host: bool):
             key = (device, to_host)
@@ -347,39 +334,8 @@ class Simulator:
                     continue
                 o = ops[i]
                 start[i] = now
-                kind = kinds[i]
-                if kind == "swap_out" or kind == "swap_in":  # a copy over the device's path to host memory
-                    nbytes = buffers[o["outputs"][0]]["bytes"]
-                    parts_left[i] = 1
-                    route = host_route(o["device"], kind == "swap_out")
-                    if route is None:  # a private link
-                        heappush(timers, (now + nbytes / hw.host_bandwidth, next(counter), i, _PART))
-                    else:  # a fluid over the shared host path (each link split among the copies crossing it)
-                        route[3].append([float(nbytes), next(counter), 0.0, _TRANSFER, i, route[1], route[2],
-                                         now + route[0], True])
-                elif kind == "compute" or fetch_on_cores:
-                    is_fetch = kind == "fetch"
-                    if is_fetch:
-                        seconds, slowdown, demand = cost.fetch_time(eg, o), cost.slowdown(eg, o), 1.0
-                    else:
-                        seconds, slowdown, demand = compute_costs(o)
-                    # the op's Python part (its own dispatch, within its measured time, and the
-                    # runtime's per-op cost) runs first, on one core, holding the interpreter
-                    # lock on a `gil` profile; the rest is the kernel or copy proper
-                    python = min(dispatch_fetch if is_fetch else dispatch_compute, seconds)
-                    kernel = [seconds - python, 0, 0.0, _COMPUTE, i, demand, slowdown, None, False]
-                    parts_left[i] = 1
-                    lead = python + op_overhead + handoff + gil_fraction * seconds
-                    if lead <= 0:
-                        add_compute(kernel)
-                    elif not use_gil:
-                        add_compute([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, False])
-                    elif gil_held:
-                        gil_queue.append([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, True])
-                    else:
-                        gil_held = True
-                        add_compute([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, True])
-                else:  # a fetch: remote pieces over the links, after their latency
+                path = path_of[i]
+                if path is _REMOTE:  # a fetch: remote pieces over the links, after their latency
                     # the bytes of fetch_pieces: each piece's elements times its source's item size
                     dst = o["device"]
                     by_src = {}
@@ -415,8 +371,46 @@ class Simulator:
                             if latency is None:
                                 latency = latencies[climbed] = hw.latency(src, dst, k)
                             route = routes[(src, dst)] = route_entry(links, latency)
-                        route[3].append([float(nbytes), next(counter), 0.0, _TRANSFER, i, route[1], route[2],
-                                         now + route[0], True])
+                        latency = route[0]
+                        fifo = latency_fifos.get(latency)
+                        if fifo is None:
+                            fifo = new_fifo(latency)
+                        fifo.append([float(nbytes), next(counter), 0.0, _TRANSFER, i, route[1], route[2], now + latency,
+                                     True])
+                elif path is _SWAP:  # a copy over the device's path to host memory
+                    nbytes = buffers[o["outputs"][0]]["bytes"]
+                    parts_left[i] = 1
+                    route = host_route(o["device"], kinds[i] == "swap_out")
+                    if route is None:  # a private link
+                        heappush(timers, (now + nbytes / hw.host_bandwidth, next(counter), i, _PART))
+                    else:  # a fluid over the shared host path (each link split among the copies crossing it)
+                        fifo = latency_fifos.get(route[0])
+                        if fifo is None:
+                            fifo = new_fifo(route[0])
+                        fifo.append([float(nbytes), next(counter), 0.0, _TRANSFER, i, route[1], route[2],
+                                     now + route[0], True])
+                else:  # computed on the device (a kernel, or a fetch on a host's cores)
+                    is_fetch = kinds[i] == "fetch"
+                    if is_fetch:
+                        seconds, slowdown, demand = cost.fetch_time(eg, o), cost.slowdown(eg, o), 1.0
+                    else:
+                        seconds, slowdown, demand = compute_costs(o)
+                    # the op's Python part (its own dispatch, within its measured time, and the
+                    # runtime's per-op cost) runs first, on one core, holding the interpreter
+                    # lock on a `gil` profile; the rest is the kernel or copy proper
+                    python = min(dispatch_fetch if is_fetch else dispatch_compute, seconds)
+                    kernel = [seconds - python, 0, 0.0, _COMPUTE, i, demand, slowdown, None, False]
+                    parts_left[i] = 1
+                    lead = python + op_overhead + handoff + gil_fraction * seconds
+                    if lead <= 0:
+                        add_compute(kernel)
+                    elif not use_gil:
+                        add_compute([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, False])
+                    elif gil_held:
+                        gil_queue.append([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, True])
+                    else:
+                        gil_held = True
+                        add_compute([lead, 0, 0.0, _COMPUTE, i, 1.0, 1.0, kernel, True])
 
         # the streams that may start an op: every one at first, then those an op's end freed
         # (its own, and those of the ops whose last dependency it was)
@@ -591,9 +585,9 @@ class Simulator:
             ids = by_device[bounds[d]:bounds[d + 1]]
             comp, comm = ids[is_comp[ids]], ids[~is_comp[ids]]
             cs, ce, ms, me = starts[comp], ends[comp], starts[comm], ends[comm]
-            dev_compute.append(sum((ce - cs).tolist()) if self.hw.cores is None else _union_length(cs, ce))
-            dev_comm.append(_union_length(ms, me))
-            dev_exposed.append(_exposed(ms, me, cs, ce))
+            dev_compute.append(sum((ce - cs).tolist()) if self.hw.cores is None else union_length(cs, ce))
+            dev_comm.append(union_length(ms, me))
+            dev_exposed.append(exposed_length(ms, me, cs, ce))
             finish.append(float(ends[ids].max()) if len(ids) else 0.0)
         stats = eg.stats()
         return SimResult(step_seconds=max(finish, default=0.0), compute_seconds=max(dev_compute, default=0.0),
