@@ -51,6 +51,7 @@ SOURCES = {
     "capi_linear.json": "python bench/update_docs.py --capture (docs/embedding.md's linear.c, compiled and run)",
     "cli_plan_alexnet.json": "python bench/update_docs.py --capture (autotile plan alexnet --devices 8 --batch 256)",
     "memory_budget.json": "python bench/update_docs.py --capture (docs/memory.md's budget table, computed)",
+    "time_vs_bytes.json": "python bench/time_vs_bytes.py",
 }
 
 
@@ -332,6 +333,29 @@ def render_memory_budget(args, data_dir):
     return "\n" + "\n".join(lines) + "\n"
 
 
+def render_time_vs_bytes_table(args, data_dir):
+    """docs/time-objective.md's table: each plan's simulated step (ms) per model, profile and
+    device count (bench/time_vs_bytes.py)."""
+    d = load("time_vs_bytes.json", data_dir)
+
+    def ms(v):
+        return "n/a" if v is None else f"{v * 1e3:.2f}"
+
+    lines = ["| model | profile | devices | time plan | bytes plan | data | owt / megatron | best other | returned "
+             "| time search won | search s (time / bytes) |", "|" + " --- |" * 11]
+    for r in d["rows"]:
+        s = r["steps"]
+        model = r["model"] + (f" ({r['layers']} layers)" if r.get("layers") else "")
+        profile = r["profile"] + (f" ({r['hardware']})" if r["hardware"] != r["profile"] else "")
+        hand = s.get("owt", s.get("megatron"))
+        other = f"{r['best_other']} {ms(s[r['best_other']])}" if r.get("best_other") else "n/a"
+        search = r["search_seconds"]
+        lines.append(f"| {model} | {profile} | {r['devices']} | {ms(s['time'])} | {ms(s['bytes'])} | "
+                     f"{ms(s.get('data'))} | {ms(hand)} | {other} | {r['chosen']} | "
+                     f"{'yes' if r['time_won'] else 'no'} | {search['time']:.2f} / {search.get('bytes', float('nan')):.2f} |")
+    return "\n" + "\n".join(lines) + "\n"
+
+
 def render_output(args, data_dir):
     """A captured program's output (CAPTURES): name= (the JSON's name without .json)."""
     return _block(load(args["name"] + ".json", data_dir)["stdout"].rstrip("\n"))
@@ -342,6 +366,7 @@ RENDERERS = {
     "transformers-table": render_transformers_table, "transformers": render_transformers,
     "memory-table": render_memory_table, "memory-budget": render_memory_budget, "memory": render_memory,
     "engines-torch": render_engines_torch_row, "engines-torch-table": render_engines_torch_table, "output": render_output,
+    "time-vs-bytes-table": render_time_vs_bytes_table,
 }
 
 

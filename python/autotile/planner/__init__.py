@@ -357,6 +357,10 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
                             f"device_memory={device_memory} bytes (tofu can trade communication for memory)")
     else:
         raw = search()
+    if timing is not None and pins is None and algorithm == "tofu":
+        raw = time_objective.start_from_bytes(lowered.core, devices, raw, timing, replicate_fallback=fallback,
+                                              factors=factors, refine=bool(refine), batch_dims=batch_dims,
+                                              cut_solver=wide_solver)
     names = lowered.tensor_names
     result = Plan(
         algorithm=algorithm, devices=devices, factors=list(raw["factors"]), cut_costs=list(raw["cut_costs"]),
@@ -386,6 +390,7 @@ def plan(model, devices: Optional[int] = None, shapes: Optional[Dict[str, tuple]
     if timing is not None:
         result.objective, result.model_seconds = "time", raw["model_seconds"]
         result.cut_seconds, result.cut_levels = list(raw["cut_seconds"]), list(timing["levels"])
+        result.time_start = raw.get("start")
 
         def replan(**kw):
             base = dict(devices=devices, shapes=shapes, batch=batch, optimizer=optimizer,

@@ -31,6 +31,7 @@ _FIELD_KINDS = {
     "model_seconds": "num?", "cut_seconds": "list[num]", "cut_levels": "list[str]", "candidates": "dict[num?]?",
     "chosen": "str?", "skipped": "dict[str]?", "time_search_seconds": "num?", "selection_seconds": "num?",
     "candidate_search_seconds": "dict[num]?", "hierarchical_above": "int?", "stage_levels": "list[int]",
+    "time_start": "str?",
 }
 
 
@@ -138,6 +139,9 @@ class Plan:
     #: of stage_levels, the link level of each cut)
     hierarchical_above: Optional[int] = None
     stage_levels: List[int] = field(default_factory=list)
+    #: where the time search's refinement started from to reach its plan: "recursion" (its own
+    #: cuts) or "bytes" (the bytes objective's plan, when that ends faster in the time model)
+    time_start: Optional[str] = None
 
     # ------------------------------------------------------------------ queries
     def tiling(self, name: str) -> str:
