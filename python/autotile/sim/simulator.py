@@ -52,6 +52,7 @@ Model (what is simulated, and what is not):
 from __future__ import annotations
 
 import gc
+import threading
 from collections import deque
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
@@ -116,6 +117,7 @@ class SimResult:
 
 #: route tables by link hierarchy: (levels, devices) -> (routes, latencies, link indices) (Simulator._run)
 _ROUTE_TABLES: Dict[tuple, tuple] = {}
+_ROUTE_LOCK = threading.Lock()  # numbers new links: runs in other threads may share a table
 
 
 def _route_table(hw: Hardware, k: int) -> tuple:
@@ -304,12 +306,14 @@ class Simulator:
                 a[2] = 1.0
 
         def route_entry(route, latency: float) -> tuple:
-            """(latency, link indices, bandwidths) of a route ((id, bandwidth, latency) per link)."""
-            for lid, _, _ in route:
-                if lid not in link_index:
-                    link_index[lid] = len(link_index)
-            load.extend([0] * (len(link_index) - len(load)))
-            return latency, tuple(link_index[lid] for lid, _, _ in route), tuple(bw for _, bw, _ in route)
+            """(latency, link indices, bandwidths, 1 + the largest index) of a route ((id,
+            bandwidth, latency) per link)."""
+            with _ROUTE_LOCK:
+                for lid, _, _ in route:
+                    if lid not in link_index:
+                        link_index[lid] = len(link_index)
+                links = tuple(link_index[lid] for lid, _, _ in route)
+            return latency, links, tuple(bw for _, bw, _ in route), max(links, default=-1) + 1
 
         def new_fifo(latency: float) -> deque:
             """The FIFO of the transfers waiting a latency of `latency` seconds."""
@@ -371,6 +375,8 @@ class Simulator:
                             if latency is None:
                                 latency = latencies[climbed] = hw.latency(src, dst, k)
                             route = routes[(src, dst)] = route_entry(links, latency)
+                        if route[3] > len(load):  # links numbered since this run began
+                            load.extend([0] * (route[3] - len(load)))
                         latency = route[0]
                         fifo = latency_fifos.get(latency)
                         if fifo is None:
@@ -384,6 +390,8 @@ class Simulator:
                     if route is None:  # a private link
                         heappush(timers, (now + nbytes / hw.host_bandwidth, next(counter), i, _PART))
                     else:  # a fluid over the shared host path (each link split among the copies crossing it)
+                        if route[3] > len(load):
+                            load.extend([0] * (route[3] - len(load)))
                         fifo = latency_fifos.get(route[0])
                         if fifo is None:
                             fifo = new_fifo(route[0])
