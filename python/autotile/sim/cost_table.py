@@ -180,10 +180,11 @@ def fetch_pieces(eg, op: dict) -> List[Tuple[int, int, int, Shape]]:
     return pieces
 
 
-def fetch_key(eg, op: dict) -> str:
-    """The calibration key of a fetch: ``fetch+|512x2048|4x512x2048,...`` (``+``: it sums)."""
+def fetch_key(eg, op: dict, pieces=None) -> str:
+    """The calibration key of a fetch: ``fetch+|512x2048|4x512x2048,...`` (``+``: it sums).
+    `pieces`: the op's :func:`fetch_pieces`, where the caller has them."""
     dst = eg.buffers[op["outputs"][0]]
-    pieces = ",".join(_fmt(p[3]) for p in fetch_pieces(eg, op))
+    pieces = ",".join(_fmt(p[3]) for p in (fetch_pieces(eg, op) if pieces is None else pieces))
     return f"fetch{'+' if op['accumulate'] else ''}|{_fmt(int(h) - int(l) for l, h in zip(dst['lo'], dst['hi']))}|{pieces}"
 
 
@@ -425,11 +426,19 @@ class CostTable:
         """Seconds a device thread takes to run fetch op `op` alone (``fetch_on_cores``
         hosts): measured for its piece shapes, else the fitted fetch model, else the
         profile's ``fetch_overhead_s`` + bytes / ``local_copy_bandwidth``."""
-        key = fetch_key(eg, op)
+        pieces = fetch_pieces(eg, op)
+        return self._fetch_time(op, pieces, fetch_key(eg, op, pieces))
+
+    def fetch_costs(self, eg, op: dict) -> Tuple[float, float]:
+        """(:meth:`fetch_time`, :meth:`slowdown`) of fetch op `op`, its pieces read once."""
+        pieces = fetch_pieces(eg, op)
+        key = fetch_key(eg, op, pieces)
+        return self._fetch_time(op, pieces, key), self._slowdown("fetch", lambda: key)
+
+    def _fetch_time(self, op: dict, pieces, key: str) -> float:
         hit = self.calibration.fetches.get(key) if self.calibration is not None else None
         if hit is not None:
             return float(hit["seconds"])
-        pieces = fetch_pieces(eg, op)
         return self.fetch_model_time(sum(p[1] for p in pieces), sum(p[2] for p in pieces), op["accumulate"])
 
     def fetch_model_time(self, nbytes: float, rows: float, accumulate: bool) -> float:

@@ -267,6 +267,9 @@ class Simulator:
         gil_fraction = float(hw.device.get("gil_fraction", 0.0))
         cost = self.cost
         compute_costs = self._compute_costs(eg, buffers)
+        fetch_costs = cost.fetch_costs if (type(cost).fetch_time is CostTable.fetch_time and  # pieces read once
+                                           type(cost).slowdown is CostTable.slowdown) else \
+            lambda eg, o: (cost.fetch_time(eg, o), cost.slowdown(eg, o))
         # a fetch's source buffers: (device, item size); what issuing a MultiFetch costs
         sources: List[Optional[tuple]] = [None] * len(buffers)
         fetch_overhead = float(hw.device.get("fetch_overhead_s", 0.0))
@@ -400,7 +403,7 @@ class Simulator:
                 else:  # computed on the device (a kernel, or a fetch on a host's cores)
                     is_fetch = kinds[i] == "fetch"
                     if is_fetch:
-                        seconds, slowdown, demand = cost.fetch_time(eg, o), cost.slowdown(eg, o), 1.0
+                        (seconds, slowdown), demand = fetch_costs(eg, o), 1.0
                     else:
                         seconds, slowdown, demand = compute_costs(o)
                     # the op's Python part (its own dispatch, within its measured time, and the
