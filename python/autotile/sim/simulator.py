@@ -178,15 +178,16 @@ class Simulator:
     def run(self, eg) -> SimResult:
         """Simulate one step of `eg`; returns a :class:`SimResult`.
 
-        Implementation: timers (latencies, local copies, wake-ups) wait in a heap by end
-        time, or in one FIFO per route latency; kernels and transfers in flight are kept in
-        start order, their rates recomputed only when the set they depend on changes (one
-        starting or ending). Per-op figures are computed once per distinct tile shapes (compute
-        ops) and per route (links, latency). Every float is computed as the model states it,
-        in the same order: each event advances every fluid by its rate times the event's
-        step, and what ends at one event is handled in start order. The cyclic garbage
-        collector is paused while it runs (it creates hundreds of thousands of short-lived
-        objects, none in a cycle the run needs collected)."""
+        Implementation: timers (local copies, wake-ups) wait in a heap by end time, transfers
+        waiting their route's latency in one FIFO per latency; kernels and transfers in
+        flight are kept in start order, their rates recomputed only when the set they depend
+        on changes (one starting or ending). A compute op's figures are computed once per
+        distinct kind and tiles, a route (links, latency) once per link hierarchy (a table the
+        runs on equal levels share). Every float is computed as the model states it, in the
+        same order: each event advances every fluid by its rate times the event's step, and
+        what ends at one event is handled in start order. The cyclic garbage collector is
+        paused while it runs (it creates hundreds of thousands of short-lived objects, none
+        in a cycle the run needs collected)."""
         enabled = gc.isenabled()
         gc.disable()
         try:
@@ -274,8 +275,8 @@ class Simulator:
         sources: List[Optional[tuple]] = [None] * len(buffers)
         fetch_overhead = float(hw.device.get("fetch_overhead_s", 0.0))
         local_bandwidth = hw.local_copy_bandwidth
-        # (src, dst) -> (latency, link indices, bandwidths); the levels a route crosses -> its
-        # latency; link id -> index in `load` (shared by the runs on one hierarchy)
+        # (src, dst) -> route_entry; the levels a route crosses -> its latency; link id ->
+        # index in `load` (shared by the runs on one hierarchy)
         routes, latencies, link_index = _route_table(hw, k)
         host_routes: Dict[tuple, Optional[tuple]] = {}  # (device, to host) -> as routes, or None
         inf = float("inf")
