@@ -218,6 +218,7 @@ class Simulator:
         queues: List[List[int]] = []
         capacity: List[int] = []
         stream_of = [0] * n
+        position = [0] * n  # in its queue
         copy_schedule = getattr(getattr(eg, "core", None), "copy_schedule", None)
         for d in range(k):
             comp, copy = [], []
@@ -226,8 +227,10 @@ class Simulator:
             # swap-outs/ins (exec/swap_plan.h): the device's own copy stream to host memory
             swaps = list(copy_schedule(d)) if copy_schedule is not None else []
             for q, cap in ((comp, 1), (copy, max(engines, 1)), (swaps, 1)):
-                for i in q:
-                    stream_of[i] = len(queues)
+                s = len(queues)
+                for pos, i in enumerate(q):
+                    stream_of[i] = s
+                    position[i] = pos
                 queues.append(q)
                 capacity.append(cap)
         # In-order streams (the host runtime's threads) start only their queue's head; the
@@ -240,10 +243,6 @@ class Simulator:
         head = [0] * len(queues)
         running = [0] * len(queues)
         ready: List[List[int]] = [[] for _ in queues]  # heaps of queue positions (out of order)
-        position = [0] * n
-        for q in queues:
-            for pos, i in enumerate(q):
-                position[i] = pos
         deps_left = [0] * n
         dependents: List[List[int]] = [[] for _ in range(n)]
         for i, o in enumerate(ops):
@@ -569,8 +568,9 @@ class Simulator:
                 last_end[s] = now
                 woken.add(s)
                 for j in dependents[i]:
-                    deps_left[j] -= 1
-                    if deps_left[j] == 0:
+                    left = deps_left[j] - 1
+                    deps_left[j] = left
+                    if not left:
                         woken.add(stream_of[j])
                         if not in_order:
                             heappush(ready[stream_of[j]], position[j])
