@@ -146,9 +146,23 @@ def memory_budget_facts(d):
     return out
 
 
+def time_vs_bytes_facts(d):
+    """Each row's simulated steps (ms, as the table prints them) and the plan returned."""
+    out = {}
+    for r in d["rows"]:
+        key = f"time_vs_bytes/{r['model']}/{r.get('layers') or 'all'}/{r['hardware']}/{r['devices']}"
+        for name, v in r["steps"].items():
+            if v is not None:
+                out[f"{key}/{name}"] = (v * 1e3, 2)
+        out[f"{key}/returned"] = (r["chosen"], "text")
+        out[f"{key}/search_seconds"] = (r["search_seconds"]["time"], None)
+    return out
+
+
 FACTS = {"speedup.json": speedup_facts, "transformers.json": transformers_facts, "memory.json": memory_facts,
          "engines_torch.json": engines_torch_facts, "capi_linear.json": capture_facts,
-         "cli_plan_alexnet.json": capture_facts, "memory_budget.json": memory_budget_facts}
+         "cli_plan_alexnet.json": capture_facts, "memory_budget.json": memory_budget_facts,
+         "time_vs_bytes.json": time_vs_bytes_facts}
 
 
 # ------------------------------------------------------------------ renderers: region text
