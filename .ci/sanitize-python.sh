@@ -23,8 +23,9 @@ start=$SECONDS
 # The sample (about 6 minutes on 2 cores under the sanitizers, after a 4-7 minute build of the
 # core; 821 s in all on the shared 2-core dev machine with 2 more test files): the search and the
 # refinement across cuts (its wide moves, truncated neighbourhoods and restarts), the DP
-# against bruteforce, the execution graph's build, memory plan and swap planning, and planned
-# training steps on 2-8 devices (tofu and data, every execution-test model).
+# against bruteforce, the execution graph's build, memory plan and swap planning, hierarchical
+# collectives over random plans, the refinement on the time objective, and planned training
+# steps on 2-8 devices (tofu and data, every execution-test model).
 DEFAULT_TESTS=(
   tests/search/test_cut_refine.py
   tests/search/test_kcuts.py
@@ -35,6 +36,8 @@ DEFAULT_TESTS=(
   tests/execgraph/test_memory_plan.py
   tests/execgraph/test_arena_fit.py
   tests/execgraph/test_swap.py
+  tests/execgraph/test_hierarchical_collectives.py
+  tests/search/test_refine_time.py
   tests/planner/test_plan_api.py
   tests/planner/test_swap_search.py
 )
