@@ -154,3 +154,13 @@ def test_the_time_search_also_starts_from_the_bytes_plan(monkeypatch):
     monkeypatch.setattr(time_objective, "start_from_bytes", lambda core, k, raw, timing, **kw: dict(raw))
     alone = at.plan(sym, devices=8, objective="time", hardware=hw, candidates=[])
     assert plan.model_seconds < alone.model_seconds
+
+
+def test_large_graphs_skip_the_bytes_start(monkeypatch):
+    """Over BYTES_START_LIMIT node-cuts the time search keeps its recursion's plan alone (what
+    keeps LLaMA-70B's shapes on 1024 devices within 2x the bytes search)."""
+    from autotile.planner import time_objective
+
+    monkeypatch.setattr(time_objective, "BYTES_START_LIMIT", 10)
+    plan = at.plan(SMALL["mlp"](), devices=4, objective="time", hardware="dgx-h100", candidates=[])
+    assert plan.time_start == "recursion only"

@@ -140,7 +140,8 @@ class Plan:
     hierarchical_above: Optional[int] = None
     stage_levels: List[int] = field(default_factory=list)
     #: where the time search's refinement started from to reach its plan: "recursion" (its own
-    #: cuts) or "bytes" (the bytes objective's plan, when that ends faster in the time model)
+    #: cuts), "bytes" (the bytes objective's plan, when that ends faster in the time model) or
+    #: "recursion only" (a graph too large for the second start: time_objective.BYTES_START_LIMIT)
     time_start: Optional[str] = None
 
     # ------------------------------------------------------------------ queries
