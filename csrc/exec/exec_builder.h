@@ -80,29 +80,43 @@ class Builder {
                const std::function<int(int)>& holder_buffer, const std::vector<bool>& keep, BufferRole role,
                NodeId node, int64_t time, const std::vector<std::vector<Box>>& held);
 
-  /// Assemble `want[d]` on every device (null: not wanted) from `holders[e]` (buffer ids, -1:
-  /// holds nothing) in stages, one cut at a time (recursive doubling): at the stage of cut c a
-  /// device copies from the k_c devices that differ from it only in digit c the part of what
-  /// they have gathered so far that it or the devices it serves later need. The innermost cut's
-  /// stage comes first, or with `outer_first` the outermost cut's (the pieces that cross the
-  /// outer, slower links are then the smallest: a hierarchical all-gather). Returns false,
-  /// creating nothing, when the holders' boxes do not nest cut by cut in that order or the
-  /// stages would move more bytes than fetching each region directly from its holder.
-  /// With `dry_run` nothing is created either way: the answer says whether it would be.
+  /// \brief A staged gather's plan: per stage (the last level first), each device's pieces
+  /// (peer, region; devices as virtual ids, real[v] the device) and the box it then holds.
+  struct GatherStages {
+    std::vector<int> real;
+    std::vector<std::vector<std::vector<std::pair<int, Box>>>> pieces;  ///< [stage][v]
+    std::vector<std::vector<Box>> target;                               ///< [stage][v]
+  };
+  /// \brief Plans the gather of `want[d]` on every device (null: not wanted) from what each
+  /// device holds (`held_by[d]`), one cut or level at a time (recursive doubling): at the stage
+  /// of cut c a device copies from the k_c devices that differ from it only in digit c the
+  /// part of what they have gathered so far that it or the devices it serves later need. The
+  /// innermost cut's stage comes first, or with `outer_first` the outermost cut's (the pieces
+  /// that cross the outer, slower links are then the smallest: a hierarchical all-gather).
+  /// False when the held boxes do not nest cut by cut in that order or the stages would move
+  /// more bytes than fetching each region directly from its holder.
+  bool plan_gather_stages(TensorId t, const std::vector<const Box*>& want, const std::vector<Box>& held_by,
+                          bool partial, bool outer_first, GatherStages* plan) const;
+  /// \brief Appends the fetches of a planned gather from the buffers `holders[d]` (-1: none).
+  void build_gather_stages(TensorId t, const GatherStages& plan, const std::vector<int>& holders,
+                           const std::vector<const Box*>& want, BufferRole role, bool partial, NodeId node,
+                           int64_t time, std::vector<int>& out);
+  /// \brief plan_gather_stages on the holders' boxes, then build_gather_stages; false, creating
+  /// nothing, when it does not apply.
   bool staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
                      BufferRole role, bool partial, bool outer_first, NodeId node, int64_t time,
-                     std::vector<int>& out, bool dry_run = false);
+                     std::vector<int>& out);
   /// \brief The stages of a staged collective: consecutive cuts of one link level
   /// (ExecOptions::cut_levels) form one (unless `merge` is false: one cut each), first cut
   /// first; `outer_first` reverses their order.
   std::vector<std::vector<size_t>> stage_groups(bool outer_first, bool merge = true) const;
   /// \brief Device `d`'s digit in a stage of cuts `group`: its digits there in mixed radix.
   int group_digit(int d, const std::vector<size_t>& group) const;
-  /// Box-wise `held`, or (`held` null) the holder boxes of tensor `t` at `levels`: the gather
-  /// outermost cut first when they nest so; else, with `reindex`, a copy of
-  /// each device's slab read with the cuts' significance reversed (the same slabs, another
-  /// device's) when the gather then nests outermost cut first (ExecOptions::hierarchical_above).
-  /// False: neither applies.
+  /// \brief A gather from the holders (`holder_buffer(d)`, their tiling `levels`) outermost
+  /// cut first, where their boxes nest so; else, with `reindex`, first a copy of each device's
+  /// slab read with the stages' significance reversed (the same slabs, another device's), on
+  /// which the gather outermost cut first nests (ExecOptions::hierarchical_above). False,
+  /// creating nothing, where neither applies.
   bool hierarchical_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<Level>& levels,
                            const std::function<int(int)>& holder_buffer, bool reindex, BufferRole role, NodeId node,
                            int64_t time, std::vector<int>& out);

@@ -32,11 +32,9 @@ int Builder::group_digit(int d, const std::vector<size_t>& group) const {
   return digit;
 }
 
-bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
-                            BufferRole role, bool partial, bool outer_first, NodeId node, int64_t time,
-                            std::vector<int>& out, bool dry_run) {
+bool Builder::plan_gather_stages(TensorId t, const std::vector<const Box*>& want, const std::vector<Box>& held_by,
+                                 bool partial, bool outer_first, GatherStages* plan) const {
   const int devices = eg_.devices;
-  const int dsize = dtype_size(g_.tensor(t).dtype);
   const Box none = Box::full(g_.tensor(t).shape).intersect(Box{std::vector<Interval>(g_.tensor(t).shape.size())});
   if (none.dims.empty()) return false;  // scalars: nothing to stage
   // The stages run from the hierarchy's last level to its first. The hierarchy is the plan's
@@ -53,16 +51,17 @@ bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, con
   for (size_t j = 0; j < n; ++j)
     for (size_t c : groups[j]) f[j] *= plan_.factors[c];
   for (size_t j = n; j-- > 1;) stride[j - 1] = stride[j] * f[j];
-  std::vector<int> real(devices);
+  std::vector<int>& real = plan->real;
+  real.assign(devices, 0);
   for (int d = 0; d < devices; ++d) {
     int v = 0;
     for (size_t j = 0; j < n; ++j) v += group_digit(d, groups[j]) * stride[j];
     real[v] = d;
   }
   auto digit_of = [&](int v, size_t j) { return (v / stride[j]) % f[j]; };
-  std::vector<Box> held(devices, none), wanted(devices, none);
+  std::vector<Box> held(devices), wanted(devices, none);
   for (int v = 0; v < devices; ++v) {
-    if (holders[real[v]] >= 0) held[v] = eg_.buffers[holders[real[v]]].box;
+    held[v] = held_by[real[v]];
     if (want[real[v]]) wanted[v] = *want[real[v]];
   }
   // A[j][v / stride_j]: what v's subtree below level j holds; B[j][v % stride_j]: what the
@@ -73,7 +72,6 @@ bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, con
   const auto B = suffix_hulls(f, wanted);
   std::vector<int> stride_from(n + 1, 1);  // product of the factors from level j on
   for (size_t j = n; j-- > 0;) stride_from[j] = stride_from[j + 1] * f[j];
-  auto Y = [&](size_t j, int v) { return A[j][v / stride_from[j]].intersect(B[j][v % stride_from[j]]); };
   // Bytes of the direct fetch: every wanted element its device does not hold, once.
   int64_t direct = 0, staged = 0;
   for (int v = 0; v < devices; ++v) {
@@ -81,22 +79,22 @@ bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, con
     if (wanted[v].empty() || !A[0][0].contains(wanted[v])) return false;  // empty regions: direct
     direct += wanted[v].volume() - wanted[v].intersect(held[v]).volume();
   }
-  // One stage per level, the last first: the pieces of Y_j(v) from v's peers at level j.
-  struct Stage {
-    std::vector<std::vector<std::pair<int, Box>>> pieces;  // per device: (peer, region)
-  };
-  std::vector<Stage> stages(n);
+  // One stage per level, the last first: the pieces of its target Y_j(v) from v's peers at level j.
+  plan->pieces.assign(n, {});
+  plan->target.assign(n, {});
   std::vector<Box> have = held;  // the box each device's current buffer holds
   for (size_t c = n; c-- > 0;) {
-    stages[c].pieces.assign(devices, {});
+    plan->pieces[c].assign(devices, {});
+    plan->target[c].assign(devices, none);
     std::vector<Box> next = have;
     for (int v = 0; v < devices; ++v) {
-      Box target = c == 0 ? wanted[v] : Y(c, v);
+      Box target = c == 0 ? wanted[v]
+                          : A[c][v / stride_from[c]].intersect(B[c][v % stride_from[c]]);
       if (target.empty()) {
         next[v] = none;
         continue;
       }
-      auto& pieces = stages[c].pieces[v];
+      auto& pieces = plan->pieces[c][v];
       std::vector<const Box*> seen;
       int64_t covered = 0;
       const int mine = digit_of(v, c);
@@ -114,24 +112,35 @@ bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, con
         pieces.push_back({e, std::move(region)});
       }
       if (covered != target.volume()) return false;
+      plan->target[c][v] = target;
       next[v] = std::move(target);
     }
     have = std::move(next);
     if (staged > direct) return false;
   }
-  if (staged != direct) return false;
-  if (dry_run) return true;
-  // Build it: per stage, a MultiFetch on each device whose target is not already its buffer.
+  return staged == direct;
+}
+
+void Builder::build_gather_stages(TensorId t, const GatherStages& plan, const std::vector<int>& holders,
+                                  const std::vector<const Box*>& want, BufferRole role, bool partial, NodeId node,
+                                  int64_t time, std::vector<int>& out) {
+  const int devices = eg_.devices;
+  const int dsize = dtype_size(g_.tensor(t).dtype);
+  const auto& real = plan.real;
+  // Per stage, a MultiFetch on each device whose target is not already its buffer.
   std::vector<int> cur(devices);
-  for (int v = 0; v < devices; ++v) cur[v] = holders[real[v]];
-  std::vector<Box> cur_box = held;
-  for (size_t c = n; c-- > 0;) {
+  std::vector<Box> cur_box(devices);
+  for (int v = 0; v < devices; ++v) {
+    cur[v] = holders[real[v]];
+    if (cur[v] >= 0) cur_box[v] = eg_.buffers[cur[v]].box;
+  }
+  for (size_t c = plan.pieces.size(); c-- > 0;) {
     std::vector<int> next(devices, -1);
-    std::vector<Box> next_box(devices, none);
+    std::vector<Box> next_box(devices);
     for (int v = 0; v < devices; ++v) {
-      const auto& stage = stages[c].pieces[v];
+      const auto& stage = plan.pieces[c][v];
       if (stage.empty()) continue;
-      const Box target = c == 0 ? wanted[v] : Y(c, v);
+      const Box& target = plan.target[c][v];
       if (stage.size() == 1 && stage[0].first == v && (c > 0 || cur_box[v] == target)) {
         next[v] = cur[v];  // all of it is here already: keep the buffer
         next_box[v] = cur_box[v];
@@ -153,6 +162,19 @@ bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, con
   }
   for (int v = 0; v < devices; ++v)
     if (want[real[v]]) out[real[v]] = cur[v];
+}
+
+bool Builder::staged_gather(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
+                            BufferRole role, bool partial, bool outer_first, NodeId node, int64_t time,
+                            std::vector<int>& out) {
+  const int devices = eg_.devices;
+  const Box none = Box::full(g_.tensor(t).shape).intersect(Box{std::vector<Interval>(g_.tensor(t).shape.size())});
+  std::vector<Box> held(devices, none);
+  for (int d = 0; d < devices; ++d)
+    if (holders[d] >= 0) held[d] = eg_.buffers[holders[d]].box;
+  GatherStages plan;
+  if (!plan_gather_stages(t, want, held, partial, outer_first, &plan)) return false;
+  build_gather_stages(t, plan, holders, want, role, partial, node, time, out);
   return true;
 }
 
@@ -177,30 +199,23 @@ bool Builder::hierarchical_gather(TensorId t, const std::vector<const Box*>& wan
     rlevels.push_back(levels[c]);
   }
   std::vector<Box> rbox(devices);
-  std::vector<int> probe(devices, -1);
   for (int d = 0; d < devices; ++d) {
     std::vector<int> rd;
     for (size_t c : order) rd.push_back(digits_[d][c]);
     rbox[d] = holder_box(g_.tensor(t).shape, rlevels, rf, rd);
   }
-  // Feasibility on the boxes alone (a scratch buffer per device, undone below).
-  const size_t buf0 = eg_.buffers.size();
-  for (int d = 0; d < devices; ++d) probe[d] = new_buffer(d, t, rbox[d], BufferRole::kRegion, false);
-  std::vector<int> unused(devices, -1);
-  const bool ok = staged_gather(t, want, probe, role, false, true, node, time, unused, true);
-  eg_.buffers.resize(buf0);
-  if (!ok) return false;
+  GatherStages plan;  // planned on the re-indexed boxes before anything is built
+  if (!plan_gather_stages(t, want, rbox, false, true, &plan)) return false;
   const auto& f = plan_.factors;
   const std::vector<bool> no_keep(f.size(), false);
-  const auto held = prefix_hulls(f, [&] {
-    std::vector<Box> b(devices);
-    for (int d = 0; d < devices; ++d) b[d] = eg_.buffers[holders[d]].box;
-    return b;
-  }());
+  std::vector<Box> held_box(devices);
+  for (int d = 0; d < devices; ++d) held_box[d] = eg_.buffers[holders[d]].box;
+  const auto held = prefix_hulls(f, held_box);
   std::vector<int> moved(devices);
   for (int d = 0; d < devices; ++d)
     moved[d] = assemble(d, t, rbox[d], levels, holder_buffer, no_keep, BufferRole::kRegion, node, time, held);
-  return staged_gather(t, want, moved, role, false, true, node, time, out);
+  build_gather_stages(t, plan, moved, want, role, false, node, time, out);
+  return true;
 }
 
 bool Builder::staged_reduce(TensorId t, const std::vector<const Box*>& want, const std::vector<int>& holders,
@@ -260,7 +275,6 @@ bool Builder::staged_reduce(TensorId t, const std::vector<const Box*>& want, con
   out = std::move(cur);
   return true;
 }
-
 
 }  // namespace exec_detail
 }  // namespace autotile

@@ -98,6 +98,16 @@ def reference_step(sym, shapes, vals):
                           params={k: v for k, v in vals.items() if k not in shapes}, train=True)
 
 
+def random_plan_case(name):
+    """A test model of MODELS with its inputs and params, its lowered training graph (what
+    random plans tile) and the single-device step: (sym, shapes, vals, lowered, ref)."""
+    from random_plans import lowered_training_graph
+
+    sym, shapes, classes = MODELS[name]()
+    vals = values(sym, shapes, classes)
+    return sym, shapes, vals, lowered_training_graph(sym, shapes), reference_step(sym, shapes, vals)
+
+
 def assert_same_step(res, ref, what, rtol=1e-4, atol=1e-5):
     """Outputs, gradients, updated params, optimizer states and auxiliary states (BatchNorm
     moving statistics) of a partitioned step equal the oracle's, name for name. float32 sums

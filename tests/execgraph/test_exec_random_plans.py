@@ -61,13 +61,9 @@ def test_random_plans_match_single_device(factors, bias):
 def test_random_plans_on_models(model, factors):
     """Random plans split convolutions spatially (halos, asymmetric tile padding), channels and
     batch, reduce partial sums, and re-layout tensors; every one gives the single-device step."""
-    from models import MODELS, assert_same_step, values
+    from models import assert_same_step, random_plan_case
 
-    sym, shapes, classes = MODELS[model]()
-    vals = values(sym, shapes, classes)
-    low = lowered_training_graph(sym, shapes)
-    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
-                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    sym, shapes, vals, low, ref = random_plan_case(model)
     rng = np.random.default_rng(len(factors) * 7 + sum(factors))
     for _ in range(4):
         plan = random_plan(low, factors, rng, input_shapes=shapes)

@@ -13,7 +13,7 @@ import pytest
 import autotile as at
 from autotile import _core
 from autotile.backend.multi_device import run_multi_device
-from random_plans import lowered_training_graph, random_plan
+from random_plans import random_plan
 
 _build = _core.build_exec_graph
 
@@ -98,13 +98,9 @@ def test_random_plans_hierarchical_equal_one_device(hierarchical, model, factors
     """Random plans re-layout, gather and reduce every way the plan format allows; with every
     collective hierarchical the step equals one device's, and the bytes exceed the flat
     build's by at most one re-indexing copy of each tensor."""
-    from models import MODELS, assert_same_step, values
+    from models import assert_same_step, random_plan_case
 
-    sym, shapes, classes = MODELS[model]()
-    vals = values(sym, shapes, classes)
-    low = lowered_training_graph(sym, shapes)
-    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
-                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    sym, shapes, vals, low, ref = random_plan_case(model)
     rng = np.random.default_rng(len(factors) * 13 + sum(factors))
     sizes = sum(int(np.prod(s)) * 4 for s in low.tensor_shapes)
     for _ in range(3):
@@ -147,15 +143,11 @@ def test_random_plans_two_levels_equal_one_device(monkeypatch, model, factors, l
     """Random plans with every collective hierarchical over two link levels (a level's cuts in
     one stage; partial sums kept across a cut, reductions, re-layouts): the step equals one
     device's."""
-    from models import MODELS, assert_same_step, values
+    from models import assert_same_step, random_plan_case
 
     monkeypatch.setattr(_core, "build_exec_graph",
                         lambda *a, **k: _build(*a, **{**k, "hierarchical_above": 0, "cut_levels": levels}))
-    sym, shapes, classes = MODELS[model]()
-    vals = values(sym, shapes, classes)
-    low = lowered_training_graph(sym, shapes)
-    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
-                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    sym, shapes, vals, low, ref = random_plan_case(model)
     rng = np.random.default_rng(len(factors) * 17 + sum(factors) + sum(levels))
     for _ in range(4):
         plan = random_plan(low, factors, rng, input_shapes=shapes)

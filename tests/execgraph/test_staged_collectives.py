@@ -11,7 +11,7 @@ import pytest
 import autotile as at
 from autotile import _core
 from autotile.backend.multi_device import run_multi_device
-from random_plans import lowered_training_graph, random_plan
+from random_plans import random_plan
 
 _build = _core.build_exec_graph
 
@@ -75,13 +75,9 @@ def test_data_parallel_64_devices_staged_equals_one_device():
 def test_random_plans_staged_equal_one_device_and_move_the_same_bytes(staged, model, factors):
     """Random plans re-layout, gather and reduce every way the plan format allows; with every
     collective staged the step equals one device's and the bytes equal the unstaged graph's."""
-    from models import MODELS, values
+    from models import random_plan_case
 
-    sym, shapes, classes = MODELS[model]()
-    vals = values(sym, shapes, classes)
-    low = lowered_training_graph(sym, shapes)
-    ref = at.backend.run(sym, inputs={k: vals[k] for k in shapes},
-                         params={k: v for k, v in vals.items() if k not in shapes}, train=True)
+    sym, shapes, vals, low, ref = random_plan_case(model)
     rng = np.random.default_rng(len(factors) * 11 + sum(factors))
     for _ in range(3):
         plan = random_plan(low, factors, rng, input_shapes=shapes)

@@ -256,7 +256,7 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     schedule (csrc/exec/schedule_order.h): every node once, each after the producers of its
     inputs, else an Error naming the node (autotile.planner.swap_search searches over them).
 
-    `hierarchical_above` (bytes) makes the collectives of larger tensors follow the cut
+    `hierarchical_above` (bytes) makes the collectives that move more per device follow the cut
     hierarchy, the first cuts being the slower links (they separate nodes): reductions sum
     inside a node first and gathers cross nodes first, so the links between nodes carry the
     smallest pieces, at the cost of one more round and a re-indexing copy where the plan's
@@ -273,7 +273,9 @@ def transform(model, plan, control_deps: bool = True, device_memory: Optional[in
     check_plan(plan)
     if hierarchical_above is None and getattr(plan, "hierarchical_above", None) is not None:
         hierarchical_above = plan.hierarchical_above
-        stage_above = 64 if stage_above is None else stage_above
+        from ..planner.time_objective import HIERARCHICAL_STAGE_ABOVE
+
+        stage_above = HIERARCHICAL_STAGE_ABOVE if stage_above is None else stage_above
         cut_levels = cut_levels if cut_levels is not None else (plan.stage_levels or None)
     optimizer_args, dtypes = check_transform_dicts(optimizer_args, dtypes)
     given_memory = device_memory is not None

@@ -122,6 +122,10 @@ def start_from_bytes(core_graph, devices: int, raw: dict, timing: dict, **search
     return dict(raw, start="recursion", search_seconds=spent)
 
 
+#: in the hierarchical mode, the small collectives stay in one round up to this many devices
+HIERARCHICAL_STAGE_ABOVE = 64
+
+
 def collective_modes(hw, factors) -> Dict[str, dict]:
     """How the runtime may run a plan's collectives on profile `hw`, as ``transform`` keywords:
     "flat" (one cut a stage above 8 devices, in the order that keeps the search's bytes) and,
@@ -132,7 +136,7 @@ def collective_modes(hw, factors) -> Dict[str, dict]:
     modes: Dict[str, dict] = {"flat": {"hierarchical_above": -1}}  # (-1: not the plan's own)
     above = hierarchical_above(hw, factors)
     if above is not None:
-        modes["hierarchical"] = {"hierarchical_above": above, "stage_above": 64,
+        modes["hierarchical"] = {"hierarchical_above": above, "stage_above": HIERARCHICAL_STAGE_ABOVE,
                                  "cut_levels": hw.cut_levels(list(factors))}
     return modes
 
@@ -152,10 +156,10 @@ def simulated_step(model, plan, hw) -> Tuple[float, str, dict]:
 
 
 def hierarchical_above(hw, factors) -> Optional[int]:
-    """The tile size (bytes) above which a plan's collectives on profile `hw` run hierarchically
+    """The bytes per device above which a plan's collectives on profile `hw` run hierarchically
     (``transform(hierarchical_above=...)``), where its cuts cross more than one link level (None
-    on one level): the tile whose flat collective keeps the outermost level busy (about half
-    the tile per device) for longer than two more rounds of that level's latency would take,
+    on one level): a collective moving that much keeps the outermost level busy flat (about half
+    of it per device) for longer than two more rounds of that level's latency would take,
     counting that the hierarchical one still moves some of it there."""
     levels = hw.cut_levels(list(factors))
     if len(set(levels)) < 2:
